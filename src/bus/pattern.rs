@@ -1,0 +1,69 @@
+//! NATS subject matching (`*` one token, `>` the remaining tokens), shared by the embedded bus.
+
+/// Does `subject` match `pattern`?
+pub fn matches(pattern: &str, subject: &str) -> bool {
+    let mut pats = pattern.split('.');
+    let mut subs = subject.split('.');
+    loop {
+        match (pats.next(), subs.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(p), Some(s)) if p == s => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// Check a pattern for subscribing (wildcards allowed) or a subject for publishing (not).
+pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
+    if subject.is_empty() {
+        return Err("subject is empty".into());
+    }
+    let tokens: Vec<&str> = subject.split('.').collect();
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is_empty() {
+            return Err("subject has an empty token (`..` or a leading/trailing dot)".into());
+        }
+        if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("subject contains whitespace".into());
+        }
+        let wild = *t == "*" || *t == ">";
+        if wild && !wildcards_allowed {
+            return Err("wildcards are not allowed when publishing".into());
+        }
+        if *t == ">" && i + 1 != tokens.len() {
+            return Err("`>` must be the last token".into());
+        }
+        if !wild && (t.contains('*') || t.contains('>')) {
+            return Err("a wildcard must be a whole token".into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_like_nats() {
+        assert!(matches("a.*.c", "a.b.c"));
+        assert!(!matches("a.*.c", "a.b.d"));
+        assert!(matches("a.>", "a.b.c"));
+        assert!(!matches("a.>", "a"));
+        assert!(matches("a.b", "a.b"));
+        assert!(!matches("a.b", "a.b.c"));
+        assert!(!matches("a.*", "a.b.c"));
+    }
+
+    #[test]
+    fn invalid_subjects_are_rejected() {
+        assert!(validate("a..b", true).is_err());
+        assert!(validate("a.>.b", true).is_err());
+        assert!(validate("a.*", false).is_err());
+        assert!(validate("a b", true).is_err());
+        assert!(validate("a.b*", true).is_err());
+        assert!(validate("a.*.>", true).is_ok());
+    }
+}

@@ -1,0 +1,139 @@
+//! Every subject name Hermes uses, in one place, and the id rules that keep them safe.
+//!
+//! | subject | pattern | what |
+//! |---|---|---|
+//! | `hermes.in.<agent>.<session>` | pub or req/reply, queue `session` | a user message or external event for a session |
+//! | `hermes.out.<agent>.<session>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error` |
+//! | `hermes.plan` | req/reply, queue `planner` | one planning step |
+//! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
+//! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas) |
+//! | `hermes.job.<id>` | pub | async job lifecycle |
+//! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers |
+//! | `hermes.memory.recall` / `.write` / `.forget` | req/reply, queue `memory` | memory service |
+//! | `hermes.memory.extract` | durable queue | finished turns to mine for memories |
+//! | `hermes.audit.<kind>` | pub | audit trail |
+
+/// Queue group names.
+pub mod groups {
+    pub const SESSION: &str = "session";
+    pub const PLANNER: &str = "planner";
+    pub const TOOL: &str = "tool";
+    pub const MCP: &str = "mcp";
+    pub const MEMORY: &str = "memory";
+}
+
+pub const INBOUND_ALL: &str = "hermes.in.>";
+pub const PLAN: &str = "hermes.plan";
+pub const TOOLS_LIST: &str = "hermes.tools.list";
+pub const MCP_CALL: &str = "hermes.mcp.call";
+pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
+pub const MEMORY_RECALL: &str = "hermes.memory.recall";
+pub const MEMORY_WRITE: &str = "hermes.memory.write";
+pub const MEMORY_FORGET: &str = "hermes.memory.forget";
+pub const MEMORY_EXTRACT: &str = "hermes.memory.extract";
+
+/// Longest id accepted in a subject token.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Why an id cannot go into a subject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} id `{value}`: {reason} (use 1–128 characters from A–Z a–z 0–9 _ -)")]
+pub struct IdError {
+    pub what: &'static str,
+    pub value: String,
+    pub reason: &'static str,
+}
+
+/// Check that `value` is safe as one subject token: no dots, wildcards, spaces or control chars.
+pub fn check_id(what: &'static str, value: &str) -> Result<(), IdError> {
+    let fail = |reason| IdError {
+        what,
+        value: value.chars().take(80).collect(),
+        reason,
+    };
+    if value.is_empty() {
+        return Err(fail("it is empty"));
+    }
+    if value.len() > MAX_ID_LEN {
+        return Err(fail("it is longer than 128 characters"));
+    }
+    if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(fail("it contains a character that is not allowed"));
+    }
+    Ok(())
+}
+
+/// `hermes.in.<agent>.<session>`
+pub fn inbound(agent: &str, session: &str) -> Result<String, IdError> {
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    Ok(format!("hermes.in.{agent}.{session}"))
+}
+
+/// `hermes.out.<agent>.<session>`
+pub fn outbound(agent: &str, session: &str) -> Result<String, IdError> {
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    Ok(format!("hermes.out.{agent}.{session}"))
+}
+
+/// `hermes.tool.<name>`
+pub fn tool(name: &str) -> Result<String, IdError> {
+    check_id("tool", name)?;
+    Ok(format!("hermes.tool.{name}"))
+}
+
+/// `hermes.job.<id>`
+pub fn job(id: &str) -> Result<String, IdError> {
+    check_id("job", id)?;
+    Ok(format!("hermes.job.{id}"))
+}
+
+/// `hermes.audit.<kind>`
+pub fn audit(kind: &str) -> Result<String, IdError> {
+    check_id("audit kind", kind)?;
+    Ok(format!("hermes.audit.{kind}"))
+}
+
+/// Split `hermes.in.<agent>.<session>` into its agent and session, checking both.
+pub fn parse_inbound(subject: &str) -> Result<(String, String), IdError> {
+    let rest = subject.strip_prefix("hermes.in.").ok_or(IdError {
+        what: "inbound subject",
+        value: subject.chars().take(80).collect(),
+        reason: "it does not start with `hermes.in.`",
+    })?;
+    let (agent, session) = rest.split_once('.').ok_or(IdError {
+        what: "inbound subject",
+        value: subject.chars().take(80).collect(),
+        reason: "it is not `hermes.in.<agent>.<session>`",
+    })?;
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    Ok((agent.to_string(), session.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_with_dots_wildcards_or_spaces_are_rejected() {
+        for bad in ["a.b", "a*", "a>", "a b", "", "é"] {
+            assert!(check_id("session", bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_id("session", &"x".repeat(129)).is_err());
+        assert!(check_id("session", "s-1_A").is_ok());
+    }
+
+    #[test]
+    fn inbound_subject_round_trips() {
+        let s = inbound("shop", "s1").unwrap();
+        assert_eq!(s, "hermes.in.shop.s1");
+        assert_eq!(parse_inbound(&s).unwrap(), ("shop".into(), "s1".into()));
+        assert!(parse_inbound("hermes.in.shop.s1.extra").is_err());
+        assert!(parse_inbound("hermes.out.shop.s1").is_err());
+    }
+}

@@ -1,0 +1,296 @@
+//! The one typed configuration tree, loaded once (embedded defaults, then an optional file,
+//! then CLI overrides) and passed down. Nothing reads configuration from globals.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The defaults every run starts from; `config/default.toml` in the repository.
+pub const DEFAULT_CONFIG: &str = include_str!("../config/default.toml");
+/// The demo story's scripted model replies; `config/demo-scenario.toml`.
+pub const DEMO_SCENARIO: &str = include_str!("../config/demo-scenario.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {origin} is not valid: {message}")]
+    Parse { origin: String, message: String },
+    #[error("config value {key} is invalid: {message}")]
+    Invalid { key: String, message: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub engine: EngineConfig,
+    pub bus: BusConfig,
+    pub agents: BTreeMap<String, AgentConfig>,
+    pub models: ModelsConfig,
+    pub memory: MemoryConfig,
+    pub tools: ToolsConfig,
+    #[serde(default)]
+    pub mcp: McpConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Directory of the sled database (created if missing).
+    pub data_dir: PathBuf,
+    /// Largest inbound envelope accepted, in bytes.
+    pub max_envelope_bytes: usize,
+    /// Largest user message text accepted, in characters.
+    pub max_message_chars: usize,
+    /// Timeout for one planning step (model call), seconds.
+    pub plan_timeout_secs: u64,
+    /// Timeout for bus requests between actors other than planning and tools, seconds.
+    pub request_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusConfig {
+    /// `embedded` or `nats://host:port`.
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub system_prompt: String,
+    /// Most planning steps (model calls) in one turn before the turn fails.
+    pub max_steps: u32,
+    /// Token window of the planner model and how much of it to keep for the reply.
+    pub context_window: usize,
+    pub reply_reserve: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    pub planner: ModelConfig,
+    pub extractor: ModelConfig,
+    pub summariser: ModelConfig,
+}
+
+/// One model role's provider.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ModelConfig {
+    /// Any OpenAI-compatible chat-completions endpoint.
+    Openai {
+        /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`
+        base_url: String,
+        model: String,
+        /// Name of the environment variable holding the API key (none for local servers).
+        #[serde(default)]
+        api_key_env: Option<String>,
+        #[serde(default = "default_model_timeout")]
+        timeout_secs: u64,
+        /// Stream the reply (text deltas reach `hermes.out…` as they arrive).
+        #[serde(default = "default_true")]
+        stream: bool,
+        #[serde(default)]
+        temperature: Option<f32>,
+    },
+    /// A scripted model read from a scenario file; `builtin:demo` is the demo's script.
+    Replay { scenario: String },
+    /// The benchmark model of `shared/bench/WORKLOAD.md`.
+    Bench {},
+}
+
+fn default_model_timeout() -> u64 {
+    120
+}
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Most memories recalled into a turn's context.
+    pub recall_limit: usize,
+    /// Recalled records scoring below this are left out.
+    pub min_score: f64,
+    /// Redeliver an extraction job not acknowledged within this many seconds.
+    pub extract_ack_wait_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Default timeout of one tool call, seconds.
+    pub default_timeout_secs: u64,
+    /// Which built-in tools the tool-executor serves.
+    pub builtin: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(default)]
+    pub servers: Vec<McpServerConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Prefix of its tools: `<name>__<tool>`. Letters, digits, `_`, `-`.
+    pub name: String,
+    /// Program to start; `self` means this hermes executable.
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Timeout of one call to this server, seconds.
+    #[serde(default = "default_mcp_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_mcp_timeout() -> u64 {
+    30
+}
+
+impl Config {
+    /// The embedded defaults.
+    pub fn embedded() -> Result<Self, ConfigError> {
+        Self::parse(DEFAULT_CONFIG, "embedded defaults")
+    }
+
+    /// The embedded defaults with `path`'s tables merged over them (tables merge key by key;
+    /// arrays and values replace).
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut base: toml::Value =
+            toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError::Parse {
+                origin: "embedded defaults".into(),
+                message: e.to_string(),
+            })?;
+        let origin = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                let overlay: toml::Value =
+                    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                        origin: path.display().to_string(),
+                        message: e.to_string(),
+                    })?;
+                merge(&mut base, overlay);
+                path.display().to_string()
+            }
+            None => "embedded defaults".into(),
+        };
+        let config: Config = base.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
+            origin,
+            message: e.to_string(),
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.into(),
+            message: e.to_string(),
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        for name in self.agents.keys() {
+            crate::bus::subjects::check_id("agent", name).map_err(|e| ConfigError::Invalid {
+                key: format!("agents.{name}"),
+                message: e.to_string(),
+            })?;
+        }
+        for server in &self.mcp.servers {
+            crate::bus::subjects::check_id("mcp server", &server.name).map_err(|e| {
+                ConfigError::Invalid {
+                    key: "mcp.servers.name".into(),
+                    message: e.to_string(),
+                }
+            })?;
+            if server.name.contains("__") {
+                return Err(ConfigError::Invalid {
+                    key: format!("mcp.servers.{}", server.name),
+                    message: "a server name may not contain `__` (it separates server and tool)".into(),
+                });
+            }
+        }
+        for (name, agent) in &self.agents {
+            if agent.reply_reserve >= agent.context_window {
+                return Err(ConfigError::Invalid {
+                    key: format!("agents.{name}.reply_reserve"),
+                    message: "must be smaller than context_window".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent named `name`, or a clear error listing the configured agents.
+    pub fn agent(&self, name: &str) -> Result<&AgentConfig, ConfigError> {
+        self.agents.get(name).ok_or_else(|| ConfigError::Invalid {
+            key: format!("agents.{name}"),
+            message: format!(
+                "no such agent; configured agents: {}",
+                self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        })
+    }
+}
+
+fn merge(base: &mut toml::Value, overlay: toml::Value) {
+    match (base, overlay) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) if existing.is_table() && v.is_table() => merge(existing, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_parse() {
+        let c = Config::embedded().unwrap();
+        assert!(c.agents.contains_key("assistant"));
+    }
+
+    #[test]
+    fn file_overrides_merge_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[bus]\nurl = \"nats://127.0.0.1:4222\"\n").unwrap();
+        let c = Config::load(Some(&p)).unwrap();
+        assert_eq!(c.bus.url, "nats://127.0.0.1:4222");
+        assert!(c.agents.contains_key("assistant"));
+    }
+
+    #[test]
+    fn unknown_keys_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[bus]\nurll = \"x\"\n").unwrap();
+        let e = Config::load(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("urll"), "{e}");
+    }
+}

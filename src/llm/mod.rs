@@ -1,0 +1,168 @@
+//! Chat models behind one small trait, so a provider's wire format touches one file.
+//!
+//! Providers: [`openai`] (any OpenAI-compatible chat-completions endpoint, streaming included),
+//! [`replay`] (a deterministic scripted model read from a scenario file, for the demo and tests)
+//! and [`bench`] (the instant model the engine benchmarks use). The configuration names one
+//! model per role: planner, summariser, extractor.
+
+pub mod bench;
+pub mod factory;
+pub mod openai;
+pub mod replay;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call the model asked for. `arguments` is the parsed JSON the model sent; when the
+/// model sent text that is not JSON, it is kept as a JSON string so validation can say so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// One message of a conversation, in the shape every provider understands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    #[serde(default)]
+    pub content: String,
+    /// Set on assistant messages that call tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Set on tool messages: which call this is the result of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Set on tool messages: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::plain(Role::Assistant, content)
+    }
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            tool_calls: calls,
+            ..Self::plain(Role::Assistant, content)
+        }
+    }
+    pub fn tool(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(call_id.into()),
+            name: Some(name.into()),
+            ..Self::plain(Role::Tool, content)
+        }
+    }
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+}
+
+/// One call to a chat model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Ask for a JSON object reply (OpenAI `response_format: {type: json_object}`).
+    #[serde(default)]
+    pub json_mode: bool,
+}
+
+/// Token usage as the provider reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+/// What the model answered: text, tool calls, or both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// Where streamed text fragments go while the model is still answering.
+pub type DeltaSender = mpsc::UnboundedSender<String>;
+
+/// What can go wrong talking to a model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    #[error("model endpoint {url} is unreachable: {reason}; check `base_url` in the [models] config and that the server runs")]
+    Unreachable { url: String, reason: String },
+    #[error("model endpoint answered HTTP {status}: {body}; check the model name and API key")]
+    Http { status: u16, body: String },
+    #[error("model reply could not be understood: {0}")]
+    BadResponse(String),
+    #[error("model did not answer within {0:?}; raise `timeout_secs` for this model or use a faster one")]
+    Timeout(std::time::Duration),
+    #[error("replay scenario has no rule for this request ({0}); add a rule to the scenario file")]
+    NoReplayRule(String),
+    #[error("model configuration is invalid: {0}")]
+    Config(String),
+}
+
+/// A chat model. Implementations must be cheap to share between tasks.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// A short id for logs and traces, e.g. `openai:gpt-4o-mini` or `replay:demo`.
+    fn id(&self) -> String;
+
+    /// The model name used to pick a tokenizer.
+    fn model_name(&self) -> String;
+
+    /// Answer `request`. When `deltas` is given and the provider streams, text fragments are
+    /// sent there as they arrive; the full answer is returned at the end either way.
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        deltas: Option<DeltaSender>,
+    ) -> Result<ChatResponse, LlmError>;
+}

@@ -1,0 +1,5 @@
+//! placeholder: being written
+#[derive(Debug, thiserror::Error)]
+#[error("memory placeholder")]
+pub struct MemoryError;
+pub struct MemoryStore;
