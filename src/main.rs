@@ -1,1 +1,8 @@
-fn main(){}
+//! The `hermes` command line. Errors here are `anyhow`: this is the edge where they are
+//! printed for a person.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,1 +1,253 @@
-//! placeholder: being written
+//! The bodies that travel in envelopes, one per subject, with their `kind` names.
+//!
+//! Requests and replies are paired: `hermes.plan` takes [`PlanRequest`] and answers
+//! [`PlanReply`], and so on. [`TurnEvent`] is everything published on `hermes.out…`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::llm::{ChatMessage, ToolCall, ToolSpec, Usage};
+use crate::memory::RecallHit;
+use crate::tools::ToolError;
+
+/// Envelope kinds.
+pub mod kinds {
+    pub const USER_MESSAGE: &str = "user.message";
+    pub const ACCEPTED: &str = "accepted";
+    pub const PLAN_REQUEST: &str = "plan.request";
+    pub const PLAN_REPLY: &str = "plan.reply";
+    pub const TOOL_CALL: &str = "tool.call";
+    pub const TOOL_RESULT: &str = "tool.result";
+    pub const TOOLS_LIST: &str = "tools.list";
+    pub const TOOLS_CATALOG: &str = "tools.catalog";
+    pub const MCP_CALL: &str = "mcp.call";
+    pub const MCP_RESULT: &str = "mcp.result";
+    pub const MCP_CATALOG_REQUEST: &str = "mcp.catalog.request";
+    pub const MCP_CATALOG: &str = "mcp.catalog";
+    pub const RECALL_REQUEST: &str = "memory.recall";
+    pub const RECALL_REPLY: &str = "memory.recalled";
+    pub const EXTRACT_JOB: &str = "memory.extract";
+    pub const TURN_EVENT: &str = "turn.event";
+}
+
+/// A user message (or an external event phrased as one) for `hermes.in.<agent>.<session>`.
+/// The user is the envelope's `user`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub text: String,
+}
+
+/// The reply to a request on `hermes.in…`: the message is persisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Accepted {
+    pub message_id: String,
+    pub session: String,
+    /// Position of the message in the session's log.
+    pub seq: u64,
+}
+
+/// One planning step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanRequest {
+    pub turn_id: String,
+    pub step: u32,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    /// Where to publish `delta` events while the model streams (the session's out subject).
+    #[serde(default)]
+    pub stream_to: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanReply {
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    pub model: String,
+}
+
+/// Execute one call on `hermes.tool.<name>`. `user` is injected by the engine, never by the
+/// model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: Value,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+}
+
+/// The result of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallResult {
+    pub call_id: String,
+    pub name: String,
+    pub status: ToolStatus,
+    /// The tool's output (status ok) or `null`.
+    #[serde(default)]
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    /// Safe repairs applied to the arguments before the call.
+    #[serde(default)]
+    pub auto_corrected: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrections: Vec<String>,
+    /// `builtin`, `mcp:<server>`, or `worker`.
+    #[serde(default)]
+    pub via: String,
+    pub duration_ms: u64,
+}
+
+/// The tool catalog served on `hermes.tools.list`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ToolsCatalog {
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A call to a mounted MCP server's tool, on `hermes.mcp.call`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpCallRequest {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// The bridge's answer: the server's result, or why there is none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpCallReply {
+    #[serde(default)]
+    pub result: Option<crate::mcp::McpToolResult>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The mounted servers, on `hermes.mcp.catalog`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpCatalog {
+    pub servers: Vec<McpServerStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    /// `ready` or `failed`.
+    pub status: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<crate::mcp::McpTool>,
+    #[serde(default)]
+    pub timeout_secs: u64,
+}
+
+/// Ask memory for what it knows about the current message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecallRequest {
+    pub user: String,
+    pub query: String,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecallReply {
+    pub hits: Vec<RecallHit>,
+}
+
+/// A finished turn to mine for memories (durable queue `hermes.memory.extract`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExtractJob {
+    pub agent: String,
+    pub session: String,
+    pub user: String,
+    pub turn_id: String,
+    pub message_id: String,
+    pub source_time: chrono::DateTime<chrono::Utc>,
+    pub transcript: Vec<ChatMessage>,
+}
+
+/// A recalled memory as shown in the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecalledMemory {
+    pub key: String,
+    pub content: String,
+    pub score: f64,
+}
+
+/// Everything published on `hermes.out.<agent>.<session>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TurnEvent {
+    #[serde(rename = "turn.started")]
+    TurnStarted { turn_id: String, message_id: String },
+    #[serde(rename = "memory.recalled")]
+    MemoryRecalled {
+        turn_id: String,
+        memories: Vec<RecalledMemory>,
+    },
+    #[serde(rename = "delta")]
+    Delta { turn_id: String, text: String },
+    #[serde(rename = "tool.call")]
+    ToolCall {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        arguments: Value,
+    },
+    #[serde(rename = "tool.result")]
+    ToolResult {
+        turn_id: String,
+        result: ToolCallResult,
+    },
+    #[serde(rename = "answer")]
+    Answer { turn_id: String, text: String },
+    #[serde(rename = "memory.written")]
+    MemoryWritten {
+        turn_id: String,
+        changes: Vec<MemoryChange>,
+    },
+    #[serde(rename = "error")]
+    Error {
+        #[serde(default)]
+        turn_id: Option<String>,
+        code: String,
+        message: String,
+    },
+}
+
+/// One memory write, as reported after extraction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryChange {
+    pub op: String,
+    pub key: String,
+    #[serde(default)]
+    pub content: String,
+}
+
+impl TurnEvent {
+    /// The event's type name as it appears in the JSON (`turn.started`, `answer`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            TurnEvent::TurnStarted { .. } => "turn.started",
+            TurnEvent::MemoryRecalled { .. } => "memory.recalled",
+            TurnEvent::Delta { .. } => "delta",
+            TurnEvent::ToolCall { .. } => "tool.call",
+            TurnEvent::ToolResult { .. } => "tool.result",
+            TurnEvent::Answer { .. } => "answer",
+            TurnEvent::MemoryWritten { .. } => "memory.written",
+            TurnEvent::Error { .. } => "error",
+        }
+    }
+}

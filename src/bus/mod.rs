@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod messages;
 pub mod nats;
 pub mod pattern;
+pub mod rpc;
 pub mod subjects;
 
 use std::pin::Pin;

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod registry;
+pub mod remote;
 pub mod validate;
 
 use std::time::Duration;

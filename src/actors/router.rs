@@ -1,0 +1,157 @@
+//! The session router: receives every inbound message (`hermes.in.>`, queue `session`),
+//! checks it, and hands it to the session's actor, starting (and reloading) it on demand.
+//!
+//! Bad input — malformed or oversized envelopes, invalid ids, unknown agents, empty or
+//! too-long texts — is answered with an error (reply and `error` event) and audited on
+//! `hermes.audit.bad_input`; it never reaches a session and never stops an actor.
+
+use std::collections::HashMap;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use serde_json::json;
+
+use super::adapter::Incoming;
+use super::session::{Deliver, SessionActor};
+use crate::bus::messages::{kinds, TurnEvent, UserMessage};
+use crate::bus::{subjects, SharedBus};
+use crate::envelope::{error_envelope, Envelope};
+use crate::turn::TurnEnv;
+
+pub struct SessionRouter {
+    env: TurnEnv,
+    io: tokio::runtime::Handle,
+    sessions: HashMap<(String, String), Addr<SessionActor>>,
+}
+
+impl SessionRouter {
+    pub fn new(env: TurnEnv, io: tokio::runtime::Handle) -> Self {
+        Self {
+            env,
+            io,
+            sessions: HashMap::new(),
+        }
+    }
+
+    fn check(&self, msg: &Incoming) -> Result<(String, String, String, Envelope<UserMessage>), Refusal> {
+        let (agent, session) = subjects::parse_inbound(&msg.subject)
+            .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
+        let at = Some((agent.clone(), session.clone()));
+        let max = self.env.config.engine.max_envelope_bytes;
+        let raw = Envelope::decode(&msg.payload, max)
+            .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
+        let envelope: Envelope<UserMessage> = raw
+            .into_typed(kinds::USER_MESSAGE)
+            .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
+        if envelope.agent.as_deref().is_some_and(|a| a != agent)
+            || envelope.session.as_deref().is_some_and(|s| s != session)
+        {
+            return Err(Refusal::new(
+                "address_mismatch",
+                "the envelope's agent/session differ from the subject's; send to hermes.in.<agent>.<session> of the envelope",
+                at,
+            ));
+        }
+        self.env
+            .config
+            .agent(&agent)
+            .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
+        let user = envelope.user.clone().ok_or_else(|| {
+            Refusal::new("missing_user", "the envelope has no `user`; every message must name its user", at.clone())
+        })?;
+        let text = envelope.body.text.trim();
+        if text.is_empty() {
+            return Err(Refusal::new("empty_message", "the message text is empty", at));
+        }
+        let chars = envelope.body.text.chars().count();
+        let limit = self.env.config.engine.max_message_chars;
+        if chars > limit {
+            return Err(Refusal::new(
+                "message_too_long",
+                format!("the message has {chars} characters; the limit is {limit} (engine.max_message_chars): split it or send a reference"),
+                at,
+            ));
+        }
+        Ok((agent, session, user, envelope))
+    }
+}
+
+struct Refusal {
+    code: &'static str,
+    message: String,
+    at: Option<(String, String)>,
+}
+
+impl Refusal {
+    fn new(code: &'static str, message: impl Into<String>, at: Option<(String, String)>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            at,
+        }
+    }
+}
+
+impl Actor for SessionRouter {
+    type Context = Context<Self>;
+}
+
+impl Handler<Incoming> for SessionRouter {
+    type Result = Option<Bytes>;
+
+    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
+        match self.check(&msg) {
+            Ok((agent, session, user, envelope)) => {
+                let key = (agent.clone(), session.clone());
+                let addr = match self.sessions.get(&key) {
+                    Some(a) if a.connected() => a.clone(),
+                    _ => {
+                        let a = SessionActor::new(self.env.clone(), agent, session).start();
+                        self.sessions.insert(key, a.clone());
+                        a
+                    }
+                };
+                addr.do_send(Deliver {
+                    envelope,
+                    user,
+                    reply: msg.reply,
+                });
+            }
+            Err(refusal) => {
+                tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");
+                self.io.spawn(refuse(self.env.bus.clone(), msg, refusal));
+            }
+        }
+        None
+    }
+}
+
+async fn refuse(bus: SharedBus, msg: Incoming, refusal: Refusal) {
+    let error = error_envelope(refusal.code, refusal.message.clone());
+    if let (Some(reply), Ok(bytes)) = (&msg.reply, error.encode()) {
+        let _ = bus.publish(reply, bytes).await;
+    }
+    if let Some((agent, session)) = &refusal.at {
+        if let Ok(out) = subjects::outbound(agent, session) {
+            let event = Envelope::new(
+                kinds::TURN_EVENT,
+                TurnEvent::Error {
+                    turn_id: None,
+                    code: refusal.code.into(),
+                    message: refusal.message.clone(),
+                },
+            )
+            .for_session(agent, session, None);
+            if let Ok(bytes) = event.encode() {
+                let _ = bus.publish(&out, bytes).await;
+            }
+        }
+    }
+    let audit = Envelope::new(
+        "audit.bad_input",
+        json!({"subject": msg.subject, "code": refusal.code, "message": refusal.message, "bytes": msg.payload.len()}),
+    );
+    if let (Ok(subject), Ok(bytes)) = (subjects::audit("bad_input"), audit.encode()) {
+        let _ = bus.publish(&subject, bytes).await;
+    }
+}

@@ -1,0 +1,124 @@
+//! Measurements shared by the workloads: latency statistics, process CPU time, peak RSS, host.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// Process CPU time (user + system) so far.
+pub fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Peak resident set size of this process, MiB (`ru_maxrss`).
+pub fn peak_rss_mb() -> f64 {
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return 0.0;
+    }
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+/// `nproc` and the load average.
+pub fn host_info() -> Value {
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    json!({"nproc": nproc, "loadavg": load})
+}
+
+/// Latency samples (µs) with percentiles.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    samples: Vec<f64>,
+}
+
+impl Stats {
+    pub fn push(&mut self, d: Duration) {
+        self.samples.push(d.as_secs_f64() * 1e6);
+    }
+
+    pub fn samples(&self) -> &[f64] {
+        &self.samples
+    }
+
+    /// The `p`th percentile (0–100), nearest rank.
+    pub fn percentile(&self, p: f64) -> f64 {
+        percentile(&self.samples, p)
+    }
+}
+
+pub fn percentile(samples: &[f64], p: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Least-squares slope of `ys` against 1, 2, 3, ….
+pub fn slope(ys: &[f64]) -> f64 {
+    let n = ys.len() as f64;
+    if ys.len() < 2 {
+        return 0.0;
+    }
+    let mean_x = (n + 1.0) / 2.0;
+    let mean_y = ys.iter().sum::<f64>() / n;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (i, y) in ys.iter().enumerate() {
+        let dx = (i + 1) as f64 - mean_x;
+        num += dx * (y - mean_y);
+        den += dx * dx;
+    }
+    num / den
+}
+
+/// A progress bar on stderr (hidden when `show` is false or stderr is not a terminal).
+pub fn progress(len: u64, label: &str, show: bool) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{prefix:>14} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_string());
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slope_of_a_line_is_its_gradient() {
+        let ys: Vec<f64> = (1..=10).map(|x| 3.0 * x as f64 + 7.0).collect();
+        assert!((slope(&ys) - 3.0).abs() < 1e-9);
+        assert!(slope(&[5.0; 20]).abs() < 1e-9);
+    }
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+}

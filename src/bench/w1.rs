@@ -1,0 +1,180 @@
+//! W1 "tool loop": user message → model (tool call) → `add` → model (answer), N times.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::measure::{cpu_time, peak_rss_mb, progress, Stats};
+use super::BenchError;
+use crate::client::SessionClient;
+use crate::engine::Engine;
+use crate::store::sessions::SessionStore;
+
+pub const AGENT: &str = "assistant";
+pub const USER: &str = "bench";
+const TURN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One bench turn: send turn `t`'s message and check the answer. Returns the latency.
+pub async fn turn(client: &mut SessionClient, session: &str, t: u64) -> Result<Duration, BenchError> {
+    let text = format!("turn {t}: add {t} and {}", 1000 + t);
+    let expected = format!("The answer is {}.", 2 * t + 1000);
+    let start = Instant::now();
+    let trace = client
+        .turn(&text, TURN_TIMEOUT, |_| {})
+        .await
+        .map_err(|e| fail(session, t, e.to_string()))?;
+    let elapsed = start.elapsed();
+    match trace.answer {
+        Some(a) if a == expected => Ok(elapsed),
+        Some(a) => Err(fail(session, t, format!("answer `{a}`, expected `{expected}`"))),
+        None => Err(fail(session, t, trace.error.unwrap_or_else(|| "no answer".into()))),
+    }
+}
+
+fn fail(session: &str, turn: u64, reason: String) -> BenchError {
+    BenchError::Turn {
+        session: session.into(),
+        turn,
+        reason,
+    }
+}
+
+pub async fn warm_up(engine: &Engine) -> Result<(), BenchError> {
+    let session = format!("warmup-{}", uuid::Uuid::new_v4().simple());
+    let mut client = open(engine, &session).await?;
+    for t in 1..=20 {
+        turn(&mut client, &session, t).await?;
+    }
+    Ok(())
+}
+
+pub async fn open(engine: &Engine, session: &str) -> Result<SessionClient, BenchError> {
+    SessionClient::open(engine.bus.clone(), AGENT, session, USER)
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))
+}
+
+fn row(name: &str, stats: &Stats, wall: Duration, cpu: Duration, turns: u64) -> Value {
+    json!({
+        "workload": name,
+        "turns": turns,
+        "turns_per_s": turns as f64 / wall.as_secs_f64(),
+        "p50_us": stats.percentile(50.0),
+        "p99_us": stats.percentile(99.0),
+        "cpu_us_per_turn": cpu.as_secs_f64() * 1e6 / turns as f64,
+        "peak_rss_mb": peak_rss_mb(),
+    })
+}
+
+pub async fn run(engine: &Engine, show: bool) -> Result<Vec<Value>, BenchError> {
+    warm_up(engine).await?;
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    Ok(vec![
+        single(engine, &run_id, show).await?,
+        multi(engine, &run_id, show).await?,
+        concurrent(engine, &run_id, show).await?,
+    ])
+}
+
+async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {
+    const N: u64 = 2000;
+    let session = format!("w1s-{run_id}");
+    let mut client = open(engine, &session).await?;
+    let bar = progress(N, "w1_single", show);
+    let mut stats = Stats::default();
+    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    for t in 1..=N {
+        stats.push(turn(&mut client, &session, t).await?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(row("w1_single", &stats, wall0.elapsed(), cpu_time() - cpu0, N))
+}
+
+const SESSIONS: usize = 200;
+const TURNS: u64 = 10;
+
+async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {
+    let names: Vec<String> = (0..SESSIONS).map(|i| format!("w1m-{run_id}-{i}")).collect();
+    let mut clients = Vec::with_capacity(SESSIONS);
+    for n in &names {
+        clients.push(open(engine, n).await?);
+    }
+    let bar = progress(SESSIONS as u64 * TURNS, "w1_multi", show);
+    let mut stats = Stats::default();
+    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    for t in 1..=TURNS {
+        for (client, name) in clients.iter_mut().zip(&names) {
+            stats.push(turn(client, name, t).await?);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let r = row("w1_multi", &stats, wall0.elapsed(), cpu_time() - cpu0, SESSIONS as u64 * TURNS);
+    check_isolation(engine, &names).await?;
+    Ok(r)
+}
+
+async fn concurrent(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {
+    let names: Vec<String> = (0..SESSIONS).map(|i| format!("w1c-{run_id}-{i}")).collect();
+    let bar = progress(SESSIONS as u64 * TURNS, "w1_concurrent", show);
+    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let mut tasks = Vec::with_capacity(SESSIONS);
+    for name in names.clone() {
+        let mut client = open(engine, &name).await?;
+        let bar = bar.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut stats = Stats::default();
+            for t in 1..=TURNS {
+                stats.push(turn(&mut client, &name, t).await?);
+                bar.inc(1);
+            }
+            Ok::<_, BenchError>(stats)
+        }));
+    }
+    let mut all = Stats::default();
+    for task in tasks {
+        let stats = task
+            .await
+            .map_err(|e| BenchError::Setup(e.to_string()))??;
+        for s in stats.samples() {
+            all.push(Duration::from_secs_f64(s / 1e6));
+        }
+    }
+    bar.finish_and_clear();
+    let r = row("w1_concurrent", &all, wall0.elapsed(), cpu_time() - cpu0, SESSIONS as u64 * TURNS);
+    check_isolation(engine, &names).await?;
+    Ok(r)
+}
+
+/// Every session holds exactly its own turns: 4 messages per turn, user texts 1..=TURNS in
+/// order, nothing from another session.
+async fn check_isolation(engine: &Engine, names: &[String]) -> Result<(), BenchError> {
+    let db = engine
+        .db
+        .clone()
+        .ok_or_else(|| BenchError::Isolation("no local store to check".into()))?;
+    let store = SessionStore::open(&db).map_err(|e| BenchError::Isolation(e.to_string()))?;
+    for name in names {
+        let messages = store
+            .messages(AGENT, name)
+            .map_err(|e| BenchError::Isolation(e.to_string()))?;
+        let users: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.message.role == crate::llm::Role::User)
+            .map(|m| m.message.content.as_str())
+            .collect();
+        let expected: Vec<String> = (1..=TURNS)
+            .map(|t| format!("turn {t}: add {t} and {}", 1000 + t))
+            .collect();
+        if messages.len() != 4 * TURNS as usize || users != expected {
+            return Err(BenchError::Isolation(format!(
+                "session {name} holds {} messages ({} user messages); expected {} and its own {TURNS} turns",
+                messages.len(),
+                users.len(),
+                4 * TURNS
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! W3 "message passing": raw bus + actor cost, between two actors on the engine's bus.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::measure::{progress, Stats};
+use super::BenchError;
+use crate::actors::adapter::{self, Incoming};
+use crate::engine::Engine;
+
+const ONEWAY: u64 = 100_000;
+const RR: u64 = 20_000;
+const CALLERS: u64 = 100;
+
+/// Answers every request with its payload.
+struct Echo;
+impl Actor for Echo {
+    type Context = Context<Self>;
+}
+impl Handler<Incoming> for Echo {
+    type Result = Option<Bytes>;
+    fn handle(&mut self, msg: Incoming, _: &mut Self::Context) -> Option<Bytes> {
+        Some(msg.payload)
+    }
+}
+
+/// Counts messages and wakes the bench when the last one is handled.
+struct Counter {
+    seen: Arc<AtomicU64>,
+    target: u64,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+impl Actor for Counter {
+    type Context = Context<Self>;
+}
+impl Handler<Incoming> for Counter {
+    type Result = Option<Bytes>;
+    fn handle(&mut self, _: Incoming, _: &mut Self::Context) -> Option<Bytes> {
+        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
+            if let Some(done) = self.done.take() {
+                let _ = done.send(());
+            }
+        }
+        None
+    }
+}
+
+fn setup(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Setup(e.to_string())
+}
+
+pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
+    let io = tokio::runtime::Handle::current();
+    let bus = engine.bus.clone();
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let (oneway_subject, rr_subject) = (format!("bench.w3.{run_id}.oneway"), format!("bench.w3.{run_id}.rr"));
+
+    // One-way: publish ONEWAY messages; time until the consumer actor handled the last.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let counter = Counter {
+        seen: Arc::new(AtomicU64::new(0)),
+        target: ONEWAY,
+        done: Some(tx),
+    }
+    .start();
+    adapter::forward(&io, bus.clone(), &oneway_subject, None, counter.recipient())
+        .await
+        .map_err(setup)?;
+    let payload = Bytes::from_static(b"{\"n\":1}");
+    let bar = progress(ONEWAY, "w3_oneway", show);
+    let start = Instant::now();
+    for i in 0..ONEWAY {
+        bus.publish(&oneway_subject, payload.clone()).await.map_err(setup)?;
+        if i % 1000 == 0 {
+            bar.set_position(i);
+        }
+    }
+    bus.flush().await.map_err(setup)?;
+    tokio::time::timeout(Duration::from_secs(300), rx)
+        .await
+        .map_err(|_| setup("one-way messages were not all handled within 300 s"))?
+        .map_err(setup)?;
+    let oneway_per_s = ONEWAY as f64 / start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    // Request/reply against an echo actor.
+    let echo = Echo.start();
+    adapter::serve(&io, bus.clone(), &rr_subject, None, echo.recipient())
+        .await
+        .map_err(setup)?;
+    let bar = progress(RR, "w3_rr", show);
+    let mut stats = Stats::default();
+    let start = Instant::now();
+    for _ in 0..RR {
+        let t = Instant::now();
+        bus.request(&rr_subject, payload.clone(), Duration::from_secs(10))
+            .await
+            .map_err(setup)?;
+        stats.push(t.elapsed());
+        bar.inc(1);
+    }
+    let rr_per_s = RR as f64 / start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    // The same, spread over CALLERS concurrent callers.
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CALLERS {
+        let (bus, subject, payload) = (bus.clone(), rr_subject.clone(), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..RR / CALLERS {
+                bus.request(&subject, payload.clone(), Duration::from_secs(30)).await?;
+            }
+            Ok::<_, crate::bus::BusError>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(setup)?.map_err(setup)?;
+    }
+    let rr_x100_per_s = RR as f64 / start.elapsed().as_secs_f64();
+    Ok(json!({
+        "workload": "w3",
+        "oneway_msgs_per_s": oneway_per_s,
+        "rr_per_s": rr_per_s,
+        "rr_p50_us": stats.percentile(50.0),
+        "rr_p99_us": stats.percentile(99.0),
+        "rr_x100_per_s": rr_x100_per_s,
+    }))
+}

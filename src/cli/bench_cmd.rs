@@ -1,0 +1,74 @@
+//! `hermes bench`: run the engine workloads and print JSON lines or a table.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use hermes::bench::{self, Workload};
+use hermes::config::Config;
+
+use super::runtime::with_engine_runtime;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Which {
+    W1,
+    W2,
+    W3,
+    All,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Workload: w1 (tool loop), w2 (history growth), w3 (message passing) or all.
+    #[arg(value_enum, default_value = "all")]
+    workload: Which,
+    /// Bus: `embedded` or `nats://host:port` (a nats-server started with -js).
+    #[arg(long, default_value = "embedded")]
+    bus: String,
+    /// Where the bench's sled data goes (default: a fresh temporary directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Print one JSON line per workload instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
+    let temp = tempfile::tempdir()?;
+    let dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let config = bench::bench_config(config, &args.bus, &dir)?;
+    let workloads = match args.workload {
+        Which::W1 => vec![Workload::W1],
+        Which::W2 => vec![Workload::W2],
+        Which::W3 => vec![Workload::W3],
+        Which::All => vec![Workload::W1, Workload::W2, Workload::W3],
+    };
+    let json = args.json;
+    let rows = with_engine_runtime(|io| async move {
+        Ok(bench::run(config, &workloads, io, !json).await?)
+    })?;
+    for row in rows {
+        if json {
+            println!("{row}");
+        } else {
+            print_table(&row);
+        }
+    }
+    Ok(())
+}
+
+fn print_table(row: &serde_json::Value) {
+    let Some(obj) = row.as_object() else { return };
+    let name = obj.get("workload").and_then(|v| v.as_str()).unwrap_or("?");
+    println!("{name}");
+    for (k, v) in obj {
+        if k == "workload" {
+            continue;
+        }
+        let shown = match v.as_f64() {
+            Some(f) if v.is_f64() => format!("{f:.2}"),
+            _ => v.to_string(),
+        };
+        println!("  {k:<20} {shown}");
+    }
+}

@@ -1,0 +1,101 @@
+//! Command-line parsing and dispatch; each subcommand lives in its own file.
+
+mod bench_cmd;
+mod demo;
+mod print;
+mod runtime;
+mod send;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use hermes::config::Config;
+
+/// Hermes — an event-driven, actor-based agent engine.
+///
+/// Sessions, tools, MCP and memory as five actors (session, planner, tool-executor,
+/// mcp-bridge, memory-extractor) that talk only over NATS subjects and keep their state in
+/// sled. Start with `hermes demo`; run a service with `hermes serve`; talk to it with
+/// `hermes send` or `hermes chat`.
+#[derive(Parser)]
+#[command(name = "hermes", version, propagate_version = true)]
+pub struct Cli {
+    /// Configuration file merged over the embedded defaults (see config/default.toml).
+    #[arg(long, global = true, env = "HERMES_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log filter, e.g. `info`, `hermes=debug` (default: warn).
+    #[arg(long, global = true, env = "HERMES_LOG", default_value = "warn")]
+    log: String,
+    /// Write logs as JSON lines.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Play the seeds' shopping-assistant story end to end on the embedded defaults.
+    ///
+    /// Two sessions of one user: the first states a budget and a headphone purchase; the
+    /// second asks about that order and the brand's newest model. The trace shows memory
+    /// recall, a repaired tool call, an MCP tool call to a real server process, the answer and
+    /// the memory written afterwards. Uses the `replay` model unless --config names another.
+    Demo(demo::DemoArgs),
+    /// Run actors as a service on a bus until Ctrl-C.
+    ///
+    /// Examples:
+    ///   hermes serve                                  # everything, embedded bus
+    ///   hermes serve --bus nats://127.0.0.1:4222 --actors session,planner,memory-extractor
+    ///   hermes serve --bus nats://127.0.0.1:4222 --actors tool-executor,mcp-bridge
+    #[command(verbatim_doc_comment)]
+    Serve(serve::ServeArgs),
+    /// Send one message to a session and print the turn's events as they arrive.
+    ///
+    /// With `--bus nats://…` it talks to running services; with the embedded bus it starts
+    /// the whole engine in this process for the one message.
+    Send(send::SendArgs),
+    /// Chat with an agent in the terminal (one line per message; Ctrl-D ends).
+    Chat(send::ChatArgs),
+    /// Measure the engine itself: the workloads of shared/bench/WORKLOAD.md.
+    Bench(bench_cmd::BenchArgs),
+    /// MCP utilities.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Run the demo's product-catalog MCP server on stdio (the MCP-bridge starts it).
+    CatalogServer,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    runtime::init_tracing(&cli.log, cli.log_json);
+    let result = match cli.command {
+        Command::Demo(args) => load(&cli.config).and_then(|c| demo::run(c, args)),
+        Command::Serve(args) => load(&cli.config).and_then(|c| serve::run(c, args)),
+        Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
+        Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
+        Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
+        Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
+            rt.block_on(hermes::mcp::catalog_server::run_stdio())
+                .map_err(anyhow::Error::from)
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &Option<PathBuf>) -> anyhow::Result<Config> {
+    Ok(Config::load(path.as_deref())?)
+}

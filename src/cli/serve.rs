@@ -1,0 +1,74 @@
+//! `hermes serve`: run the chosen actors on a bus until Ctrl-C.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use hermes::actors::ActorSet;
+use hermes::config::Config;
+use hermes::engine::Engine;
+
+use super::runtime::with_engine_runtime;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Bus to use: `embedded` or `nats://host:port` (overrides [bus].url).
+    #[arg(long)]
+    bus: Option<String>,
+    /// Actors to run here: `all` or a comma list of session, planner, tool-executor,
+    /// mcp-bridge, memory-extractor.
+    #[arg(long, default_value = "all")]
+    actors: String,
+    /// Data directory for sled (overrides [engine].data_dir).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(bus) = args.bus {
+        config.bus.url = bus;
+    }
+    if let Some(dir) = args.data_dir {
+        config.engine.data_dir = dir;
+    }
+    let actors = ActorSet::parse(&args.actors).map_err(anyhow::Error::msg)?;
+    let config = Arc::new(config);
+    with_engine_runtime(|io| async move {
+        let engine = Engine::start(config.clone(), actors, io).await?;
+        report_mcp(&engine);
+        eprintln!(
+            "hermes: serving [{}] on {} (data: {}); Ctrl-C stops",
+            args.actors,
+            config.bus.url,
+            config.engine.data_dir.display()
+        );
+        println!("ready");
+        wait_for_stop_signal().await?;
+        eprintln!("hermes: stopping");
+        engine.shutdown().await;
+        Ok(())
+    })
+}
+
+/// Say loudly which MCP servers failed to start.
+pub fn report_mcp(engine: &Engine) {
+    if let Some(catalog) = &engine.mcp {
+        for s in &catalog.servers {
+            match &s.error {
+                Some(e) => eprintln!("hermes: MCP server `{}` FAILED to start: {e}", s.name),
+                None => eprintln!("hermes: MCP server `{}` ready ({} tools)", s.name, s.tools.len()),
+            }
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM (what `docker stop` and process managers send).
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! A publisher's view of Hermes: send a message to a session and follow its events.
+//!
+//! Used by `hermes send`, `hermes chat`, `hermes demo`, the benchmarks and the tests; any
+//! other NATS client can do the same with the subjects and envelopes of [`crate::bus`].
+
+use std::time::Duration;
+
+use crate::bus::messages::{kinds, Accepted, TurnEvent, UserMessage};
+use crate::bus::{rpc, subjects, SharedBus, Subscription};
+use crate::envelope::Envelope;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Id(#[from] subjects::IdError),
+    #[error("the message was not accepted: {0}")]
+    Refused(String),
+    #[error(transparent)]
+    Bus(#[from] crate::bus::BusError),
+    #[error("no answer within {0:?}; is a session service running (hermes serve --actors session,…)?")]
+    Timeout(Duration),
+    #[error("the event stream ended before the turn finished")]
+    Closed,
+}
+
+/// A session as seen from outside.
+pub struct SessionClient {
+    bus: SharedBus,
+    agent: String,
+    session: String,
+    user: String,
+    inbound: String,
+    events: Subscription,
+}
+
+/// How a followed turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnTrace {
+    pub accepted: Accepted,
+    pub events: Vec<TurnEvent>,
+    pub answer: Option<String>,
+    pub error: Option<String>,
+}
+
+impl SessionClient {
+    /// Subscribe to the session's events (before anything is sent, so none is missed).
+    pub async fn open(bus: SharedBus, agent: &str, session: &str, user: &str) -> Result<Self, ClientError> {
+        subjects::check_id("user", user)?;
+        let inbound = subjects::inbound(agent, session)?;
+        let events = bus.subscribe(&subjects::outbound(agent, session)?).await?;
+        Ok(Self {
+            bus,
+            agent: agent.into(),
+            session: session.into(),
+            user: user.into(),
+            inbound,
+            events,
+        })
+    }
+
+    /// Send `text`; returns once the session has persisted it.
+    pub async fn send(&mut self, text: &str, timeout: Duration) -> Result<Accepted, ClientError> {
+        let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
+            .for_session(&self.agent, &self.session, Some(&self.user));
+        let reply: Envelope<Accepted> =
+            rpc::call(self.bus.as_ref(), &self.inbound, &env, kinds::ACCEPTED, timeout)
+                .await
+                .map_err(|e| match e {
+                    rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => ClientError::Timeout(timeout),
+                    rpc::RpcError::Bus(b) => ClientError::Bus(b),
+                    other => ClientError::Refused(other.to_string()),
+                })?;
+        Ok(reply.body)
+    }
+
+    /// The next event of this session, if one arrives within `timeout`.
+    pub async fn next_event(&mut self, timeout: Duration) -> Result<Option<TurnEvent>, ClientError> {
+        loop {
+            let msg = match tokio::time::timeout(timeout, self.events.next()).await {
+                Err(_) => return Ok(None),
+                Ok(None) => return Err(ClientError::Closed),
+                Ok(Some(m)) => m,
+            };
+            match Envelope::decode_as::<TurnEvent>(&msg.payload, usize::MAX, kinds::TURN_EVENT) {
+                Ok(env) => return Ok(Some(env.body)),
+                Err(e) => tracing::warn!(error = %e, "unreadable event skipped"),
+            }
+        }
+    }
+
+    /// Send `text` and collect events until the turn's answer or error, calling `on_event`
+    /// for each as it arrives.
+    pub async fn turn(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+        mut on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
+        let accepted = self.send(text, timeout).await?;
+        let mut trace = TurnTrace {
+            accepted,
+            events: Vec::new(),
+            answer: None,
+            error: None,
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut turn_id: Option<String> = None;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Some(event) = self.next_event(left).await? else {
+                return Err(ClientError::Timeout(timeout));
+            };
+            if let TurnEvent::TurnStarted { turn_id: t, message_id } = &event {
+                if *message_id == trace.accepted.message_id {
+                    turn_id = Some(t.clone());
+                }
+            }
+            let ours = turn_id.is_some() && event_turn(&event) == turn_id.as_deref();
+            if !ours {
+                continue;
+            }
+            on_event(&event);
+            let done = match &event {
+                TurnEvent::Answer { text, .. } => {
+                    trace.answer = Some(text.clone());
+                    true
+                }
+                TurnEvent::Error { message, .. } => {
+                    trace.error = Some(message.clone());
+                    true
+                }
+                _ => false,
+            };
+            trace.events.push(event);
+            if done {
+                return Ok(trace);
+            }
+        }
+    }
+}
+
+/// The turn an event belongs to.
+pub fn event_turn(event: &TurnEvent) -> Option<&str> {
+    match event {
+        TurnEvent::TurnStarted { turn_id, .. }
+        | TurnEvent::MemoryRecalled { turn_id, .. }
+        | TurnEvent::Delta { turn_id, .. }
+        | TurnEvent::ToolCall { turn_id, .. }
+        | TurnEvent::ToolResult { turn_id, .. }
+        | TurnEvent::Answer { turn_id, .. }
+        | TurnEvent::MemoryWritten { turn_id, .. } => Some(turn_id),
+        TurnEvent::Error { turn_id, .. } => turn_id.as_deref(),
+    }
+}

@@ -1,0 +1,97 @@
+//! Token counting with the model's real tokenizer (tiktoken-rs), never chars/4.
+//!
+//! The vocabulary is loaded once per process (tiktoken-rs keeps it in a static); loading takes
+//! about a second in debug builds, so build the counter at start-up, off the actor threads.
+
+use tiktoken_rs::CoreBPE;
+
+use crate::llm::ChatMessage;
+
+/// Per-message overhead of the chat format (role and separators), as OpenAI documents it.
+const MESSAGE_OVERHEAD: u32 = 4;
+
+/// Counts tokens for one model.
+#[derive(Clone)]
+pub struct TokenCounter {
+    bpe: &'static CoreBPE,
+    encoding: String,
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCounter")
+            .field("encoding", &self.encoding)
+            .finish()
+    }
+}
+
+/// Why no tokenizer could be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot load the `{encoding}` tokenizer: {reason}")]
+pub struct TokenizerError {
+    encoding: String,
+    reason: String,
+}
+
+impl TokenCounter {
+    /// The tokenizer of `model`; an unknown model uses `o200k_base` and says so once (here).
+    pub fn for_model(model: &str) -> Result<Self, TokenizerError> {
+        let tokenizer = match tiktoken_rs::tokenizer::get_tokenizer(model) {
+            Some(t) => t,
+            None => {
+                tracing::warn!(
+                    model,
+                    "no known tokenizer for this model; counting with o200k_base (counts may differ slightly)"
+                );
+                tiktoken_rs::tokenizer::Tokenizer::O200kBase
+            }
+        };
+        let encoding = format!("{tokenizer:?}");
+        let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).map_err(|e| TokenizerError {
+            encoding: encoding.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self { bpe, encoding })
+    }
+
+    pub fn encoding(&self) -> &str {
+        &self.encoding
+    }
+
+    pub fn count_text(&self, text: &str) -> u32 {
+        u32::try_from(self.bpe.encode_ordinary(text).len()).unwrap_or(u32::MAX)
+    }
+
+    /// Tokens one message costs in a chat request, tool calls included.
+    pub fn count_message(&self, message: &ChatMessage) -> u32 {
+        let mut n = MESSAGE_OVERHEAD + self.count_text(&message.content);
+        for call in &message.tool_calls {
+            n = n
+                .saturating_add(self.count_text(&call.name))
+                .saturating_add(self.count_text(&call.arguments.to_string()))
+                .saturating_add(MESSAGE_OVERHEAD);
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_real_tokens_not_character_estimates() {
+        let c = TokenCounter::for_model("gpt-4o").unwrap();
+        assert_eq!(c.count_text("hello world"), 2);
+        // Chinese text: far from chars/4.
+        let zh = "帮我查一下我去年双十一买的耳机订单到哪了";
+        let n = c.count_text(zh);
+        assert!(n > 5 && n < 30, "{n}");
+    }
+
+    #[test]
+    fn unknown_model_falls_back() {
+        let c = TokenCounter::for_model("my-local-llama").unwrap();
+        assert!(c.encoding().contains("O200k"));
+    }
+}

@@ -1,0 +1,41 @@
+//! The sled database and the trees each owner keeps in it.
+//!
+//! One database per process, under `engine.data_dir`. Trees and their owners:
+//! - `sessions`, `messages` — the Session actors ([`sessions::SessionStore`])
+//! - `memories`, `memory_keys` — the Memory-extractor ([`crate::memory::MemoryStore`])
+//! - `bus.queue.<name>` — the embedded bus' durable queues
+//!
+//! sled is single-process: other processes ask the owner over the bus, never open the files.
+
+pub mod sessions;
+
+use std::path::Path;
+
+/// Why the database could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the data directory {path}: {reason}; is another hermes process using it? (sled allows one process per directory)")]
+    Open { path: String, reason: String },
+    #[error("storage failed: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("stored record is corrupt ({what}): {reason}")]
+    Corrupt { what: String, reason: String },
+    #[error("cannot encode record: {0}")]
+    Encode(String),
+}
+
+/// Open (or create) the database under `dir`.
+pub fn open(dir: &Path) -> Result<sled::Db, StoreError> {
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .map_err(|e| StoreError::Open {
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        })
+}

@@ -1,0 +1,180 @@
+//! The conversation layer: session metadata and every message, in sled.
+//!
+//! Trees (opened here):
+//! - `sessions`: `<agent>\0<session>` → JSON [`SessionMeta`]
+//! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
+//!
+//! Messages are append-only; `append` returns only after the write is flushed to disk, so a
+//! message acknowledged to a publisher survives a crash.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+use crate::llm::ChatMessage;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub agent: String,
+    pub session: String,
+    pub user: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Messages stored so far; the next message gets this sequence number.
+    pub next_seq: u64,
+}
+
+/// One message of a session's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub seq: u64,
+    pub id: String,
+    pub turn_id: String,
+    pub ts: DateTime<Utc>,
+    /// Token count with the session model's tokenizer, computed once when stored.
+    pub tokens: u32,
+    pub message: ChatMessage,
+}
+
+/// Read/write access to the conversation trees. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionStore {
+    db: sled::Db,
+    sessions: sled::Tree,
+    messages: sled::Tree,
+}
+
+fn session_key(agent: &str, session: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(agent.len() + session.len() + 1);
+    k.extend_from_slice(agent.as_bytes());
+    k.push(0);
+    k.extend_from_slice(session.as_bytes());
+    k
+}
+
+fn message_prefix(agent: &str, session: &str) -> Vec<u8> {
+    let mut k = session_key(agent, session);
+    k.push(0);
+    k
+}
+
+fn message_key(agent: &str, session: &str, seq: u64) -> Vec<u8> {
+    let mut k = message_prefix(agent, session);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+impl SessionStore {
+    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+        Ok(Self {
+            db: db.clone(),
+            sessions: db.open_tree("sessions")?,
+            messages: db.open_tree("messages")?,
+        })
+    }
+
+    pub fn meta(&self, agent: &str, session: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.sessions
+            .get(session_key(agent, session))?
+            .map(|v| decode("session meta", &v))
+            .transpose()
+    }
+
+    /// Every message of a session, in order.
+    pub fn messages(&self, agent: &str, session: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        self.messages
+            .scan_prefix(message_prefix(agent, session))
+            .map(|item| {
+                let (_, v) = item?;
+                decode("message", &v)
+            })
+            .collect()
+    }
+
+    /// Append messages to a session (creating it) and flush before returning.
+    /// `meta` is the caller's current view; it is updated in place.
+    pub async fn append(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for m in messages {
+            batch.insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?);
+            meta.next_seq = meta.next_seq.max(m.seq + 1);
+        }
+        meta.updated_at = Utc::now();
+        self.messages.apply_batch(batch)?;
+        self.sessions
+            .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
+        self.db.flush_async().await?;
+        Ok(())
+    }
+
+    /// All sessions, optionally only one user's.
+    pub fn list(&self, user: Option<&str>) -> Result<Vec<SessionMeta>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.sessions.iter() {
+            let (_, v) = item?;
+            let meta: SessionMeta = decode("session meta", &v)?;
+            if user.is_none_or(|u| u == meta.user) {
+                out.push(meta);
+            }
+        }
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(seq: u64, text: &str) -> StoredMessage {
+        StoredMessage {
+            seq,
+            id: format!("m{seq}"),
+            turn_id: "t".into(),
+            ts: Utc::now(),
+            tokens: 3,
+            message: ChatMessage::user(text),
+        }
+    }
+
+    #[tokio::test]
+    async fn appended_messages_survive_reopen_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = crate::store::open(dir.path()).unwrap();
+            let store = SessionStore::open(&db).unwrap();
+            let mut meta = SessionMeta {
+                agent: "a".into(),
+                session: "s".into(),
+                user: "u".into(),
+                created_at: Utc::now(),
+                updated_at: Utc::now(),
+                next_seq: 0,
+            };
+            store.append(&mut meta, &[msg(0, "one"), msg(1, "two")]).await.unwrap();
+            assert_eq!(meta.next_seq, 2);
+        }
+        let db = crate::store::open(dir.path()).unwrap();
+        let store = SessionStore::open(&db).unwrap();
+        let got = store.messages("a", "s").unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].message.content, "two");
+        assert_eq!(store.meta("a", "s").unwrap().unwrap().next_seq, 2);
+        assert!(store.messages("a", "s2").unwrap().is_empty());
+    }
+}

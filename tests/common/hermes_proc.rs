@@ -1,0 +1,64 @@
+//! `hermes` as a child process: `hermes serve …` started and waited for, killed on drop.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub fn hermes() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes"));
+    cmd.env("HERMES_LOG", "warn");
+    cmd
+}
+
+/// A running `hermes serve`.
+pub struct Serve {
+    child: Child,
+}
+
+impl Serve {
+    /// Start `hermes --config CONFIG serve --bus URL --actors ACTORS` and wait for `ready`.
+    pub fn start(config: &Path, bus: &str, actors: &str) -> Serve {
+        let mut child = hermes()
+            .args(["--config", config.to_str().unwrap(), "serve", "--bus", bus, "--actors", actors])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("hermes serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.trim() == "ready" {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("hermes serve --actors {actors} did not become ready"));
+        Serve { child }
+    }
+
+    /// SIGKILL: no chance to clean up, as in a crash.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait.
+    pub fn stop(mut self) {
+        // SAFETY: sending a signal to our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

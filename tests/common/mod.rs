@@ -1,0 +1,6 @@
+#![allow(dead_code)]
+//! Test helpers: real nats-server, real MCP servers, a fake OpenAI-compatible server, the
+//! engine in-process and `hermes` as a child process.
+
+pub mod engine;
+pub mod hermes_proc;

@@ -1,0 +1,122 @@
+//! Hermes split over processes on a real nats-server, and crash safety of acknowledged input.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use hermes::bus::messages::{kinds, Accepted, UserMessage};
+use hermes::bus::{self, rpc};
+use hermes::envelope::Envelope;
+use hermes::store::sessions::SessionStore;
+
+use crate::common::hermes_proc::{hermes, Serve};
+use crate::common::nats_server::NatsServer;
+
+const SCENARIO: &str = r#"
+name = "multi-process"
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["sum"]
+text = ""
+[[rule.tool_calls]]
+name = "add"
+arguments = { a = 19, b = 23 }
+
+[[rule]]
+role = "planner"
+when_last = "tool"
+after_tool = "add"
+text = "The sum is 42."
+
+[[rule]]
+role = "planner"
+when_last = "user"
+text = "ok"
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+text = '{"memory_updates": []}'
+"#;
+
+/// A config file for a serve process: data in `dir`, the scripted model, the catalog server.
+fn write_config(dir: &Path, name: &str) -> std::path::PathBuf {
+    let scenario = dir.join(format!("{name}-scenario.toml"));
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let data = dir.join(format!("{name}-data"));
+    let config = format!(
+        r#"
+[engine]
+data_dir = "{data}"
+[models.planner]
+provider = "replay"
+scenario = "{scenario}"
+[models.extractor]
+provider = "replay"
+scenario = "{scenario}"
+[models.summariser]
+provider = "replay"
+scenario = "{scenario}"
+"#,
+        data = data.display(),
+        scenario = scenario.display()
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[test]
+fn a_turn_with_a_tool_call_crosses_two_processes_over_nats() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let core = Serve::start(&write_config(dir.path(), "core"), &nats.url(), "session,planner,memory-extractor");
+    let tools = Serve::start(&write_config(dir.path(), "tools"), &nats.url(), "tool-executor,mcp-bridge");
+    let out = hermes()
+        .args(["send", "--bus", &nats.url(), "--session", "mp1", "--user", "u1", "--text", "what is the sum?", "--json", "--timeout", "60"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "hermes send failed: {stdout}");
+    assert!(stdout.contains(r#""type":"tool.call""#), "{stdout}");
+    assert!(stdout.contains(r#""status":"ok""#), "{stdout}");
+    assert!(stdout.contains("The sum is 42."), "{stdout}");
+    drop((core, tools));
+}
+
+fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let bus = bus::connect(url, None).await.unwrap();
+        let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
+            .for_session("assistant", session, Some("u1"));
+        let subject = hermes::bus::subjects::inbound("assistant", session).unwrap();
+        let reply: Envelope<Accepted> = rpc::call(bus.as_ref(), &subject, &env, kinds::ACCEPTED, Duration::from_secs(60))
+            .await
+            .unwrap();
+        reply.body
+    })
+}
+
+#[test]
+fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "crash");
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let first = request_accepted(&nats.url(), "crash1", "remember this message");
+    serve.kill9();
+
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let second = request_accepted(&nats.url(), "crash1", "and this one");
+    assert!(second.seq > first.seq, "the restarted session continued its log: {first:?} then {second:?}");
+    serve.stop();
+
+    let db = hermes::store::open(&dir.path().join("crash-data")).unwrap();
+    let messages = SessionStore::open(&db).unwrap().messages("assistant", "crash1").unwrap();
+    let stored = messages.iter().find(|m| m.id == first.message_id).expect("the acknowledged message is stored");
+    assert_eq!(stored.message.content, "remember this message");
+    assert!(messages.iter().any(|m| m.id == second.message_id));
+}

@@ -1,0 +1,215 @@
+//! One real turn loop through the five actors on the embedded bus: recall, plan, tool calls
+//! (built-in and MCP), answer, background memory extraction.
+
+use std::time::Duration;
+
+use hermes::bus::messages::{ToolStatus, TurnEvent};
+use hermes::client::SessionClient;
+use hermes::tools::ToolErrorCode;
+
+use crate::common::engine::{test_config, with_engine};
+
+const T: Duration = Duration::from_secs(60);
+
+const SCENARIO: &str = r#"
+name = "turn-loop"
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["add please"]
+text = ""
+[[rule.tool_calls]]
+name = "add"
+arguments = { a = "40", b = 2 }
+
+[[rule]]
+role = "planner"
+when_last = "tool"
+after_tool = "add"
+text = "The sum is 42."
+
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["invent"]
+text = ""
+[[rule.tool_calls]]
+name = "order_lookpu"
+arguments = { order_id = "A1" }
+
+[[rule]]
+role = "planner"
+when_last = "tool"
+after_tool = "order_lookpu"
+text = "That tool does not exist."
+
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["bad args"]
+text = ""
+[[rule.tool_calls]]
+name = "add"
+arguments = { a = "forty", b = 2 }
+
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["search"]
+text = ""
+[[rule.tool_calls]]
+name = "catalog__search_products"
+arguments = { brand = "Sony", category = "headphones", max_price_yuan = 5000 }
+
+[[rule]]
+role = "planner"
+when_last = "tool"
+after_tool = "catalog__search_products"
+text = "Found Sony headphones."
+
+[[rule]]
+role = "planner"
+when_last = "user"
+contains = ["remember"]
+text = "Noted."
+
+[[rule]]
+role = "planner"
+when_last = "user"
+text = "Hello."
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+contains = ["purple"]
+text = '{"memory_updates": [{"op": "add", "kind": "preference", "key": "favourite_colour", "content": "favourite colour is purple", "importance": 0.8}]}'
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+text = '{"memory_updates": []}'
+"#;
+
+fn tool_results(events: &[TurnEvent]) -> Vec<hermes::bus::messages::ToolCallResult> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolResult { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn tool_call_with_repaired_arguments_completes_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let trace = c.turn("add please", T, |_| {}).await.unwrap();
+        assert_eq!(trace.answer.as_deref(), Some("The sum is 42."));
+        let results = tool_results(&trace.events);
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].status, ToolStatus::Ok);
+        assert!(results[0].auto_corrected, "{:?}", results[0]);
+        assert_eq!(results[0].output["result"], 42);
+    });
+}
+
+#[test]
+fn unknown_tool_is_answered_with_the_closest_existing_names() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let trace = c.turn("invent a tool", T, |_| {}).await.unwrap();
+        let results = tool_results(&trace.events);
+        let err = results[0].error.clone().expect("an error");
+        assert_eq!(err.code, ToolErrorCode::UnknownTool);
+        assert!(err.details.iter().any(|d| d == "order_lookup"), "{err:?}");
+        assert!(err.message.contains("add"), "lists the tools: {}", err.message);
+        assert_eq!(trace.answer.as_deref(), Some("That tool does not exist."));
+    });
+}
+
+#[test]
+fn arguments_failing_the_schema_get_a_structured_error_not_an_execution() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = format!(
+        "{SCENARIO}\n[[rule]]\nrole = \"planner\"\nwhen_last = \"tool\"\nafter_tool = \"add\"\ntext = \"fixed\"\n"
+    );
+    with_engine(test_config(dir.path(), &scenario), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let trace = c.turn("bad args", T, |_| {}).await.unwrap();
+        let results = tool_results(&trace.events);
+        let err = results[0].error.clone().expect("an error");
+        assert_eq!(err.code, ToolErrorCode::InvalidArguments);
+        assert!(err.details.iter().any(|d| d.contains("/a")), "{err:?}");
+    });
+}
+
+#[test]
+fn mcp_tool_call_goes_through_the_bridge_to_a_real_server_process() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let catalog = engine.mcp.clone().unwrap();
+        assert_eq!(catalog.servers[0].status, "ready", "{:?}", catalog.servers[0].error);
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let trace = c.turn("search sony", T, |_| {}).await.unwrap();
+        let results = tool_results(&trace.events);
+        assert_eq!(results[0].status, ToolStatus::Ok, "{:?}", results[0]);
+        assert_eq!(results[0].via, "mcp:catalog");
+        assert!(results[0].output.to_string().contains("Sony"));
+    });
+}
+
+#[test]
+fn fact_from_one_session_is_recalled_in_a_later_session_of_the_same_user_only() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let mut s1 = SessionClient::open(engine.bus.clone(), "assistant", "first", "alice").await.unwrap();
+        s1.turn("please remember my favourite colour is purple", T, |_| {}).await.unwrap();
+        // Extraction runs in the background; wait for its event.
+        let mut written = false;
+        while let Ok(Some(e)) = s1.next_event(T).await {
+            if let TurnEvent::MemoryWritten { changes, .. } = e {
+                assert_eq!(changes[0].key, "favourite_colour");
+                written = true;
+                break;
+            }
+        }
+        assert!(written, "memory.written arrives");
+
+        let recalled = |events: &[TurnEvent]| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    TurnEvent::MemoryRecalled { memories, .. } => Some(memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>()),
+                    _ => None,
+                })
+                .flatten()
+                .collect()
+        };
+        let mut later = SessionClient::open(engine.bus.clone(), "assistant", "second", "alice").await.unwrap();
+        let t = later.turn("what is my favourite colour?", T, |_| {}).await.unwrap();
+        assert_eq!(recalled(&t.events), vec!["favourite colour is purple".to_string()]);
+
+        let mut other = SessionClient::open(engine.bus.clone(), "assistant", "third", "bob").await.unwrap();
+        let t = other.turn("what is my favourite colour?", T, |_| {}).await.unwrap();
+        assert!(recalled(&t.events).is_empty(), "bob must not see alice's memory");
+    });
+}
+
+#[test]
+fn messages_of_a_session_survive_an_engine_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), SCENARIO);
+    with_engine(config.clone(), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1").await.unwrap();
+        let t = c.turn("hi", T, |_| {}).await.unwrap();
+        assert_eq!(t.accepted.seq, 0);
+    });
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1").await.unwrap();
+        let t = c.turn("hi again", T, |_| {}).await.unwrap();
+        assert_eq!(t.accepted.seq, 2, "the reloaded log continues after user + answer");
+    });
+}
