@@ -6,9 +6,12 @@
 
 pub mod bm25;
 pub mod extract;
+pub mod merge;
+pub mod recall;
 pub mod record;
 pub mod store;
 pub mod tokenize;
 
+pub use extract::{build_request, parse_updates, ExtractError};
 pub use record::{MemoryKind, MemoryRecord, MemoryUpdate, RecallHit, Source, UpdateOp};
-pub use store::{MemoryError, MemoryStore};
+pub use store::{AppliedOp, AppliedUpdate, MemoryError, MemoryStore};
