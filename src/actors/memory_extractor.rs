@@ -177,7 +177,7 @@ async fn extract_job(
     let changes: Vec<MemoryChange> = applied
         .iter()
         .map(|a| MemoryChange {
-            op: a.op.to_string(),
+            op: a.op.as_str().to_string(),
             key: a.record.as_ref().map(|r| r.key.clone()).unwrap_or_default(),
             content: a
                 .record

@@ -129,11 +129,11 @@ pub(super) fn content_for_model(result: &ToolCallResult) -> String {
     let value = match result.status {
         ToolStatus::Ok if result.auto_corrected => json!({
             "status": "ok",
-            "output": result.output,
+            "detail": result.output,
             "auto_corrected": true,
             "corrections": result.corrections,
         }),
-        ToolStatus::Ok => json!({"status": "ok", "output": result.output}),
+        ToolStatus::Ok => json!({"status": "ok", "detail": result.output}),
         ToolStatus::Error => json!({"status": "error", "error": result.error}),
     };
     value.to_string()
