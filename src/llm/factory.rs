@@ -1,1 +1,120 @@
-//! placeholder: being written
+//! [`build_model`]: the configured provider for one model role.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bench::BenchModel;
+use super::openai::OpenAiModel;
+use super::replay::ReplayModel;
+use super::{ChatModel, LlmError};
+use crate::config::{ModelConfig, DEMO_SCENARIO};
+
+/// The model `config` describes, serving `role` (planner | extractor | summariser).
+///
+/// An OpenAI model with `api_key_env` reads its key from that environment variable now; a
+/// replay model with `scenario = "builtin:demo"` uses the embedded demo scenario.
+pub fn build_model(config: &ModelConfig, role: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
+    match config {
+        ModelConfig::Openai {
+            base_url,
+            model,
+            api_key_env,
+            timeout_secs,
+            stream,
+            temperature,
+        } => {
+            let api_key = match api_key_env {
+                Some(var) => Some(api_key_from_env(var, role)?),
+                None => None,
+            };
+            let timeout = Duration::from_secs(*timeout_secs);
+            Ok(Arc::new(OpenAiModel::new(
+                base_url,
+                model,
+                api_key,
+                timeout,
+                *stream,
+                *temperature,
+            )?))
+        }
+        ModelConfig::Replay { scenario } => {
+            Ok(Arc::new(ReplayModel::load(scenario, role, DEMO_SCENARIO)?))
+        }
+        ModelConfig::Bench {} => Ok(Arc::new(BenchModel::new())),
+    }
+}
+
+fn api_key_from_env(var: &str, role: &str) -> Result<String, LlmError> {
+    match std::env::var(var) {
+        Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_string()),
+        Ok(_) => Err(LlmError::Config(format!(
+            "the {role} model's API key variable {var} is set but empty; export {var}=<your key>"
+        ))),
+        Err(_) => Err(LlmError::Config(format!(
+            "the {role} model reads its API key from the environment variable {var}, which is not \
+             set; export {var}=<your key>, or remove `api_key_env` for a server without auth"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openai(api_key_env: Option<&str>) -> ModelConfig {
+        ModelConfig::Openai {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "gpt-4o-mini".into(),
+            api_key_env: api_key_env.map(str::to_string),
+            timeout_secs: 5,
+            stream: true,
+            temperature: None,
+        }
+    }
+
+    #[test]
+    fn openai_without_key_variable_builds() {
+        let model = build_model(&openai(None), "planner").unwrap();
+        assert_eq!(model.id(), "openai:gpt-4o-mini");
+        assert_eq!(model.model_name(), "gpt-4o-mini");
+    }
+
+    #[test]
+    fn missing_api_key_variable_is_named_in_the_error() {
+        let var = "HERMES_TEST_SURELY_UNSET_KEY_4711";
+        let err = match build_model(&openai(Some(var)), "planner") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a missing key variable must be an error"),
+        };
+        assert!(err.contains(var) && err.contains("planner"), "{err}");
+    }
+
+    #[test]
+    fn bench_and_replay_files_build() {
+        assert_eq!(
+            build_model(&ModelConfig::Bench {}, "planner").unwrap().id(),
+            "bench"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(
+            &path,
+            "name = \"mine\"\n[[rule]]\nrole = \"planner\"\ntext = \"hi\"\n",
+        )
+        .unwrap();
+        let replay = ModelConfig::Replay {
+            scenario: path.display().to_string(),
+        };
+        assert_eq!(build_model(&replay, "planner").unwrap().id(), "replay:mine");
+    }
+
+    #[test]
+    fn builtin_demo_scenario_is_valid_for_every_role() {
+        let replay = ModelConfig::Replay {
+            scenario: "builtin:demo".into(),
+        };
+        for role in ["planner", "extractor", "summariser"] {
+            assert!(build_model(&replay, role).is_ok(), "{role}");
+        }
+    }
+}

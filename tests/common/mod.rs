@@ -3,4 +3,5 @@
 //! engine in-process and `hermes` as a child process.
 
 pub mod engine;
+pub mod fake_openai;
 pub mod hermes_proc;

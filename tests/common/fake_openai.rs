@@ -1,0 +1,319 @@
+//! A fake OpenAI-compatible chat-completions server on 127.0.0.1 (tokio + hyper 1), for tests
+//! that need a real HTTP peer: it answers `POST /v1/chat/completions` from a queue of scripted
+//! replies, streams real SSE when the request says `stream: true` (text in small deltas, tool-call
+//! arguments split over several chunks, the bytes cut into small frames that split lines and
+//! UTF-8 characters, a final usage chunk when `stream_options.include_usage`, `data: [DONE]`),
+//! and records every request body and `Authorization` header.
+//!
+//! ```ignore
+//! let fake = FakeOpenAi::start().await;
+//! fake.push_tool_calls(vec![("add", json!({"a": 1, "b": 2}))]);
+//! fake.push_text("3");
+//! // point a model at fake.base_url() …
+//! assert_eq!(fake.requests()[1]["messages"][2]["role"], "tool");
+//! ```
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+/// Usage the fake reports for every reply.
+pub const PROMPT_TOKENS: u32 = 17;
+pub const COMPLETION_TOKENS: u32 = 5;
+
+/// Bytes per streamed frame: small, so frames split SSE lines and multi-byte characters.
+const FRAME_BYTES: usize = 11;
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+enum Scripted {
+    Text(String),
+    ToolCalls(Vec<(String, Value)>),
+    Error { status: u16, body: String },
+    Slow { delay: Duration, text: String },
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Scripted>,
+    requests: Vec<Value>,
+    authorizations: Vec<Option<String>>,
+}
+
+/// The running server; stops accepting when dropped.
+pub struct FakeOpenAi {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl FakeOpenAi {
+    /// Bind a free port on 127.0.0.1 and serve.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, state.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            addr,
+            state,
+            accept,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push_text(&self, text: &str) {
+        self.push(Scripted::Text(text.to_string()));
+    }
+
+    /// A reply calling these tools, in order, with these argument objects.
+    pub fn push_tool_calls<N: Into<String>>(&self, calls: Vec<(N, Value)>) {
+        let calls = calls.into_iter().map(|(n, v)| (n.into(), v)).collect();
+        self.push(Scripted::ToolCalls(calls));
+    }
+
+    /// An HTTP error answer.
+    pub fn push_error(&self, status: u16, body: &str) {
+        self.push(Scripted::Error {
+            status,
+            body: body.to_string(),
+        });
+    }
+
+    /// A text reply that starts only after `delay` (for timeout tests).
+    pub fn push_slow_text(&self, text: &str, delay: Duration) {
+        self.push(Scripted::Slow {
+            delay,
+            text: text.to_string(),
+        });
+    }
+
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The `Authorization` header of every request, in order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.state.lock().unwrap().authorizations.clone()
+    }
+
+    fn push(&self, scripted: Scripted) {
+        self.state.lock().unwrap().queue.push_back(scripted);
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<Mutex<State>>,
+) -> Result<Response<Body>, Infallible> {
+    if req.method() != Method::POST || req.uri().path() != "/v1/chat/completions" {
+        return Ok(plain(
+            StatusCode::NOT_FOUND,
+            "fake OpenAI serves only POST /v1/chat/completions",
+        ));
+    }
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let Ok(collected) = req.into_body().collect().await else {
+        return Ok(plain(
+            StatusCode::BAD_REQUEST,
+            "could not read the request body",
+        ));
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&collected.to_bytes()) else {
+        return Ok(plain(
+            StatusCode::BAD_REQUEST,
+            "the request body is not JSON",
+        ));
+    };
+    let (scripted, number) = {
+        let mut state = state.lock().unwrap();
+        state.requests.push(body.clone());
+        state.authorizations.push(authorization);
+        (state.queue.pop_front(), state.requests.len())
+    };
+    let Some(mut scripted) = scripted else {
+        return Ok(plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "fake OpenAI: no scripted reply left",
+        ));
+    };
+    if let Scripted::Slow { delay, text } = scripted {
+        tokio::time::sleep(delay).await;
+        scripted = Scripted::Text(text);
+    }
+    if let Scripted::Error { status, body } = scripted {
+        let status = StatusCode::from_u16(status).unwrap();
+        return Ok(plain(status, &body));
+    }
+    let calls = tool_calls(&scripted, number);
+    let text = match &scripted {
+        Scripted::Text(text) => text.clone(),
+        _ => String::new(),
+    };
+    if body["stream"] == json!(true) {
+        let usage = body["stream_options"]["include_usage"] == json!(true);
+        return Ok(streamed(&text, &calls, usage));
+    }
+    Ok(whole(&text, &calls))
+}
+
+/// `(id, name, arguments JSON text)` of the scripted calls; ids are `call_<request>_<index>`.
+fn tool_calls(scripted: &Scripted, request_number: usize) -> Vec<(String, String, String)> {
+    match scripted {
+        Scripted::ToolCalls(calls) => calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                (
+                    format!("call_{request_number}_{i}"),
+                    name.clone(),
+                    args.to_string(),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn usage() -> Value {
+    json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
+           "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS})
+}
+
+fn finish_reason(calls: &[(String, String, String)]) -> &'static str {
+    if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    }
+}
+
+fn whole(text: &str, calls: &[(String, String, String)]) -> Response<Body> {
+    let mut message = json!({"role": "assistant", "content": text});
+    if !calls.is_empty() {
+        message["content"] = Value::Null;
+        message["tool_calls"] = calls
+            .iter()
+            .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            .collect();
+    }
+    let reply = json!({
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(calls)}],
+        "usage": usage(),
+    });
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(reply.to_string())).boxed_unsync())
+        .unwrap()
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    .to_string()
+}
+
+/// Pieces of about `size` characters.
+fn pieces(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn stream_events(
+    text: &str,
+    calls: &[(String, String, String)],
+    include_usage: bool,
+) -> Vec<String> {
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    for piece in pieces(text, 3) {
+        events.push(chunk(json!({"content": piece}), None));
+    }
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        let head = json!({"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}});
+        events.push(chunk(json!({"tool_calls": [head]}), None));
+        for piece in pieces(args, 4) {
+            let part = json!({"index": i, "function": {"arguments": piece}});
+            events.push(chunk(json!({"tool_calls": [part]}), None));
+        }
+    }
+    events.push(chunk(json!({}), Some(finish_reason(calls))));
+    if include_usage {
+        events.push(
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+                           "usage": usage()})
+            .to_string(),
+        );
+    }
+    events.push("[DONE]".into());
+    events
+}
+
+fn streamed(text: &str, calls: &[(String, String, String)], include_usage: bool) -> Response<Body> {
+    let bytes: Vec<u8> = stream_events(text, calls, include_usage)
+        .iter()
+        .flat_map(|data| format!("data: {data}\n\n").into_bytes())
+        .collect();
+    let frames: VecDeque<Bytes> = bytes
+        .chunks(FRAME_BYTES)
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let stream = futures::stream::unfold(frames, |mut frames| async move {
+        let frame = frames.pop_front()?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        Some((Ok::<_, Infallible>(Frame::data(frame)), frames))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(StreamBody::new(stream).boxed_unsync())
+        .unwrap()
+}
+
+fn plain(status: StatusCode, body: &str) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(Full::new(Bytes::from(body.to_string())).boxed_unsync())
+        .unwrap()
+}
