@@ -215,12 +215,13 @@ pub async fn execute(registry: ToolRegistry, request: ToolCallRequest) -> ToolCa
             request.name.split("__").next().unwrap_or_default()
         );
     }
+    let mut prepared = prepared;
+    if let Some(user) = &request.user {
+        registry.inject_user(&request.name, &mut prepared, user);
+    }
     result.auto_corrected = !prepared.corrections.is_empty();
     result.corrections = prepared.corrections;
-    let mut arguments = prepared.arguments;
-    if let (Some(obj), Some(user)) = (arguments.as_object_mut(), request.user) {
-        obj.insert("_user".into(), Value::String(user));
-    }
+    let arguments = prepared.arguments;
     let timeout = tool.timeout();
     match tokio::time::timeout(timeout, tool.call(arguments)).await {
         Ok(Ok(output)) => {

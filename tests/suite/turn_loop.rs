@@ -213,3 +213,45 @@ fn messages_of_a_session_survive_an_engine_restart() {
         assert_eq!(t.accepted.seq, 2, "the reloaded log continues after user + answer");
     });
 }
+
+#[test]
+fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine() {
+    use crate::common::fake_openai::FakeOpenAi;
+    // The fake model server lives on its own runtime, as a remote endpoint would.
+    let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let fake = server_rt.block_on(FakeOpenAi::start());
+    fake.push_tool_calls(vec![("add", serde_json::json!({"a": 1, "b": 2}))]);
+    fake.push_text("One plus two is three, as the tool says.");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path(), SCENARIO);
+    config.models.planner = hermes::config::ModelConfig::Openai {
+        base_url: fake.base_url(),
+        model: "gpt-4o-mini".into(),
+        api_key_env: None,
+        timeout_secs: 30,
+        stream: true,
+        temperature: None,
+    };
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "oa", "u1").await.unwrap();
+        let trace = c.turn("what is 1 + 2?", T, |_| {}).await.unwrap();
+        assert_eq!(trace.answer.as_deref(), Some("One plus two is three, as the tool says."));
+        let deltas: String = trace
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                TurnEvent::Delta { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deltas, "One plus two is three, as the tool says.");
+        assert_eq!(tool_results(&trace.events)[0].output["result"], 3);
+    });
+    // The second request carried the tool result back with its call id.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let tool_msg = messages.iter().find(|m| m["role"] == "tool").expect("a tool message");
+    assert!(tool_msg["tool_call_id"].is_string());
+    assert!(requests[0]["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "add"));
+}
