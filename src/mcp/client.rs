@@ -1,1 +1,371 @@
-//! placeholder: being written
+//! [`StdioMcpClient`]: an MCP server started as a child process and spoken to over its
+//! stdin/stdout with rmcp (handshake on protocol 2025-11-25), behind our [`McpClient`] trait.
+//! The child's exit is watched, so a call to a dead server fails at once with
+//! [`McpError::Dead`] instead of waiting for its timeout.
+
+mod convert;
+mod process;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{Peer, ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::process::{ChildStdin, ChildStdout};
+
+use self::process::{ChildProcess, Launch};
+use super::{McpClient, McpError, McpTool, McpToolResult};
+use crate::config::McpServerConfig;
+
+/// The name this client gives in `initialize`.
+pub const CLIENT_NAME: &str = "hermes";
+/// How long a closing session may take to wind down before the child is killed.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How long an exited child's last stderr lines may take to arrive for an error message.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+/// How long to wait for the exit status after the pipe to the server closed.
+const EXIT_SETTLE: Duration = Duration::from_millis(500);
+
+type Session = RunningService<RoleClient, ClientConfig>;
+
+/// A connected stdio MCP server. Dropping it kills the child process.
+#[derive(Debug)]
+pub struct StdioMcpClient {
+    server: String,
+    command_line: String,
+    request_timeout: Duration,
+    peer: Peer<RoleClient>,
+    session: tokio::sync::Mutex<Option<Session>>,
+    process: ChildProcess,
+    shut_down: AtomicBool,
+}
+
+impl StdioMcpClient {
+    /// Start `config.command` (`self` = `self_exe`) and complete the MCP handshake within
+    /// `config.timeout_secs`.
+    pub async fn spawn(config: &McpServerConfig, self_exe: &Path) -> Result<Self, McpError> {
+        let program = if config.command == "self" {
+            self_exe.as_os_str()
+        } else {
+            std::ffi::OsStr::new(&config.command)
+        };
+        let command_line = command_line(program, &config.args);
+        let launch = Launch {
+            server: &config.name,
+            program,
+            args: &config.args,
+            env: &config.env,
+        };
+        let spawned = ChildProcess::spawn(&launch).map_err(|error| McpError::Spawn {
+            server: config.name.clone(),
+            reason: format!("running `{command_line}` failed: {error}"),
+        })?;
+        let process = spawned.process;
+        let timeout = Duration::from_secs(config.timeout_secs.max(1));
+        tracing::info!(
+            server = %config.name,
+            command = %command_line,
+            pid = ?process.pid(),
+            "MCP server started"
+        );
+
+        let session = handshake(
+            &config.name,
+            &command_line,
+            timeout,
+            (spawned.stdout, spawned.stdin),
+            &process,
+        )
+        .await?;
+        if let Some(info) = session.peer_info() {
+            tracing::info!(
+                server = %config.name,
+                peer = info.server_info.as_ref().map_or("?", |server| server.name.as_str()),
+                protocol = %info.protocol_version,
+                "MCP session initialized"
+            );
+        }
+        Ok(Self {
+            server: config.name.clone(),
+            command_line,
+            request_timeout: timeout,
+            peer: session.peer().clone(),
+            session: tokio::sync::Mutex::new(Some(session)),
+            process,
+            shut_down: AtomicBool::new(false),
+        })
+    }
+
+    /// The child's OS process id.
+    pub fn child_pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Why the server is unusable, if it is: the child exited, the connection closed, or
+    /// [`McpClient::shutdown`] was called.
+    pub fn dead_reason(&self) -> Option<String> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Some("the client was shut down".to_owned());
+        }
+        if let Some(reason) = self.process.exit_reason() {
+            return Some(reason);
+        }
+        self.peer
+            .is_transport_closed()
+            .then(|| "the connection to the server closed".to_owned())
+    }
+
+    /// Resolves when the child process has exited; returns why (for a supervisor that
+    /// reconnects).
+    pub async fn exited(&self) -> String {
+        self.process.exited().await
+    }
+
+    /// The command line the server was started with.
+    pub fn command_line(&self) -> &str {
+        &self.command_line
+    }
+
+    fn dead(&self, reason: String) -> McpError {
+        McpError::Dead {
+            server: self.server.clone(),
+            reason,
+        }
+    }
+
+    /// Run one request: fail at once if the server is dead, fail as soon as it dies while
+    /// waiting, and give up after `timeout` (dropping the request sends `notifications/cancelled`).
+    async fn request<T>(
+        &self,
+        method: &str,
+        timeout: Duration,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, McpError> {
+        if let Some(reason) = self.dead_reason() {
+            return Err(self.dead(reason));
+        }
+        let outcome = tokio::select! {
+            biased;
+            reason = self.process.exited() => return Err(self.dead(reason)),
+            outcome = tokio::time::timeout(timeout, request) => outcome,
+        };
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(self.service_error(method, error).await),
+            Err(_) => Err(McpError::Timeout {
+                server: self.server.clone(),
+                method: method.to_owned(),
+                after: timeout,
+            }),
+        }
+    }
+
+    async fn service_error(&self, method: &str, error: ServiceError) -> McpError {
+        let protocol = |reason: String| McpError::Protocol {
+            server: self.server.clone(),
+            method: method.to_owned(),
+            reason,
+        };
+        match error {
+            ServiceError::McpError(data) => {
+                protocol(format!("{} (code {})", data.message, data.code.0))
+            }
+            ServiceError::TransportClosed
+            | ServiceError::TransportSend(_)
+            | ServiceError::Cancelled { .. } => {
+                // The pipe usually closes a moment before the exit is reaped: prefer the
+                // exit status as the reason.
+                let reason = match self.process.exited_within(EXIT_SETTLE).await {
+                    Some(reason) => reason,
+                    None => format!("the connection closed ({error})"),
+                };
+                self.dead(reason)
+            }
+            ServiceError::Timeout { timeout } => McpError::Timeout {
+                server: self.server.clone(),
+                method: method.to_owned(),
+                after: timeout,
+            },
+            other => protocol(other.to_string()),
+        }
+    }
+}
+
+#[async_trait]
+impl McpClient for StdioMcpClient {
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
+        let tools = self
+            .request(
+                "tools/list",
+                self.request_timeout,
+                self.peer.list_all_tools(),
+            )
+            .await?;
+        Ok(tools.into_iter().map(convert::tool_from_rmcp).collect())
+    }
+
+    async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<McpToolResult, McpError> {
+        let arguments = convert::arguments_object(&self.server, tool, arguments)?;
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let result = self
+            .request("tools/call", timeout, self.peer.call_tool(params))
+            .await?;
+        Ok(convert::result_from_rmcp(result))
+    }
+
+    async fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::SeqCst);
+        let session = self.session.lock().await.take();
+        if let Some(mut session) = session {
+            // Cancelling the session closes the child's stdin, which asks it to exit.
+            if let Err(error) = session.close_with_timeout(CLOSE_GRACE).await {
+                tracing::warn!(server = %self.server, %error, "MCP session task failed while closing");
+            }
+        }
+        if self.process.exited_within(CLOSE_GRACE).await.is_none() {
+            self.process.kill();
+        }
+        let reason = self.process.exited().await;
+        tracing::info!(server = %self.server, "MCP server stopped: {reason}");
+    }
+}
+
+/// Start every configured server concurrently; one result per server, in config order.
+pub async fn connect_all(
+    configs: &[McpServerConfig],
+    self_exe: &Path,
+) -> Vec<(String, Result<Arc<dyn McpClient>, McpError>)> {
+    let connecting = configs.iter().map(|config| async move {
+        let client = StdioMcpClient::spawn(config, self_exe)
+            .await
+            .map(|client| Arc::new(client) as Arc<dyn McpClient>);
+        (config.name.clone(), client)
+    });
+    futures::future::join_all(connecting).await
+}
+
+/// What we announce in `initialize`: name `hermes`, protocol 2025-11-25 (the newest with the
+/// handshake, which servers in the wild expect).
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// Run `initialize` over the child's pipes, failing fast if the child exits first and
+/// stopping it if the handshake fails or times out.
+async fn handshake(
+    server: &str,
+    command_line: &str,
+    timeout: Duration,
+    pipes: (ChildStdout, ChildStdin),
+    process: &ChildProcess,
+) -> Result<Session, McpError> {
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(timeout, client_config().serve(pipes)) => outcome,
+        reason = process.exited() => {
+            let reason =
+                format!("`{command_line}` exited before completing the handshake: {reason}");
+            return Err(handshake_error(server, reason, process).await);
+        }
+    };
+    let reason = match outcome {
+        Ok(Ok(session)) => return Ok(session),
+        Ok(Err(error)) => format!("`{command_line}`: {error}"),
+        Err(_) => format!("`{command_line}` did not answer `initialize` within {timeout:?}"),
+    };
+    Err(failed_handshake(server, reason, process).await)
+}
+
+/// The handshake failed while the child may still run: stop it, then report.
+async fn failed_handshake(server: &str, reason: String, process: &ChildProcess) -> McpError {
+    process.kill();
+    let exit = process.exited().await;
+    handshake_error(server, format!("{reason}; {exit}"), process).await
+}
+
+async fn handshake_error(server: &str, reason: String, process: &ChildProcess) -> McpError {
+    let tail = process.stderr_tail(STDERR_SETTLE).await;
+    let reason = if tail.is_empty() {
+        reason
+    } else {
+        format!("{reason}; its last stderr lines: {}", tail.join(" | "))
+    };
+    let reason = format!(
+        "{reason}; check that the command in [[mcp.servers]] starts an MCP server speaking \
+         JSON-RPC on stdin/stdout"
+    );
+    McpError::Handshake {
+        server: server.to_owned(),
+        reason,
+    }
+}
+
+/// `program arg1 'arg two'` for messages, quoted the way a POSIX shell would read it.
+fn command_line(program: &std::ffi::OsStr, args: &[String]) -> String {
+    std::iter::once(program.to_string_lossy().into_owned())
+        .chain(args.iter().cloned())
+        .map(|part| shell_quoted(&part))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quoted(part: &str) -> String {
+    let plain = !part.is_empty()
+        && part
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_-./:=@%+,".contains(c));
+    if plain {
+        part.to_owned()
+    } else {
+        format!("'{}'", part.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_quotes_arguments_with_spaces() {
+        let line = command_line(
+            std::ffi::OsStr::new("sh"),
+            &[
+                "-c".to_owned(),
+                "echo 'x' >&2; exit 3".to_owned(),
+                String::new(),
+            ],
+        );
+        assert_eq!(line, r"sh -c 'echo '\''x'\'' >&2; exit 3' ''");
+    }
+
+    #[test]
+    fn client_announces_hermes_on_the_handshake_protocol() {
+        let config = client_config();
+        assert_eq!(config.client_info.name, "hermes");
+        assert_eq!(
+            config.protocol_version,
+            ProtocolVersion::LATEST_WITH_INITIALIZE
+        );
+        assert_eq!(config.protocol_version.as_str(), "2025-11-25");
+    }
+}

@@ -1,5 +1,6 @@
 mod bad_input;
 mod demo_cli;
+mod mcp_client;
 mod multi_process;
 mod openai_provider;
 mod turn_loop;
