@@ -132,7 +132,7 @@ impl SessionStore {
                 out.push(meta);
             }
         }
-        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
     }
 }
