@@ -1,0 +1,4 @@
+#![allow(dead_code)]
+//! Helpers shared by the integration tests.
+
+pub mod nats_server;

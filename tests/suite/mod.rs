@@ -1,0 +1,3 @@
+//! Integration test modules, one per area.
+
+mod bus_contract;
