@@ -1,19 +1,239 @@
-//! placeholder: being written
-pub struct NatsBus;
+//! The NATS bus: async-nats for subjects, queue groups and request/reply, JetStream work-queue
+//! streams for durable queues (see [`jetstream`]).
+//!
+//! Runtimes: async-nats spawns the connection's I/O task (and the JetStream publish-ack task)
+//! on the runtime where [`NatsBus::connect`] runs, so call `connect` on a long-lived
+//! **multi-threaded** tokio runtime — never inside an actix arbiter, whose single thread may
+//! block or stop. Every other method may then be called from any tokio runtime, actix arbiters
+//! included: `publish`, `subscribe`, `request` and `flush` only send commands over the client's
+//! channels and wait on oneshots/timers of the caller's runtime; `durable_consume` starts its
+//! pull task on the connect-time runtime itself. Subscription and consumer streams can be
+//! polled from anywhere.
+//!
+//! The client reconnects by itself after the server goes away (not on the *initial* connect,
+//! which fails within [`CONNECT_TIMEOUT`] with [`BusError::Connect`]).
+
+mod jetstream;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_nats::{ConnectErrorKind, RequestErrorKind};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+use super::pattern::{check_group, check_payload, check_subject};
+use super::{Bus, BusError, DurableConsumer, DurableOptions, Message, Subscription};
+
+/// How long the first connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A bus on a NATS server (with JetStream enabled for durable queues).
+pub struct NatsBus {
+    url: String,
+    client: async_nats::Client,
+    jetstream: async_nats::jetstream::Context,
+    /// The runtime `connect` ran on; background tasks started later go there too.
+    runtime: Handle,
+    /// Queues whose stream is known to exist.
+    streams: Mutex<HashSet<String>>,
+}
+
 impl NatsBus {
-    pub async fn connect(_url: &str) -> Result<Self, super::BusError> {
-        Err(super::BusError::Closed)
+    /// Connect to `url` (`nats://host:port`). Call on a multi-threaded tokio runtime (see the
+    /// module docs); fails with [`BusError::Connect`] within [`CONNECT_TIMEOUT`] when no
+    /// server answers.
+    pub async fn connect(url: &str) -> Result<Self, BusError> {
+        let connect_error = |reason: String| BusError::Connect {
+            url: url.to_string(),
+            reason,
+        };
+        let runtime = Handle::try_current()
+            .map_err(|_| connect_error("not called inside a tokio runtime".into()))?;
+        if runtime.runtime_flavor() == RuntimeFlavor::CurrentThread {
+            tracing::warn!(
+                url,
+                "NATS connection opened on a current-thread runtime: its I/O stops whenever \
+                 that thread blocks; connect from a multi-threaded tokio runtime"
+            );
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name("hermes")
+            .connection_timeout(CONNECT_TIMEOUT)
+            .connect(url)
+            .await
+            .map_err(|err| {
+                connect_error(match err.kind() {
+                    ConnectErrorKind::TimedOut => format!("no answer within {CONNECT_TIMEOUT:?}"),
+                    _ => err.to_string(),
+                })
+            })?;
+        let jetstream = async_nats::jetstream::new(client.clone());
+        Ok(Self {
+            url: url.to_string(),
+            client,
+            jetstream,
+            runtime,
+            streams: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn io_error(&self, what: &str, err: impl std::fmt::Display) -> BusError {
+        BusError::Io(format!(
+            "{what} on {}: {err}; check that nats-server is running and reachable",
+            self.url
+        ))
+    }
+
+    fn check_size(&self, payload: &Bytes) -> Result<(), BusError> {
+        check_payload(payload.len(), self.client.max_payload())
+    }
+
+    fn wrap(subscriber: async_nats::Subscriber) -> Subscription {
+        Subscription::new(subscriber.map(|m| Message {
+            subject: m.subject.to_string(),
+            reply: m.reply.map(|r| r.to_string()),
+            payload: m.payload,
+        }))
+    }
+
+    fn stream_known(&self, queue: &str) -> bool {
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(queue)
+    }
+
+    fn set_stream_known(&self, queue: &str, known: bool) {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        if known {
+            streams.insert(queue.to_string());
+        } else {
+            streams.remove(queue);
+        }
     }
 }
-#[async_trait::async_trait]
-impl super::Bus for NatsBus {
-    fn backend(&self) -> &'static str { "nats" }
-    fn max_payload(&self) -> usize { 0 }
-    async fn publish(&self, _: &str, _: bytes::Bytes) -> Result<(), super::BusError> { Err(super::BusError::Closed) }
-    async fn subscribe(&self, _: &str) -> Result<super::Subscription, super::BusError> { Err(super::BusError::Closed) }
-    async fn queue_subscribe(&self, _: &str, _: &str) -> Result<super::Subscription, super::BusError> { Err(super::BusError::Closed) }
-    async fn request(&self, _: &str, _: bytes::Bytes, _: std::time::Duration) -> Result<bytes::Bytes, super::BusError> { Err(super::BusError::Closed) }
-    async fn durable_publish(&self, _: &str, _: bytes::Bytes) -> Result<(), super::BusError> { Err(super::BusError::Closed) }
-    async fn durable_consume(&self, _: &str, _: super::DurableOptions) -> Result<super::DurableConsumer, super::BusError> { Err(super::BusError::Closed) }
-    async fn flush(&self) -> Result<(), super::BusError> { Ok(()) }
+
+#[async_trait]
+impl Bus for NatsBus {
+    fn backend(&self) -> &'static str {
+        "nats"
+    }
+
+    /// The server's `max_payload` (1 MiB unless the server is configured otherwise).
+    fn max_payload(&self) -> usize {
+        self.client.max_payload()
+    }
+
+    async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
+        check_subject(subject, false)?;
+        self.check_size(&payload)?;
+        self.client
+            .publish(subject.to_string(), payload)
+            .await
+            .map_err(|e| self.io_error("publish failed", e))
+    }
+
+    async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError> {
+        check_subject(pattern, true)?;
+        let subscriber = self
+            .client
+            .subscribe(pattern.to_string())
+            .await
+            .map_err(|e| self.io_error("subscribe failed", e))?;
+        Ok(Self::wrap(subscriber))
+    }
+
+    async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<Subscription, BusError> {
+        check_subject(pattern, true)?;
+        check_group(group)?;
+        let subscriber = self
+            .client
+            .queue_subscribe(pattern.to_string(), group.to_string())
+            .await
+            .map_err(|e| self.io_error("queue subscribe failed", e))?;
+        Ok(Self::wrap(subscriber))
+    }
+
+    async fn request(
+        &self,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, BusError> {
+        check_subject(subject, false)?;
+        self.check_size(&payload)?;
+        let size = payload.len();
+        let request = async_nats::Request::new()
+            .payload(payload)
+            .timeout(Some(timeout));
+        match self.client.send_request(subject.to_string(), request).await {
+            Ok(reply) => Ok(reply.payload),
+            Err(err) => Err(match err.kind() {
+                RequestErrorKind::NoResponders => BusError::NoResponders {
+                    subject: subject.to_string(),
+                },
+                RequestErrorKind::TimedOut => BusError::Timeout {
+                    subject: subject.to_string(),
+                    after: timeout,
+                },
+                RequestErrorKind::MaxPayloadExceeded => BusError::PayloadTooLarge {
+                    size,
+                    max: self.client.max_payload(),
+                },
+                _ => self.io_error("request failed", err),
+            }),
+        }
+    }
+
+    async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError> {
+        check_subject(queue, false)?;
+        self.check_size(&payload)?;
+        if !self.stream_known(queue) {
+            jetstream::ensure_stream(&self.jetstream, queue).await?;
+            self.set_stream_known(queue, true);
+        }
+        match jetstream::publish(&self.jetstream, queue, payload.clone()).await {
+            Err(jetstream::PublishFailure::StreamMissing) => {
+                // Deleted behind our back (or the server lost its store): recreate, retry once.
+                self.set_stream_known(queue, false);
+                jetstream::ensure_stream(&self.jetstream, queue).await?;
+                self.set_stream_known(queue, true);
+                jetstream::publish(&self.jetstream, queue, payload)
+                    .await
+                    .map_err(|e| e.into_bus_error(queue))
+            }
+            other => other.map_err(|e| e.into_bus_error(queue)),
+        }
+    }
+
+    async fn durable_consume(
+        &self,
+        queue: &str,
+        options: DurableOptions,
+    ) -> Result<DurableConsumer, BusError> {
+        check_subject(queue, false)?;
+        let context = self.jetstream.clone();
+        let name = queue.to_string();
+        // The pull consumer spawns its request task where it is created: keep it on the
+        // connect-time runtime, whatever runtime calls us.
+        let setup = self
+            .runtime
+            .spawn(async move { jetstream::consume(&context, &name, options).await });
+        let consumer = setup
+            .await
+            .map_err(|e| self.io_error("starting the durable consumer failed", e))??;
+        self.set_stream_known(queue, true);
+        Ok(consumer)
+    }
+
+    async fn flush(&self) -> Result<(), BusError> {
+        self.client
+            .flush()
+            .await
+            .map_err(|e| self.io_error("flush failed", e))
+    }
 }

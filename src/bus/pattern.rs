@@ -1,4 +1,7 @@
-//! NATS subject matching (`*` one token, `>` the remaining tokens), shared by the embedded bus.
+//! NATS subject matching (`*` one token, `>` the remaining tokens) and the subject, queue-group
+//! and payload checks both bus backends apply before they touch the wire.
+
+use super::BusError;
 
 /// Does `subject` match `pattern`?
 pub fn matches(pattern: &str, subject: &str) -> bool {
@@ -42,6 +45,37 @@ pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// [`validate`] as a [`BusError::InvalidSubject`].
+pub fn check_subject(subject: &str, wildcards_allowed: bool) -> Result<(), BusError> {
+    validate(subject, wildcards_allowed).map_err(|reason| BusError::InvalidSubject {
+        subject: subject.to_string(),
+        reason: format!("{reason}; use dot-separated tokens like `hermes.tool.search`"),
+    })
+}
+
+/// A queue group name must be a non-empty word without whitespace or wildcards.
+pub fn check_group(group: &str) -> Result<(), BusError> {
+    let bad = group.is_empty()
+        || group
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '*' || c == '>');
+    if bad {
+        return Err(BusError::InvalidSubject {
+            subject: group.to_string(),
+            reason: "a queue group name must be non-empty, without whitespace or wildcards".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Reject a payload over `max` bytes.
+pub fn check_payload(size: usize, max: usize) -> Result<(), BusError> {
+    if size > max {
+        return Err(BusError::PayloadTooLarge { size, max });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +99,21 @@ mod tests {
         assert!(validate("a b", true).is_err());
         assert!(validate("a.b*", true).is_err());
         assert!(validate("a.*.>", true).is_ok());
+    }
+
+    #[test]
+    fn checks_map_to_bus_errors() {
+        assert!(matches!(
+            check_subject("a.*", false),
+            Err(BusError::InvalidSubject { .. })
+        ));
+        assert!(check_group("workers").is_ok());
+        assert!(check_group("").is_err());
+        assert!(check_group("a b").is_err());
+        assert!(matches!(
+            check_payload(11, 10),
+            Err(BusError::PayloadTooLarge { size: 11, max: 10 })
+        ));
+        assert!(check_payload(10, 10).is_ok());
     }
 }

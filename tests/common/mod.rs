@@ -6,3 +6,4 @@ pub mod engine;
 pub mod fake_openai;
 pub mod hermes_proc;
 pub mod mcp_servers;
+pub mod nats_server;

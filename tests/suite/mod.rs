@@ -1,4 +1,5 @@
 mod bad_input;
+mod bus_contract;
 mod demo_cli;
 mod mcp_client;
 mod multi_process;

@@ -1,0 +1,292 @@
+//! The embedded bus's durable work queues, stored in sled so a crash loses no queued message.
+//!
+//! Storage, per queue `<name>`:
+//! - tree `bus.queue.<name>`: key = sequence (u64 big-endian, from `Db::generate_id`, so keys
+//!   sort in publish order across restarts), value = payload. A publish returns only after the
+//!   insert is flushed; an ack removes the key and flushes.
+//! - tree `bus.queue_deliveries.<name>`: key = the same sequence, value = how many times the
+//!   message was handed out (u64 big-endian). It is written on each delivery *without* an
+//!   explicit flush (sled's periodic flush persists it), so after a crash the count may lag by
+//!   the deliveries of the last flush interval. That is enough for `max_deliver` to stop a
+//!   poison message that crashes the process on every delivery.
+//!
+//! After a restart every stored message is ready again, and its delivery number continues from
+//! the recorded count (so an unacked message usually comes back with `delivery` ≥ 2).
+//!
+//! There is no background task: each consumer's `next()` promotes overdue in-flight and
+//! delayed messages itself and sleeps until the earliest deadline or until the queue changes.
+//! A message whose ack deadline passes is therefore redelivered to whichever consumer is
+//! waiting (or to the next one that asks).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::queue_state::{Next, QueueState};
+use crate::bus::{Acker, BusError, DurableConsumer, DurableMessage, DurableOptions};
+
+/// Every durable queue of one embedded bus, opened on first use.
+pub(crate) struct Queues {
+    db: sled::Db,
+    open: Mutex<HashMap<String, Arc<Queue>>>,
+}
+
+impl Queues {
+    pub(crate) fn new(db: sled::Db) -> Self {
+        Self {
+            db,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The queue named `name`, loading its stored messages the first time.
+    pub(crate) fn get(&self, name: &str) -> Result<Arc<Queue>, BusError> {
+        let mut open = lock(&self.open);
+        if let Some(queue) = open.get(name) {
+            return Ok(queue.clone());
+        }
+        let queue = Arc::new(Queue::load(&self.db, name)?);
+        open.insert(name.to_string(), queue.clone());
+        Ok(queue)
+    }
+
+    /// The bus is going away: end every consumer stream.
+    pub(crate) fn close(&self) {
+        for queue in lock(&self.open).values() {
+            queue.closed.store(true, Ordering::SeqCst);
+            queue.changed.notify_waiters();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here is a handful of map updates with no panicking calls, so a
+    // poisoned lock still guards consistent data.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn storage(what: &str, queue: &str, err: impl std::fmt::Display) -> BusError {
+    BusError::Storage(format!(
+        "{what} for durable queue `{queue}`: {err}; check that the data directory is writable \
+         and has free space"
+    ))
+}
+
+fn seq_of(key: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
+}
+
+/// One durable queue: its sled trees and its delivery bookkeeping.
+pub(crate) struct Queue {
+    name: String,
+    db: sled::Db,
+    messages: sled::Tree,
+    deliveries: sled::Tree,
+    state: Mutex<QueueState>,
+    changed: Notify,
+    closed: AtomicBool,
+}
+
+impl Queue {
+    fn load(db: &sled::Db, name: &str) -> Result<Self, BusError> {
+        let open = |tree: String| {
+            db.open_tree(tree)
+                .map_err(|e| storage("cannot open", name, e))
+        };
+        let messages = open(format!("bus.queue.{name}"))?;
+        let deliveries = open(format!("bus.queue_deliveries.{name}"))?;
+        let mut stored = Vec::new();
+        for key in messages.iter().keys() {
+            let key = key.map_err(|e| storage("cannot read", name, e))?;
+            match seq_of(&key) {
+                Some(seq) => stored.push(seq),
+                None => tracing::warn!(queue = name, "ignoring a malformed key in the queue tree"),
+            }
+        }
+        let mut counts = HashMap::new();
+        for entry in deliveries.iter() {
+            let (key, value) = entry.map_err(|e| storage("cannot read", name, e))?;
+            match (seq_of(&key), seq_of(&value)) {
+                (Some(seq), Some(count)) if stored.binary_search(&seq).is_ok() => {
+                    counts.insert(seq, count);
+                }
+                // The message was acked but the crash came before its count was removed.
+                _ => {
+                    deliveries
+                        .remove(&key)
+                        .map_err(|e| storage("cannot clean", name, e))?;
+                }
+            }
+        }
+        Ok(Self {
+            name: name.to_string(),
+            db: db.clone(),
+            messages,
+            deliveries,
+            state: Mutex::new(QueueState::recovered(stored, counts)),
+            changed: Notify::new(),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Store `payload`; returns once it is flushed to disk, then offers it to consumers.
+    pub(crate) async fn publish(&self, payload: Bytes) -> Result<(), BusError> {
+        let seq = self
+            .db
+            .generate_id()
+            .map_err(|e| storage("cannot allocate a sequence", &self.name, e))?;
+        self.messages
+            .insert(seq.to_be_bytes(), payload.as_ref())
+            .map_err(|e| storage("cannot store a message", &self.name, e))?;
+        self.messages
+            .flush_async()
+            .await
+            .map_err(|e| storage("cannot flush", &self.name, e))?;
+        lock(&self.state).push(seq);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// A consumer stream; several consumers of one queue share its messages.
+    pub(crate) fn consumer(self: Arc<Self>, options: DurableOptions) -> DurableConsumer {
+        let stream = futures::stream::unfold(self, move |queue| async move {
+            let item = queue.next_delivery(&options).await?;
+            Some((item, queue))
+        });
+        DurableConsumer::new(stream)
+    }
+
+    async fn next_delivery(
+        self: &Arc<Self>,
+        options: &DurableOptions,
+    ) -> Option<Result<DurableMessage, BusError>> {
+        loop {
+            // Register interest before looking, so a change between the look and the wait
+            // still wakes us.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.closed.load(Ordering::SeqCst) {
+                return None;
+            }
+            let next = lock(&self.state).next(Instant::now(), options);
+            match next {
+                Next::Deliver { seq, delivery } => {
+                    self.changed.notify_waiters(); // others re-plan their wake-up time
+                    match self.delivery(seq, delivery) {
+                        Ok(Some(message)) => return Some(Ok(message)),
+                        Ok(None) => lock(&self.state).settle(seq), // acked meanwhile
+                        Err(err) => return Some(Err(err)),
+                    }
+                }
+                Next::Exhausted { seq, deliveries } => {
+                    tracing::error!(
+                        queue = %self.name,
+                        seq,
+                        deliveries,
+                        "durable message dropped after reaching max_deliver without an ack; \
+                         its handler keeps failing, check the handler's logs"
+                    );
+                    if let Err(err) = self.remove(seq).await {
+                        return Some(Err(err));
+                    }
+                }
+                Next::Wait(Some(at)) => {
+                    tokio::select! {
+                        _ = &mut changed => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                Next::Wait(None) => changed.await,
+            }
+        }
+    }
+
+    /// Read message `seq` and record delivery number `delivery`; `None` if it is gone.
+    fn delivery(
+        self: &Arc<Self>,
+        seq: u64,
+        delivery: u64,
+    ) -> Result<Option<DurableMessage>, BusError> {
+        let key = seq.to_be_bytes();
+        let Some(payload) = self
+            .messages
+            .get(key)
+            .map_err(|e| storage("cannot read a message", &self.name, e))?
+        else {
+            return Ok(None);
+        };
+        self.deliveries
+            .insert(key, &delivery.to_be_bytes())
+            .map_err(|e| storage("cannot record a delivery", &self.name, e))?;
+        let acker = QueueAcker {
+            queue: self.clone(),
+            seq,
+            delivery,
+        };
+        let payload = Bytes::copy_from_slice(&payload);
+        Ok(Some(DurableMessage::new(
+            payload,
+            delivery,
+            Box::new(acker),
+        )))
+    }
+
+    /// Delete message `seq` for good and flush.
+    async fn remove(&self, seq: u64) -> Result<(), BusError> {
+        lock(&self.state).settle(seq);
+        let key = seq.to_be_bytes();
+        self.messages
+            .remove(key)
+            .map_err(|e| storage("cannot remove a message", &self.name, e))?;
+        self.deliveries
+            .remove(key)
+            .map_err(|e| storage("cannot remove a delivery count", &self.name, e))?;
+        self.messages
+            .flush_async()
+            .await
+            .map_err(|e| storage("cannot flush", &self.name, e))?;
+        Ok(())
+    }
+
+    fn update(&self, change: impl FnOnce(&mut QueueState, Instant)) {
+        change(&mut lock(&self.state), Instant::now());
+        self.changed.notify_waiters();
+    }
+}
+
+/// Settles one delivery of an embedded durable message.
+struct QueueAcker {
+    queue: Arc<Queue>,
+    seq: u64,
+    delivery: u64,
+}
+
+#[async_trait]
+impl Acker for QueueAcker {
+    async fn ack(&self) -> Result<(), BusError> {
+        self.queue.remove(self.seq).await?;
+        self.queue.changed.notify_waiters();
+        Ok(())
+    }
+
+    async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
+        let (seq, delivery) = (self.seq, self.delivery);
+        self.queue
+            .update(|state, now| state.nak(seq, delivery, delay, now));
+        Ok(())
+    }
+
+    async fn in_progress(&self) -> Result<(), BusError> {
+        let (seq, delivery) = (self.seq, self.delivery);
+        self.queue
+            .update(|state, now| state.extend(seq, delivery, now));
+        Ok(())
+    }
+}

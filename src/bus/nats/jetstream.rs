@@ -1,0 +1,215 @@
+//! Durable queues on JetStream.
+//!
+//! Queue `hermes.memory.extract` is the stream `HERMES_MEMORY_EXTRACT` (dots and other
+//! characters streams may not contain become `_`, letters are uppercased) capturing exactly
+//! that subject, with work-queue retention (a message is deleted when acked) and file storage.
+//! Every consumer of a queue — in this process or any other — binds the same durable pull
+//! consumer [`DURABLE_NAME`], so they share the work. Consumers pull one message at a time, so
+//! a busy consumer never hoards messages whose ack deadline is already running.
+//!
+//! `max_deliver`: JetStream stops delivering a message after its last allowed delivery, but
+//! (unlike the embedded bus) it stays in the stream until an operator removes it; the last
+//! delivery is logged as a warning. `max_deliver = 0` means unlimited on both backends.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
+use async_nats::jetstream::{AckKind, Context};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::bus::{Acker, BusError, DurableConsumer, DurableMessage, DurableOptions};
+
+/// The durable consumer every Hermes process binds to, per queue.
+pub const DURABLE_NAME: &str = "workers";
+
+/// How long an outstanding pull request lives before it is renewed.
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+
+/// How often the server confirms an idle pull request is alive.
+const PULL_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The stream that holds queue `queue`.
+pub fn stream_name(queue: &str) -> String {
+    queue
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn jetstream_error(what: &str, queue: &str, err: impl std::fmt::Display) -> BusError {
+    BusError::Storage(format!(
+        "{what} for durable queue `{queue}` (stream {}): {err}; is JetStream enabled \
+         (nats-server -js) and no other stream capturing this subject?",
+        stream_name(queue)
+    ))
+}
+
+/// Create the queue's stream, or get it when it exists.
+pub async fn ensure_stream(
+    context: &Context,
+    queue: &str,
+) -> Result<async_nats::jetstream::stream::Stream, BusError> {
+    let config = Config {
+        name: stream_name(queue),
+        subjects: vec![queue.to_string()],
+        retention: RetentionPolicy::WorkQueue,
+        storage: StorageType::File,
+        ..Default::default()
+    };
+    context
+        .get_or_create_stream(config)
+        .await
+        .map_err(|e| jetstream_error("cannot create or open the stream", queue, e))
+}
+
+/// Why a durable publish failed.
+pub enum PublishFailure {
+    /// No stream captures the subject (it was deleted): recreate it and retry.
+    StreamMissing,
+    Other(String),
+}
+
+impl PublishFailure {
+    pub fn into_bus_error(self, queue: &str) -> BusError {
+        match self {
+            Self::StreamMissing => jetstream_error("no stream", queue, "stream not found"),
+            Self::Other(reason) => jetstream_error("publish not acknowledged", queue, reason),
+        }
+    }
+}
+
+/// Publish and wait for the server's PubAck (the message is stored when this returns).
+pub async fn publish(context: &Context, queue: &str, payload: Bytes) -> Result<(), PublishFailure> {
+    let classify = |err: async_nats::jetstream::context::PublishError| match err.kind() {
+        PublishErrorKind::StreamNotFound => PublishFailure::StreamMissing,
+        _ => PublishFailure::Other(err.to_string()),
+    };
+    let ack = context
+        .publish(queue.to_string(), payload)
+        .await
+        .map_err(classify)?;
+    ack.await.map_err(classify)?;
+    Ok(())
+}
+
+/// Bind the shared durable pull consumer and stream its messages.
+pub async fn consume(
+    context: &Context,
+    queue: &str,
+    options: DurableOptions,
+) -> Result<DurableConsumer, BusError> {
+    let stream = ensure_stream(context, queue).await?;
+    let max_deliver = i64::try_from(options.max_deliver)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(-1);
+    let config = pull::Config {
+        durable_name: Some(DURABLE_NAME.to_string()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: options.ack_wait,
+        max_deliver,
+        ..Default::default()
+    };
+    // Create-or-update, so a changed ack_wait / max_deliver takes effect.
+    let consumer = stream
+        .create_consumer(config)
+        .await
+        .map_err(|e| jetstream_error("cannot create the durable consumer", queue, e))?;
+    let messages = consumer
+        .stream()
+        .max_messages_per_batch(1)
+        .expires(PULL_EXPIRES)
+        .heartbeat(PULL_HEARTBEAT)
+        .messages()
+        .await
+        .map_err(|e| jetstream_error("cannot start pulling", queue, e))?;
+    let queue = queue.to_string();
+    Ok(DurableConsumer::new(messages.map(move |item| match item {
+        Ok(message) => Ok(durable_message(message, &queue, options.max_deliver)),
+        Err(err) => Err(BusError::Io(format!(
+            "durable queue `{queue}`: pulling failed: {err}; the consumer keeps retrying, \
+             check that nats-server is reachable"
+        ))),
+    })))
+}
+
+fn durable_message(
+    message: async_nats::jetstream::Message,
+    queue: &str,
+    max_deliver: u64,
+) -> DurableMessage {
+    let delivery = message
+        .info()
+        .map(|info| u64::try_from(info.delivered).unwrap_or(1))
+        .unwrap_or(1);
+    if max_deliver > 0 && delivery >= max_deliver {
+        tracing::warn!(
+            queue,
+            delivery,
+            "last delivery of a durable message (max_deliver reached): if it is not acked now \
+             JetStream will not deliver it again; it stays in the stream for inspection"
+        );
+    }
+    let payload = message.payload.clone();
+    DurableMessage::new(payload, delivery, Box::new(JetStreamAcker { message }))
+}
+
+/// Settles one JetStream delivery.
+struct JetStreamAcker {
+    message: async_nats::jetstream::Message,
+}
+
+fn ack_error(what: &str, err: impl std::fmt::Display) -> BusError {
+    BusError::Io(format!(
+        "{what} failed: {err}; the message will be redelivered after ack_wait"
+    ))
+}
+
+#[async_trait]
+impl Acker for JetStreamAcker {
+    /// Waits for the server to confirm, so an acked message is gone when this returns.
+    async fn ack(&self) -> Result<(), BusError> {
+        self.message
+            .double_ack()
+            .await
+            .map_err(|e| ack_error("ack", e))
+    }
+
+    async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
+        self.message
+            .ack_with(AckKind::Nak(delay))
+            .await
+            .map_err(|e| ack_error("nak", e))
+    }
+
+    async fn in_progress(&self) -> Result<(), BusError> {
+        self.message
+            .ack_with(AckKind::Progress)
+            .await
+            .map_err(|e| ack_error("progress ack", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_name_is_the_subject_uppercased_with_underscores() {
+        assert_eq!(
+            stream_name("hermes.memory.extract"),
+            "HERMES_MEMORY_EXTRACT"
+        );
+        assert_eq!(stream_name("a-b.c/d"), "A-B_C_D");
+    }
+}

