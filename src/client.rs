@@ -17,7 +17,9 @@ pub enum ClientError {
     Refused(String),
     #[error(transparent)]
     Bus(#[from] crate::bus::BusError),
-    #[error("no answer within {0:?}; is a session service running (hermes serve --actors session,…)?")]
+    #[error(
+        "no answer within {0:?}; is a session service running (hermes serve --actors session,…)?"
+    )]
     Timeout(Duration),
     #[error("the event stream ended before the turn finished")]
     Closed,
@@ -44,7 +46,12 @@ pub struct TurnTrace {
 
 impl SessionClient {
     /// Subscribe to the session's events (before anything is sent, so none is missed).
-    pub async fn open(bus: SharedBus, agent: &str, session: &str, user: &str) -> Result<Self, ClientError> {
+    pub async fn open(
+        bus: SharedBus,
+        agent: &str,
+        session: &str,
+        user: &str,
+    ) -> Result<Self, ClientError> {
         subjects::check_id("user", user)?;
         let inbound = subjects::inbound(agent, session)?;
         let events = bus.subscribe(&subjects::outbound(agent, session)?).await?;
@@ -62,19 +69,29 @@ impl SessionClient {
     pub async fn send(&mut self, text: &str, timeout: Duration) -> Result<Accepted, ClientError> {
         let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
             .for_session(&self.agent, &self.session, Some(&self.user));
-        let reply: Envelope<Accepted> =
-            rpc::call(self.bus.as_ref(), &self.inbound, &env, kinds::ACCEPTED, timeout)
-                .await
-                .map_err(|e| match e {
-                    rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => ClientError::Timeout(timeout),
-                    rpc::RpcError::Bus(b) => ClientError::Bus(b),
-                    other => ClientError::Refused(other.to_string()),
-                })?;
+        let reply: Envelope<Accepted> = rpc::call(
+            self.bus.as_ref(),
+            &self.inbound,
+            &env,
+            kinds::ACCEPTED,
+            timeout,
+        )
+        .await
+        .map_err(|e| match e {
+            rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => {
+                ClientError::Timeout(timeout)
+            }
+            rpc::RpcError::Bus(b) => ClientError::Bus(b),
+            other => ClientError::Refused(other.to_string()),
+        })?;
         Ok(reply.body)
     }
 
     /// The next event of this session, if one arrives within `timeout`.
-    pub async fn next_event(&mut self, timeout: Duration) -> Result<Option<TurnEvent>, ClientError> {
+    pub async fn next_event(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<TurnEvent>, ClientError> {
         loop {
             let msg = match tokio::time::timeout(timeout, self.events.next()).await {
                 Err(_) => return Ok(None),
@@ -110,7 +127,11 @@ impl SessionClient {
             let Some(event) = self.next_event(left).await? else {
                 return Err(ClientError::Timeout(timeout));
             };
-            if let TurnEvent::TurnStarted { turn_id: t, message_id } = &event {
+            if let TurnEvent::TurnStarted {
+                turn_id: t,
+                message_id,
+            } = &event
+            {
                 if *message_id == trace.accepted.message_id {
                     turn_id = Some(t.clone());
                 }

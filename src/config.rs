@@ -188,10 +188,12 @@ impl Config {
             }
             None => "embedded defaults".into(),
         };
-        let config: Config = base.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
-            origin,
-            message: e.to_string(),
-        })?;
+        let config: Config = base
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                origin,
+                message: e.to_string(),
+            })?;
         config.check()?;
         Ok(config)
     }
@@ -222,7 +224,8 @@ impl Config {
             if server.name.contains("__") {
                 return Err(ConfigError::Invalid {
                     key: format!("mcp.servers.{}", server.name),
-                    message: "a server name may not contain `__` (it separates server and tool)".into(),
+                    message: "a server name may not contain `__` (it separates server and tool)"
+                        .into(),
                 });
             }
         }

@@ -47,7 +47,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub async fn start(config: Arc<Config>, actors: ActorSet, io: Handle) -> Result<Self, EngineError> {
+    pub async fn start(
+        config: Arc<Config>,
+        actors: ActorSet,
+        io: Handle,
+    ) -> Result<Self, EngineError> {
         let embedded = config.bus.url == "embedded";
         let db = if embedded || actors.session || actors.memory_extractor {
             let dir = config.engine.data_dir.clone();
@@ -86,12 +90,13 @@ impl Engine {
         };
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
-            let (_, catalog) = McpBridge::start(deps.clone(), &arbiter)
-                .await
-                .map_err(|reason| EngineError::Actor {
-                    actor: "mcp-bridge",
-                    reason,
-                })?;
+            let (_, catalog) =
+                McpBridge::start(deps.clone(), &arbiter)
+                    .await
+                    .map_err(|reason| EngineError::Actor {
+                        actor: "mcp-bridge",
+                        reason,
+                    })?;
             engine.mcp = Some(catalog);
         }
         if actors.tool_executor {
@@ -116,14 +121,19 @@ impl Engine {
         handle
     }
 
-    async fn start_tool_executor(&mut self, deps: &ActorDeps, bridge_here: bool) -> Result<(), EngineError> {
+    async fn start_tool_executor(
+        &mut self,
+        deps: &ActorDeps,
+        bridge_here: bool,
+    ) -> Result<(), EngineError> {
         let arbiter = self.arbiter();
-        let (addr, registry) = ToolExecutor::start(deps.clone(), &arbiter)
-            .await
-            .map_err(|reason| EngineError::Actor {
-                actor: "tool-executor",
-                reason,
-            })?;
+        let (addr, registry) =
+            ToolExecutor::start(deps.clone(), &arbiter)
+                .await
+                .map_err(|reason| EngineError::Actor {
+                    actor: "tool-executor",
+                    reason,
+                })?;
         if self.config.mcp.servers.is_empty() {
             return Ok(());
         }
@@ -135,12 +145,15 @@ impl Engine {
         );
         if bridge_here {
             // Same process: the bridge is up already, so mount before serving turns.
-            self.mcp_tools_mounted = deps.io.spawn(mount).await.unwrap_or_else(|e| Err(e.to_string())).map_err(
-                |reason| EngineError::Actor {
+            self.mcp_tools_mounted = deps
+                .io
+                .spawn(mount)
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()))
+                .map_err(|reason| EngineError::Actor {
                     actor: "tool-executor",
                     reason,
-                },
-            )?;
+                })?;
         } else {
             deps.io.spawn(async move {
                 match mount.await {

@@ -109,8 +109,8 @@ impl Envelope<Value> {
                 max: max_bytes,
             });
         }
-        let env: Envelope<Value> = serde_json::from_slice(payload)
-            .map_err(|e| EnvelopeError::Malformed(e.to_string()))?;
+        let env: Envelope<Value> =
+            serde_json::from_slice(payload).map_err(|e| EnvelopeError::Malformed(e.to_string()))?;
         if env.v != ENVELOPE_VERSION {
             return Err(EnvelopeError::Version { found: env.v });
         }

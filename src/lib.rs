@@ -4,17 +4,17 @@
 //! only through messages on NATS subjects ([`bus`]), keep their state in sled, and never block
 //! one another. See `DESIGN.md` for the plan and `README.md` for use.
 
-pub mod bus;
-pub mod config;
-pub mod llm;
-pub mod mcp;
-pub mod memory;
-pub mod tools;
 pub mod actors;
+pub mod bench;
+pub mod bus;
+pub mod client;
+pub mod config;
 pub mod context;
 pub mod engine;
 pub mod envelope;
+pub mod llm;
+pub mod mcp;
+pub mod memory;
 pub mod store;
+pub mod tools;
 pub mod turn;
-pub mod client;
-pub mod bench;

@@ -120,7 +120,12 @@ impl McpBridge {
                 .iter()
                 .map(|(name, m)| McpServerStatus {
                     name: name.clone(),
-                    status: if m.client.is_some() { "ready" } else { "failed" }.into(),
+                    status: if m.client.is_some() {
+                        "ready"
+                    } else {
+                        "failed"
+                    }
+                    .into(),
                     error: m.error.clone(),
                     tools: m.tools.clone(),
                     timeout_secs: m.timeout.as_secs(),
@@ -185,9 +190,10 @@ impl Handler<Incoming> for McpBridge {
                 }) => {
                     let c = c.clone();
                     let timeout = *timeout;
-                    let call = io.spawn(async move {
-                        c.call_tool(&body.tool, body.arguments, timeout).await
-                    });
+                    let call =
+                        io.spawn(
+                            async move { c.call_tool(&body.tool, body.arguments, timeout).await },
+                        );
                     match call.await {
                         Ok(Ok(result)) => McpCallReply {
                             result: Some(result),

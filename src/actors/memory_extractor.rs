@@ -110,10 +110,7 @@ impl Handler<Incoming> for MemoryExtractor {
                 Ok(r) => r,
                 Err(e) => return error_bytes("bad_request", e.to_string()),
             };
-        let limit = request
-            .body
-            .limit
-            .min(self.deps.config.memory.recall_limit);
+        let limit = request.body.limit.min(self.deps.config.memory.recall_limit);
         match self.store.recall(
             &request.body.user,
             None,
@@ -122,7 +119,8 @@ impl Handler<Incoming> for MemoryExtractor {
             self.deps.config.memory.min_score,
         ) {
             Ok(hits) => reply_bytes(
-                &Envelope::new(kinds::RECALL_REPLY, RecallReply { hits }).in_trace(&request.trace_id),
+                &Envelope::new(kinds::RECALL_REPLY, RecallReply { hits })
+                    .in_trace(&request.trace_id),
             ),
             Err(e) => error_bytes("recall_failed", e.to_string()),
         }
@@ -209,7 +207,10 @@ async fn propose_updates(
 ) -> Result<Vec<MemoryUpdate>, String> {
     let mut last_error = String::new();
     for attempt in 1..=2 {
-        let response = model.complete(request, None).await.map_err(|e| e.to_string())?;
+        let response = model
+            .complete(request, None)
+            .await
+            .map_err(|e| e.to_string())?;
         match extract::parse_updates(&response.text) {
             Ok(updates) => return Ok(updates),
             Err(e) => {
@@ -218,5 +219,7 @@ async fn propose_updates(
             }
         }
     }
-    Err(format!("extractor model gave no valid updates: {last_error}"))
+    Err(format!(
+        "extractor model gave no valid updates: {last_error}"
+    ))
 }

@@ -108,6 +108,10 @@ impl ActorSet {
     }
 
     pub fn any(&self) -> bool {
-        self.session || self.planner || self.tool_executor || self.mcp_bridge || self.memory_extractor
+        self.session
+            || self.planner
+            || self.tool_executor
+            || self.mcp_bridge
+            || self.memory_extractor
     }
 }

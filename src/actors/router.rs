@@ -33,7 +33,10 @@ impl SessionRouter {
         }
     }
 
-    fn check(&self, msg: &Incoming) -> Result<(String, String, String, Envelope<UserMessage>), Refusal> {
+    fn check(
+        &self,
+        msg: &Incoming,
+    ) -> Result<(String, String, String, Envelope<UserMessage>), Refusal> {
         let (agent, session) = subjects::parse_inbound(&msg.subject)
             .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
         let at = Some((agent.clone(), session.clone()));
@@ -57,11 +60,19 @@ impl SessionRouter {
             .agent(&agent)
             .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
         let user = envelope.user.clone().ok_or_else(|| {
-            Refusal::new("missing_user", "the envelope has no `user`; every message must name its user", at.clone())
+            Refusal::new(
+                "missing_user",
+                "the envelope has no `user`; every message must name its user",
+                at.clone(),
+            )
         })?;
         let text = envelope.body.text.trim();
         if text.is_empty() {
-            return Err(Refusal::new("empty_message", "the message text is empty", at));
+            return Err(Refusal::new(
+                "empty_message",
+                "the message text is empty",
+                at,
+            ));
         }
         let chars = envelope.body.text.chars().count();
         let limit = self.env.config.engine.max_message_chars;

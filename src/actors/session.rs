@@ -94,7 +94,12 @@ impl Handler<Deliver> for SessionActor {
                     "session `{}` belongs to another user; start a new session id",
                     meta.session
                 );
-                reply(&env, msg.reply.as_deref(), &error_envelope("wrong_user", text)).await;
+                reply(
+                    &env,
+                    msg.reply.as_deref(),
+                    &error_envelope("wrong_user", text),
+                )
+                .await;
                 return (meta, Vec::new());
             }
             let turn_id = uuid::Uuid::now_v7().to_string();
@@ -106,7 +111,11 @@ impl Handler<Deliver> for SessionActor {
                 msg.envelope.ts,
             );
             stored.id = msg.envelope.id.clone();
-            if let Err(e) = env.store.append(&mut meta, std::slice::from_ref(&stored)).await {
+            if let Err(e) = env
+                .store
+                .append(&mut meta, std::slice::from_ref(&stored))
+                .await
+            {
                 tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
                 let err = error_envelope("store_failed", format!("message not stored: {e}"));
                 reply(&env, msg.reply.as_deref(), &err).await;

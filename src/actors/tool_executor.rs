@@ -168,14 +168,11 @@ impl Handler<Incoming> for ToolExecutor {
                 return reply_bytes(&Envelope::new(kinds::TOOLS_CATALOG, catalog));
             }
             let max = deps.config.engine.max_envelope_bytes;
-            let request = match Envelope::decode_as::<ToolCallRequest>(
-                &msg.payload,
-                max,
-                kinds::TOOL_CALL,
-            ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
+            let request =
+                match Envelope::decode_as::<ToolCallRequest>(&msg.payload, max, kinds::TOOL_CALL) {
+                    Ok(r) => r,
+                    Err(e) => return error_bytes("bad_request", e.to_string()),
+                };
             let io = deps.io.clone();
             let trace = request.trace_id.clone();
             match io.spawn(execute(registry, request.body)).await {

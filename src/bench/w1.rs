@@ -15,7 +15,11 @@ pub const USER: &str = "bench";
 const TURN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One bench turn: send turn `t`'s message and check the answer. Returns the latency.
-pub async fn turn(client: &mut SessionClient, session: &str, t: u64) -> Result<Duration, BenchError> {
+pub async fn turn(
+    client: &mut SessionClient,
+    session: &str,
+    t: u64,
+) -> Result<Duration, BenchError> {
     let text = format!("turn {t}: add {t} and {}", 1000 + t);
     let expected = format!("The answer is {}.", 2 * t + 1000);
     let start = Instant::now();
@@ -26,8 +30,16 @@ pub async fn turn(client: &mut SessionClient, session: &str, t: u64) -> Result<D
     let elapsed = start.elapsed();
     match trace.answer {
         Some(a) if a == expected => Ok(elapsed),
-        Some(a) => Err(fail(session, t, format!("answer `{a}`, expected `{expected}`"))),
-        None => Err(fail(session, t, trace.error.unwrap_or_else(|| "no answer".into()))),
+        Some(a) => Err(fail(
+            session,
+            t,
+            format!("answer `{a}`, expected `{expected}`"),
+        )),
+        None => Err(fail(
+            session,
+            t,
+            trace.error.unwrap_or_else(|| "no answer".into()),
+        )),
     }
 }
 
@@ -88,7 +100,13 @@ async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Benc
         bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok(row("w1_single", &stats, wall0.elapsed(), cpu_time() - cpu0, N))
+    Ok(row(
+        "w1_single",
+        &stats,
+        wall0.elapsed(),
+        cpu_time() - cpu0,
+        N,
+    ))
 }
 
 const SESSIONS: usize = 200;
@@ -110,7 +128,13 @@ async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Bench
         }
     }
     bar.finish_and_clear();
-    let r = row("w1_multi", &stats, wall0.elapsed(), cpu_time() - cpu0, SESSIONS as u64 * TURNS);
+    let r = row(
+        "w1_multi",
+        &stats,
+        wall0.elapsed(),
+        cpu_time() - cpu0,
+        SESSIONS as u64 * TURNS,
+    );
     check_isolation(engine, &names).await?;
     Ok(r)
 }
@@ -134,15 +158,19 @@ async fn concurrent(engine: &Engine, run_id: &str, show: bool) -> Result<Value, 
     }
     let mut all = Stats::default();
     for task in tasks {
-        let stats = task
-            .await
-            .map_err(|e| BenchError::Setup(e.to_string()))??;
+        let stats = task.await.map_err(|e| BenchError::Setup(e.to_string()))??;
         for s in stats.samples() {
             all.push(Duration::from_secs_f64(s / 1e6));
         }
     }
     bar.finish_and_clear();
-    let r = row("w1_concurrent", &all, wall0.elapsed(), cpu_time() - cpu0, SESSIONS as u64 * TURNS);
+    let r = row(
+        "w1_concurrent",
+        &all,
+        wall0.elapsed(),
+        cpu_time() - cpu0,
+        SESSIONS as u64 * TURNS,
+    );
     check_isolation(engine, &names).await?;
     Ok(r)
 }

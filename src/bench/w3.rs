@@ -58,7 +58,10 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
     let io = tokio::runtime::Handle::current();
     let bus = engine.bus.clone();
     let run_id = uuid::Uuid::new_v4().simple().to_string();
-    let (oneway_subject, rr_subject) = (format!("bench.w3.{run_id}.oneway"), format!("bench.w3.{run_id}.rr"));
+    let (oneway_subject, rr_subject) = (
+        format!("bench.w3.{run_id}.oneway"),
+        format!("bench.w3.{run_id}.rr"),
+    );
 
     // One-way: publish ONEWAY messages; time until the consumer actor handled the last.
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -75,7 +78,9 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
     let bar = progress(ONEWAY, "w3_oneway", show);
     let start = Instant::now();
     for i in 0..ONEWAY {
-        bus.publish(&oneway_subject, payload.clone()).await.map_err(setup)?;
+        bus.publish(&oneway_subject, payload.clone())
+            .await
+            .map_err(setup)?;
         if i % 1000 == 0 {
             bar.set_position(i);
         }
@@ -114,7 +119,8 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
         let (bus, subject, payload) = (bus.clone(), rr_subject.clone(), payload.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..RR / CALLERS {
-                bus.request(&subject, payload.clone(), Duration::from_secs(30)).await?;
+                bus.request(&subject, payload.clone(), Duration::from_secs(30))
+                    .await?;
             }
             Ok::<_, crate::bus::BusError>(())
         }));

@@ -108,7 +108,9 @@ pub struct DurableConsumer {
 }
 
 impl DurableConsumer {
-    pub fn new(inner: impl Stream<Item = Result<DurableMessage, BusError>> + Send + 'static) -> Self {
+    pub fn new(
+        inner: impl Stream<Item = Result<DurableMessage, BusError>> + Send + 'static,
+    ) -> Self {
         Self {
             inner: Box::pin(inner),
         }

@@ -35,7 +35,10 @@ pub struct BenchArgs {
 
 pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     let temp = tempfile::tempdir()?;
-    let dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
     let config = bench::bench_config(config, &args.bus, &dir)?;
     let workloads = match args.workload {
         Which::W1 => vec![Workload::W1],
@@ -44,9 +47,10 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         Which::All => vec![Workload::W1, Workload::W2, Workload::W3],
     };
     let json = args.json;
-    let rows = with_engine_runtime(|io| async move {
-        Ok(bench::run(config, &workloads, io, !json).await?)
-    })?;
+    let rows =
+        with_engine_runtime(
+            |io| async move { Ok(bench::run(config, &workloads, io, !json).await?) },
+        )?;
     for row in rows {
         if json {
             println!("{row}");

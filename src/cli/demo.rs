@@ -25,7 +25,8 @@ use super::runtime::with_engine_runtime;
 
 pub const USER: &str = "u-1001";
 pub const FIRST: &str = "你好！我想换一副新耳机，预算是5000元以内。我去年双十一买过一副索尼（Sony）的耳机，音质很满意。";
-pub const SECOND: &str = "帮我查一下我去年双十一买的耳机订单到哪了，顺便看看这个牌子的最新款有没有适合我预算的";
+pub const SECOND: &str =
+    "帮我查一下我去年双十一买的耳机订单到哪了，顺便看看这个牌子的最新款有没有适合我预算的";
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -51,7 +52,10 @@ pub fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
     with_engine_runtime(|io| async move {
-        println!("Hermes demo — embedded bus, data in {}", config.engine.data_dir.display());
+        println!(
+            "Hermes demo — embedded bus, data in {}",
+            config.engine.data_dir.display()
+        );
         let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
         super::serve::report_mcp(&engine);
         println!("  MCP tools mounted: {}", engine.mcp_tools_mounted);
@@ -98,12 +102,19 @@ async fn wait_memory(client: &mut SessionClient, printer: &mut Printer, timeout:
     }
 }
 
-fn checklist(first: &TurnTrace, written1: bool, second: &TurnTrace, written2: bool) -> Vec<(bool, String)> {
+fn checklist(
+    first: &TurnTrace,
+    written1: bool,
+    second: &TurnTrace,
+    written2: bool,
+) -> Vec<(bool, String)> {
     let recalled: Vec<String> = second
         .events
         .iter()
         .filter_map(|e| match e {
-            TurnEvent::MemoryRecalled { memories, .. } => Some(memories.iter().map(|m| m.key.clone()).collect::<Vec<_>>()),
+            TurnEvent::MemoryRecalled { memories, .. } => {
+                Some(memories.iter().map(|m| m.key.clone()).collect::<Vec<_>>())
+            }
             _ => None,
         })
         .flatten()
@@ -119,18 +130,33 @@ fn checklist(first: &TurnTrace, written1: bool, second: &TurnTrace, written2: bo
     let repaired_lookup = results
         .iter()
         .any(|r| r.name == "order_lookup" && r.status == ToolStatus::Ok && r.auto_corrected);
-    let mcp_search = results
-        .iter()
-        .any(|r| r.via.starts_with("mcp:") && r.status == ToolStatus::Ok && r.name.contains("search_products"));
+    let mcp_search = results.iter().any(|r| {
+        r.via.starts_with("mcp:")
+            && r.status == ToolStatus::Ok
+            && r.name.contains("search_products")
+    });
     let answer = second.answer.clone().unwrap_or_default();
     vec![
-        (first.answer.is_some() && written1, "session 1 answered and its memories were written in the background".into()),
         (
-            recalled.iter().any(|k| k.contains("budget")) && recalled.iter().any(|k| k.contains("brand")),
-            format!("session 2 recalled the budget and the brand (recalled: {})", recalled.join(", ")),
+            first.answer.is_some() && written1,
+            "session 1 answered and its memories were written in the background".into(),
         ),
-        (repaired_lookup, "order lookup called with repaired arguments, flagged auto_corrected".into()),
-        (mcp_search, "product search went through the MCP-bridge to the catalog MCP server process".into()),
+        (
+            recalled.iter().any(|k| k.contains("budget"))
+                && recalled.iter().any(|k| k.contains("brand")),
+            format!(
+                "session 2 recalled the budget and the brand (recalled: {})",
+                recalled.join(", ")
+            ),
+        ),
+        (
+            repaired_lookup,
+            "order lookup called with repaired arguments, flagged auto_corrected".into(),
+        ),
+        (
+            mcp_search,
+            "product search went through the MCP-bridge to the catalog MCP server process".into(),
+        ),
         (
             !answer.is_empty() && answer.contains("5000"),
             "the answer keeps to the 5000 yuan budget".into(),

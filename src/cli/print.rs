@@ -41,7 +41,9 @@ impl Printer {
                 print!("{text}");
                 let _ = std::io::stdout().flush();
             }
-            TurnEvent::ToolCall { name, arguments, .. } => {
+            TurnEvent::ToolCall {
+                name, arguments, ..
+            } => {
                 println!("  [tool.call] {name} {}", short(arguments, 160));
             }
             TurnEvent::ToolResult { result, .. } => {
@@ -49,8 +51,15 @@ impl Printer {
                     ToolStatus::Ok => "ok",
                     ToolStatus::Error => "error",
                 };
-                let via = if result.via.is_empty() { String::new() } else { format!(" via {}", result.via) };
-                println!("  [tool.result] {} {status}{via} ({} ms)", result.name, result.duration_ms);
+                let via = if result.via.is_empty() {
+                    String::new()
+                } else {
+                    format!(" via {}", result.via)
+                };
+                println!(
+                    "  [tool.result] {} {status}{via} ({} ms)",
+                    result.name, result.duration_ms
+                );
                 if result.auto_corrected {
                     println!("      auto_corrected: true");
                     for c in &result.corrections {

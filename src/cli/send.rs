@@ -58,14 +58,19 @@ pub struct ChatArgs {
 }
 
 /// Connect to the bus; on the embedded bus, start every actor here.
-async fn connect(config: Arc<Config>, io: tokio::runtime::Handle) -> anyhow::Result<(SharedBus, Option<Engine>)> {
+async fn connect(
+    config: Arc<Config>,
+    io: tokio::runtime::Handle,
+) -> anyhow::Result<(SharedBus, Option<Engine>)> {
     if config.bus.url == "embedded" {
         let engine = Engine::start(config, ActorSet::ALL, io).await?;
         super::serve::report_mcp(&engine);
         Ok((engine.bus.clone(), Some(engine)))
     } else {
         let url = config.bus.url.clone();
-        let bus = io.spawn(async move { hermes::bus::connect(&url, None).await }).await??;
+        let bus = io
+            .spawn(async move { hermes::bus::connect(&url, None).await })
+            .await??;
         Ok((bus, None))
     }
 }
@@ -137,7 +142,10 @@ pub fn run_chat(config: Config, args: ChatArgs) -> anyhow::Result<()> {
         let (bus, engine) = connect(config, io).await?;
         let mut client = SessionClient::open(bus, &t.agent, &t.session, &t.user).await?;
         let mut printer = Printer::default();
-        eprintln!("hermes chat — agent `{}`, session `{}`, user `{}`. Ctrl-D ends.", t.agent, t.session, t.user);
+        eprintln!(
+            "hermes chat — agent `{}`, session `{}`, user `{}`. Ctrl-D ends.",
+            t.agent, t.session, t.user
+        );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         std::thread::spawn(move || {
             for line in std::io::stdin().lock().lines().map_while(Result::ok) {

@@ -57,7 +57,11 @@ pub fn report_mcp(engine: &Engine) {
         for s in &catalog.servers {
             match &s.error {
                 Some(e) => eprintln!("hermes: MCP server `{}` FAILED to start: {e}", s.name),
-                None => eprintln!("hermes: MCP server `{}` ready ({} tools)", s.name, s.tools.len()),
+                None => eprintln!(
+                    "hermes: MCP server `{}` ready ({} tools)",
+                    s.name,
+                    s.tools.len()
+                ),
             }
         }
     }

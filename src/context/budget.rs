@@ -37,7 +37,11 @@ pub struct Assembled {
 pub fn assemble(parts: &ContextParts<'_>, budget: usize) -> Assembled {
     let fixed: usize = parts.system_tokens as usize
         + parts.tools_tokens as usize
-        + parts.current.iter().map(|m| m.tokens as usize).sum::<usize>();
+        + parts
+            .current
+            .iter()
+            .map(|m| m.tokens as usize)
+            .sum::<usize>();
     let mut used = fixed;
     let memory = parts
         .memory
@@ -65,7 +69,8 @@ pub fn assemble(parts: &ContextParts<'_>, budget: usize) -> Assembled {
         keep_from = start;
         end = start;
     }
-    let mut messages = Vec::with_capacity(2 + parts.history.len() - keep_from + parts.current.len());
+    let mut messages =
+        Vec::with_capacity(2 + parts.history.len() - keep_from + parts.current.len());
     messages.push(parts.system.clone());
     if let Some(m) = memory {
         messages.push(m.clone());

@@ -67,7 +67,11 @@ impl ChatMessage {
             ..Self::plain(Role::Assistant, content)
         }
     }
-    pub fn tool(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
+    pub fn tool(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
         Self {
             tool_call_id: Some(call_id.into()),
             name: Some(name.into()),

@@ -166,7 +166,10 @@ mod tests {
                 updated_at: Utc::now(),
                 next_seq: 0,
             };
-            store.append(&mut meta, &[msg(0, "one"), msg(1, "two")]).await.unwrap();
+            store
+                .append(&mut meta, &[msg(0, "one"), msg(1, "two")])
+                .await
+                .unwrap();
             assert_eq!(meta.next_seq, 2);
         }
         let db = crate::store::open(dir.path()).unwrap();

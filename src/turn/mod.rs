@@ -119,7 +119,13 @@ async fn turn_steps(
             message_id: input.message.id.clone(),
         })
         .await;
-    let hits = recall(env, &meta.user, &input.message.message.content, &input.trace_id).await;
+    let hits = recall(
+        env,
+        &meta.user,
+        &input.message.message.content,
+        &input.trace_id,
+    )
+    .await;
     emitter
         .emit(TurnEvent::MemoryRecalled {
             turn_id: input.turn_id.clone(),
@@ -245,10 +251,15 @@ async fn plan(
     .for_session(&meta.agent, &meta.session, Some(&meta.user))
     .in_trace(&input.trace_id);
     let timeout = Duration::from_secs(env.config.engine.plan_timeout_secs);
-    let reply: Envelope<PlanReply> =
-        rpc::call(env.bus.as_ref(), subjects::PLAN, &request, kinds::PLAN_REPLY, timeout)
-            .await
-            .map_err(|e| TurnError::Plan(e.to_string()))?;
+    let reply: Envelope<PlanReply> = rpc::call(
+        env.bus.as_ref(),
+        subjects::PLAN,
+        &request,
+        kinds::PLAN_REPLY,
+        timeout,
+    )
+    .await
+    .map_err(|e| TurnError::Plan(e.to_string()))?;
     Ok(reply.body)
 }
 
@@ -309,7 +320,9 @@ async fn persist(
     added: &mut Vec<StoredMessage>,
 ) -> Result<StoredMessage, TurnError> {
     let stored = new_stored(&env.tokens, meta.next_seq, turn_id, message, Utc::now());
-    env.store.append(meta, std::slice::from_ref(&stored)).await?;
+    env.store
+        .append(meta, std::slice::from_ref(&stored))
+        .await?;
     added.push(stored.clone());
     Ok(stored)
 }

@@ -55,7 +55,12 @@ async fn dispatch(
 ) -> ToolCallResult {
     let subject = match subjects::tool(&call.name) {
         Ok(s) => s,
-        Err(e) => return failed(call, ToolError::new(ToolErrorCode::UnknownTool, e.to_string())),
+        Err(e) => {
+            return failed(
+                call,
+                ToolError::new(ToolErrorCode::UnknownTool, e.to_string()),
+            )
+        }
     };
     let request = Envelope::new(
         kinds::TOOL_CALL,

@@ -21,7 +21,15 @@ impl Serve {
     /// Start `hermes --config CONFIG serve --bus URL --actors ACTORS` and wait for `ready`.
     pub fn start(config: &Path, bus: &str, actors: &str) -> Serve {
         let mut child = hermes()
-            .args(["--config", config.to_str().unwrap(), "serve", "--bus", bus, "--actors", actors])
+            .args([
+                "--config",
+                config.to_str().unwrap(),
+                "serve",
+                "--bus",
+                bus,
+                "--actors",
+                actors,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

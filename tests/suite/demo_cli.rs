@@ -18,7 +18,10 @@ fn demo_exits_zero_and_its_trace_shows_every_step_of_the_story() {
         "[answer]",
         "[memory.written]",
     ] {
-        assert!(stdout.contains(needle), "`{needle}` missing from the trace:\n{stdout}");
+        assert!(
+            stdout.contains(needle),
+            "`{needle}` missing from the trace:\n{stdout}"
+        );
     }
     assert!(!stdout.contains("[ ]"), "a demo check failed:\n{stdout}");
 }
@@ -29,9 +32,15 @@ fn help_teaches_each_command() {
         let out = hermes().args([cmd, "--help"]).output().unwrap();
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.len() > 200, "`hermes {cmd} --help` is too thin:\n{text}");
+        assert!(
+            text.len() > 200,
+            "`hermes {cmd} --help` is too thin:\n{text}"
+        );
     }
-    let out = hermes().args(["serve", "--actors", "planr"]).output().unwrap();
+    let out = hermes()
+        .args(["serve", "--actors", "planr"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("choose from"));
 }

@@ -71,10 +71,31 @@ scenario = "{scenario}"
 fn a_turn_with_a_tool_call_crosses_two_processes_over_nats() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let core = Serve::start(&write_config(dir.path(), "core"), &nats.url(), "session,planner,memory-extractor");
-    let tools = Serve::start(&write_config(dir.path(), "tools"), &nats.url(), "tool-executor,mcp-bridge");
+    let core = Serve::start(
+        &write_config(dir.path(), "core"),
+        &nats.url(),
+        "session,planner,memory-extractor",
+    );
+    let tools = Serve::start(
+        &write_config(dir.path(), "tools"),
+        &nats.url(),
+        "tool-executor,mcp-bridge",
+    );
     let out = hermes()
-        .args(["send", "--bus", &nats.url(), "--session", "mp1", "--user", "u1", "--text", "what is the sum?", "--json", "--timeout", "60"])
+        .args([
+            "send",
+            "--bus",
+            &nats.url(),
+            "--session",
+            "mp1",
+            "--user",
+            "u1",
+            "--text",
+            "what is the sum?",
+            "--json",
+            "--timeout",
+            "60",
+        ])
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -87,15 +108,24 @@ fn a_turn_with_a_tool_call_crosses_two_processes_over_nats() {
 }
 
 fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let bus = bus::connect(url, None).await.unwrap();
         let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
             .for_session("assistant", session, Some("u1"));
         let subject = hermes::bus::subjects::inbound("assistant", session).unwrap();
-        let reply: Envelope<Accepted> = rpc::call(bus.as_ref(), &subject, &env, kinds::ACCEPTED, Duration::from_secs(60))
-            .await
-            .unwrap();
+        let reply: Envelope<Accepted> = rpc::call(
+            bus.as_ref(),
+            &subject,
+            &env,
+            kinds::ACCEPTED,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
         reply.body
     })
 }
@@ -111,12 +141,21 @@ fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
 
     let serve = Serve::start(&config, &nats.url(), "all");
     let second = request_accepted(&nats.url(), "crash1", "and this one");
-    assert!(second.seq > first.seq, "the restarted session continued its log: {first:?} then {second:?}");
+    assert!(
+        second.seq > first.seq,
+        "the restarted session continued its log: {first:?} then {second:?}"
+    );
     serve.stop();
 
     let db = hermes::store::open(&dir.path().join("crash-data")).unwrap();
-    let messages = SessionStore::open(&db).unwrap().messages("assistant", "crash1").unwrap();
-    let stored = messages.iter().find(|m| m.id == first.message_id).expect("the acknowledged message is stored");
+    let messages = SessionStore::open(&db)
+        .unwrap()
+        .messages("assistant", "crash1")
+        .unwrap();
+    let stored = messages
+        .iter()
+        .find(|m| m.id == first.message_id)
+        .expect("the acknowledged message is stored");
     assert_eq!(stored.message.content, "remember this message");
     assert!(messages.iter().any(|m| m.id == second.message_id));
 }

@@ -104,7 +104,9 @@ fn tool_results(events: &[TurnEvent]) -> Vec<hermes::bus::messages::ToolCallResu
 fn tool_call_with_repaired_arguments_completes_the_turn() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
+            .await
+            .unwrap();
         let trace = c.turn("add please", T, |_| {}).await.unwrap();
         assert_eq!(trace.answer.as_deref(), Some("The sum is 42."));
         let results = tool_results(&trace.events);
@@ -119,13 +121,19 @@ fn tool_call_with_repaired_arguments_completes_the_turn() {
 fn unknown_tool_is_answered_with_the_closest_existing_names() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
+            .await
+            .unwrap();
         let trace = c.turn("invent a tool", T, |_| {}).await.unwrap();
         let results = tool_results(&trace.events);
         let err = results[0].error.clone().expect("an error");
         assert_eq!(err.code, ToolErrorCode::UnknownTool);
         assert!(err.details.iter().any(|d| d == "order_lookup"), "{err:?}");
-        assert!(err.message.contains("add"), "lists the tools: {}", err.message);
+        assert!(
+            err.message.contains("add"),
+            "lists the tools: {}",
+            err.message
+        );
         assert_eq!(trace.answer.as_deref(), Some("That tool does not exist."));
     });
 }
@@ -137,7 +145,9 @@ fn arguments_failing_the_schema_get_a_structured_error_not_an_execution() {
         "{SCENARIO}\n[[rule]]\nrole = \"planner\"\nwhen_last = \"tool\"\nafter_tool = \"add\"\ntext = \"fixed\"\n"
     );
     with_engine(test_config(dir.path(), &scenario), |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
+            .await
+            .unwrap();
         let trace = c.turn("bad args", T, |_| {}).await.unwrap();
         let results = tool_results(&trace.events);
         let err = results[0].error.clone().expect("an error");
@@ -151,8 +161,14 @@ fn mcp_tool_call_goes_through_the_bridge_to_a_real_server_process() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
         let catalog = engine.mcp.clone().unwrap();
-        assert_eq!(catalog.servers[0].status, "ready", "{:?}", catalog.servers[0].error);
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1").await.unwrap();
+        assert_eq!(
+            catalog.servers[0].status, "ready",
+            "{:?}",
+            catalog.servers[0].error
+        );
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
+            .await
+            .unwrap();
         let trace = c.turn("search sony", T, |_| {}).await.unwrap();
         let results = tool_results(&trace.events);
         assert_eq!(results[0].status, ToolStatus::Ok, "{:?}", results[0]);
@@ -165,8 +181,12 @@ fn mcp_tool_call_goes_through_the_bridge_to_a_real_server_process() {
 fn fact_from_one_session_is_recalled_in_a_later_session_of_the_same_user_only() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
-        let mut s1 = SessionClient::open(engine.bus.clone(), "assistant", "first", "alice").await.unwrap();
-        s1.turn("please remember my favourite colour is purple", T, |_| {}).await.unwrap();
+        let mut s1 = SessionClient::open(engine.bus.clone(), "assistant", "first", "alice")
+            .await
+            .unwrap();
+        s1.turn("please remember my favourite colour is purple", T, |_| {})
+            .await
+            .unwrap();
         // Extraction runs in the background; wait for its event.
         let mut written = false;
         while let Ok(Some(e)) = s1.next_event(T).await {
@@ -182,19 +202,40 @@ fn fact_from_one_session_is_recalled_in_a_later_session_of_the_same_user_only() 
             events
                 .iter()
                 .filter_map(|e| match e {
-                    TurnEvent::MemoryRecalled { memories, .. } => Some(memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>()),
+                    TurnEvent::MemoryRecalled { memories, .. } => Some(
+                        memories
+                            .iter()
+                            .map(|m| m.content.clone())
+                            .collect::<Vec<_>>(),
+                    ),
                     _ => None,
                 })
                 .flatten()
                 .collect()
         };
-        let mut later = SessionClient::open(engine.bus.clone(), "assistant", "second", "alice").await.unwrap();
-        let t = later.turn("what is my favourite colour?", T, |_| {}).await.unwrap();
-        assert_eq!(recalled(&t.events), vec!["favourite colour is purple".to_string()]);
+        let mut later = SessionClient::open(engine.bus.clone(), "assistant", "second", "alice")
+            .await
+            .unwrap();
+        let t = later
+            .turn("what is my favourite colour?", T, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(
+            recalled(&t.events),
+            vec!["favourite colour is purple".to_string()]
+        );
 
-        let mut other = SessionClient::open(engine.bus.clone(), "assistant", "third", "bob").await.unwrap();
-        let t = other.turn("what is my favourite colour?", T, |_| {}).await.unwrap();
-        assert!(recalled(&t.events).is_empty(), "bob must not see alice's memory");
+        let mut other = SessionClient::open(engine.bus.clone(), "assistant", "third", "bob")
+            .await
+            .unwrap();
+        let t = other
+            .turn("what is my favourite colour?", T, |_| {})
+            .await
+            .unwrap();
+        assert!(
+            recalled(&t.events).is_empty(),
+            "bob must not see alice's memory"
+        );
     });
 }
 
@@ -203,14 +244,21 @@ fn messages_of_a_session_survive_an_engine_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = test_config(dir.path(), SCENARIO);
     with_engine(config.clone(), |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1")
+            .await
+            .unwrap();
         let t = c.turn("hi", T, |_| {}).await.unwrap();
         assert_eq!(t.accepted.seq, 0);
     });
     with_engine(config, |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1")
+            .await
+            .unwrap();
         let t = c.turn("hi again", T, |_| {}).await.unwrap();
-        assert_eq!(t.accepted.seq, 2, "the reloaded log continues after user + answer");
+        assert_eq!(
+            t.accepted.seq, 2,
+            "the reloaded log continues after user + answer"
+        );
     });
 }
 
@@ -218,7 +266,11 @@ fn messages_of_a_session_survive_an_engine_restart() {
 fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine() {
     use crate::common::fake_openai::FakeOpenAi;
     // The fake model server lives on its own runtime, as a remote endpoint would.
-    let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     let fake = server_rt.block_on(FakeOpenAi::start());
     fake.push_tool_calls(vec![("add", serde_json::json!({"a": 1, "b": 2}))]);
     fake.push_text("One plus two is three, as the tool says.");
@@ -233,9 +285,14 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
         temperature: None,
     };
     with_engine(config, |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "oa", "u1").await.unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "oa", "u1")
+            .await
+            .unwrap();
         let trace = c.turn("what is 1 + 2?", T, |_| {}).await.unwrap();
-        assert_eq!(trace.answer.as_deref(), Some("One plus two is three, as the tool says."));
+        assert_eq!(
+            trace.answer.as_deref(),
+            Some("One plus two is three, as the tool says.")
+        );
         let deltas: String = trace
             .events
             .iter()
@@ -251,7 +308,14 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
     let messages = requests[1]["messages"].as_array().unwrap();
-    let tool_msg = messages.iter().find(|m| m["role"] == "tool").expect("a tool message");
+    let tool_msg = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool message");
     assert!(tool_msg["tool_call_id"].is_string());
-    assert!(requests[0]["tools"].as_array().unwrap().iter().any(|t| t["function"]["name"] == "add"));
+    assert!(requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["function"]["name"] == "add"));
 }

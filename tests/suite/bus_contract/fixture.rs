@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::common::nats_server::NatsServer;
 
 /// Longest wait for something that should happen.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub const WAIT: Duration = Duration::from_secs(15);
 
 pub fn short_ack(ack_wait_ms: u64) -> DurableOptions {
     DurableOptions {
@@ -101,14 +101,14 @@ pub async fn open_embedded(dir: &TempDir) -> SharedBus {
 pub async fn recv(sub: &mut Subscription) -> Message {
     tokio::time::timeout(WAIT, sub.next())
         .await
-        .expect("no message within 5 s")
+        .expect("no message within WAIT")
         .expect("subscription ended")
 }
 
 pub async fn next_durable(consumer: &mut DurableConsumer) -> DurableMessage {
     tokio::time::timeout(WAIT, consumer.next())
         .await
-        .expect("no durable message within 5 s")
+        .expect("no durable message within WAIT")
         .expect("consumer ended")
         .expect("consumer error")
 }
