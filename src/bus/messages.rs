@@ -27,6 +27,9 @@ pub mod kinds {
     pub const RECALL_REQUEST: &str = "memory.recall";
     pub const RECALL_REPLY: &str = "memory.recalled";
     pub const EXTRACT_JOB: &str = "memory.extract";
+    pub const MEMORY_WRITE: &str = "memory.write";
+    pub const MEMORY_FORGET: &str = "memory.forget";
+    pub const MEMORY_WRITTEN: &str = "memory.written";
     pub const TURN_EVENT: &str = "turn.event";
 }
 
@@ -250,4 +253,38 @@ impl TurnEvent {
             TurnEvent::Error { .. } => "error",
         }
     }
+}
+
+/// Write one memory for a user directly (the MCP server's `memory_write`, other agents), on
+/// `hermes.memory.write`. Merged by the same rules as extracted memories.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemoryWriteRequest {
+    pub user: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub update: crate::memory::MemoryUpdate,
+    /// Who wrote it (session id, agent name or MCP principal), for the record's source.
+    pub source: String,
+}
+
+/// Forget memories on `hermes.memory.forget`: by record id, or by key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemoryForgetRequest {
+    pub user: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// The answer to a write or forget: what changed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MemoryWriteReply {
+    pub changes: Vec<MemoryChange>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
 }
