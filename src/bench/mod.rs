@@ -72,6 +72,7 @@ pub async fn run(
 ) -> Result<Vec<Value>, BenchError> {
     let config = Arc::new(config);
     let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
+    tracing::info!(bus = %config.bus.url, "bench engine started");
     let mut rows = Vec::new();
     for w in workloads {
         match w {

@@ -16,6 +16,9 @@ use crate::engine::Engine;
 const ONEWAY: u64 = 100_000;
 const RR: u64 = 20_000;
 const CALLERS: u64 = 100;
+/// Most one-way messages in flight: core NATS drops messages for a subscriber that falls too
+/// far behind (a "slow consumer"), so the publisher waits for the consumer past this window.
+const WINDOW: u64 = 8192;
 
 /// Answers every request with its payload.
 struct Echo;
@@ -65,8 +68,9 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
 
     // One-way: publish ONEWAY messages; time until the consumer actor handled the last.
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let seen = Arc::new(AtomicU64::new(0));
     let counter = Counter {
-        seen: Arc::new(AtomicU64::new(0)),
+        seen: seen.clone(),
         target: ONEWAY,
         done: Some(tx),
     }
@@ -75,6 +79,7 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
         .await
         .map_err(setup)?;
     let payload = Bytes::from_static(b"{\"n\":1}");
+    tracing::info!("w3: one-way phase");
     let bar = progress(ONEWAY, "w3_oneway", show);
     let start = Instant::now();
     for i in 0..ONEWAY {
@@ -83,6 +88,10 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
             .map_err(setup)?;
         if i % 1000 == 0 {
             bar.set_position(i);
+            while i.saturating_sub(seen.load(Ordering::Relaxed)) > WINDOW {
+                bus.flush().await.map_err(setup)?;
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
         }
     }
     bus.flush().await.map_err(setup)?;
@@ -98,6 +107,7 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
     adapter::serve(&io, bus.clone(), &rr_subject, None, echo.recipient())
         .await
         .map_err(setup)?;
+    tracing::info!("w3: request/reply phase");
     let bar = progress(RR, "w3_rr", show);
     let mut stats = Stats::default();
     let start = Instant::now();
