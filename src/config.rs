@@ -50,6 +50,13 @@ pub struct EngineConfig {
     pub plan_timeout_secs: u64,
     /// Timeout for bus requests between actors other than planning and tools, seconds.
     pub request_timeout_secs: u64,
+    /// A session actor idle this long stops; the next message reloads it from sled.
+    #[serde(default = "default_idle_secs")]
+    pub session_idle_secs: u64,
+}
+
+fn default_idle_secs() -> u64 {
+    300
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -68,6 +75,13 @@ pub struct AgentConfig {
     /// Token window of the planner model and how much of it to keep for the reply.
     pub context_window: usize,
     pub reply_reserve: usize,
+    /// Turns sent verbatim; older ones are folded into the history summary.
+    #[serde(default = "default_recent_turns")]
+    pub recent_turns: usize,
+}
+
+fn default_recent_turns() -> usize {
+    10
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,7 +10,8 @@ use tokio::runtime::Handle;
 use crate::actors::mcp_bridge::McpBridge;
 use crate::actors::memory_extractor::MemoryExtractor;
 use crate::actors::planner::Planner;
-use crate::actors::router::SessionRouter;
+use crate::actors::router::{LiveSessions, SessionRouter};
+use crate::actors::session_search::SessionSearch;
 use crate::actors::tool_executor::{self, ToolExecutor};
 use crate::actors::{adapter, ActorDeps, ActorSet};
 use crate::bus::messages::McpCatalog;
@@ -43,6 +44,7 @@ pub struct Engine {
     pub mcp: Option<McpCatalog>,
     /// Tools mounted from MCP servers.
     pub mcp_tools_mounted: usize,
+    router: Option<Addr<SessionRouter>>,
     arbiters: Vec<Arbiter>,
 }
 
@@ -86,6 +88,7 @@ impl Engine {
             config: config.clone(),
             mcp: None,
             mcp_tools_mounted: 0,
+            router: None,
             arbiters: Vec::new(),
         };
         if actors.mcp_bridge {
@@ -172,17 +175,26 @@ impl Engine {
                 reason: e.to_string(),
             }
         })?;
+        let summariser =
+            build_model(&self.config.models.summariser, "summariser").map_err(|e| {
+                EngineError::Model {
+                    role: "summariser",
+                    reason: e.to_string(),
+                }
+            })?;
         let arbiter = self.arbiter();
-        let planner = Planner::new(deps.clone(), model);
+        let planner = Planner::new(deps.clone(), model, summariser);
         let addr = Planner::start_in_arbiter(&arbiter, |_| planner);
-        adapter::serve(
-            &deps.io,
-            deps.bus.clone(),
-            subjects::PLAN,
-            Some(subjects::groups::PLANNER),
-            addr.recipient(),
-        )
-        .await?;
+        for subject in [subjects::PLAN, subjects::SUMMARISE] {
+            adapter::serve(
+                &deps.io,
+                deps.bus.clone(),
+                subject,
+                Some(subjects::groups::PLANNER),
+                addr.clone().recipient(),
+            )
+            .await?;
+        }
         Ok(())
     }
 
@@ -242,16 +254,38 @@ impl Engine {
             store: SessionStore::open(&db)?,
             tokens,
         };
+        let search = SessionSearch {
+            store: env.store.clone(),
+            max_envelope_bytes: self.config.engine.max_envelope_bytes,
+        }
+        .start();
+        adapter::serve(
+            &deps.io,
+            deps.bus.clone(),
+            subjects::SESSIONS_SEARCH,
+            Some(subjects::groups::SESSION),
+            search.recipient(),
+        )
+        .await?;
         let router = SessionRouter::new(env, deps.io.clone()).start();
         adapter::forward(
             &deps.io,
             deps.bus.clone(),
             subjects::INBOUND_ALL,
             Some(subjects::groups::SESSION),
-            router.recipient(),
+            router.clone().recipient(),
         )
         .await?;
+        self.router = Some(router);
         Ok(())
+    }
+
+    /// Session actors in memory now (idle ones stop after `engine.session_idle_secs`).
+    pub async fn live_sessions(&self) -> usize {
+        match &self.router {
+            Some(r) => r.send(LiveSessions).await.unwrap_or(0),
+            None => 0,
+        }
     }
 
     /// Stop the actors' threads and flush the store.
@@ -260,7 +294,7 @@ impl Engine {
             a.stop();
         }
         if let Some(db) = &self.db {
-            if let Err(e) = db.flush_async().await {
+            if let Err(e) = crate::store::flush::flush(db).await {
                 tracing::warn!(error = %e, "final flush failed");
             }
         }

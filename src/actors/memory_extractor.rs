@@ -184,7 +184,7 @@ async fn extract_job(
                 .unwrap_or_default(),
         })
         .collect();
-    tracing::info!(user = %body.user, session = %body.session, changes = changes.len(), "memories written");
+    tracing::debug!(user = %body.user, session = %body.session, changes = changes.len(), "memories written");
     if let Ok(out) = subjects::outbound(&body.agent, &body.session) {
         let event = TurnEvent::MemoryWritten {
             turn_id: body.turn_id.clone(),

@@ -14,6 +14,7 @@ pub mod memory_extractor;
 pub mod planner;
 pub mod router;
 pub mod session;
+pub mod session_search;
 pub mod tool_executor;
 
 use std::sync::Arc;

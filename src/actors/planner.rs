@@ -11,19 +11,26 @@ use bytes::Bytes;
 
 use super::adapter::Incoming;
 use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{kinds, PlanReply, PlanRequest, TurnEvent};
-use crate::bus::rpc;
+use crate::bus::messages::{
+    kinds, PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent,
+};
+use crate::bus::{rpc, subjects};
 use crate::envelope::Envelope;
-use crate::llm::{ChatModel, ChatRequest};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role};
 
 pub struct Planner {
     deps: ActorDeps,
     model: Arc<dyn ChatModel>,
+    summariser: Arc<dyn ChatModel>,
 }
 
 impl Planner {
-    pub fn new(deps: ActorDeps, model: Arc<dyn ChatModel>) -> Self {
-        Self { deps, model }
+    pub fn new(deps: ActorDeps, model: Arc<dyn ChatModel>, summariser: Arc<dyn ChatModel>) -> Self {
+        Self {
+            deps,
+            model,
+            summariser,
+        }
     }
 }
 
@@ -36,6 +43,9 @@ impl Handler<Incoming> for Planner {
 
     fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
         let deps = self.deps.clone();
+        if msg.subject == subjects::SUMMARISE {
+            return Box::pin(summarise_request(deps, self.summariser.clone(), msg));
+        }
         let model = self.model.clone();
         Box::pin(async move {
             let max = deps.config.engine.max_envelope_bytes.max(64 * 1024 * 1024);
@@ -107,4 +117,74 @@ async fn plan(
     env.agent = request.agent.clone();
     env.session = request.session.clone();
     Ok(env)
+}
+
+/// The summariser's instructions: keep what the goal needs, drop chit-chat.
+const SUMMARY_PROMPT: &str = "You maintain the running summary of a conversation between a \
+user and an assistant. Fold the new messages into the previous summary. Keep facts, \
+decisions, open questions, identifiers (order ids, names, numbers) and everything the task \
+goal needs; drop greetings, chit-chat and moods. Reply with the new summary only, at most \
+200 words, in the user's language.";
+
+async fn summarise_request(
+    deps: ActorDeps,
+    model: Arc<dyn ChatModel>,
+    msg: Incoming,
+) -> Option<Bytes> {
+    let max = deps.config.engine.max_envelope_bytes.max(64 * 1024 * 1024);
+    let request = match Envelope::decode_as::<SummariseRequest>(
+        &msg.payload,
+        max,
+        kinds::SUMMARISE_REQUEST,
+    ) {
+        Ok(r) => r,
+        Err(e) => return error_bytes("bad_request", e.to_string()),
+    };
+    let chat = summary_chat(&request.body);
+    let io = deps.io.clone();
+    let result = io
+        .spawn(async move { model.complete(&chat, None).await })
+        .await;
+    match result {
+        Ok(Ok(r)) => reply_bytes(
+            &Envelope::new(
+                kinds::SUMMARISE_REPLY,
+                SummariseReply {
+                    summary: r.text.trim().to_string(),
+                },
+            )
+            .in_trace(&request.trace_id),
+        ),
+        Ok(Err(e)) => error_bytes("model_failed", e.to_string()),
+        Err(e) => error_bytes("planner_crashed", e.to_string()),
+    }
+}
+
+/// The summariser's request: instructions, then the transcript as one user message.
+fn summary_chat(request: &SummariseRequest) -> ChatRequest {
+    let mut transcript = String::new();
+    if let Some(goal) = &request.goal {
+        transcript.push_str(&format!("Task goal: {goal}\n\n"));
+    }
+    transcript.push_str(&format!(
+        "Previous summary:\n{}\n\nNew messages:\n",
+        request.previous
+    ));
+    for m in &request.messages {
+        let who = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::System => "system",
+        };
+        transcript.push_str(&format!("{who}: {}\n", m.content));
+    }
+    ChatRequest {
+        messages: vec![
+            ChatMessage::system(SUMMARY_PROMPT),
+            ChatMessage::user(transcript),
+        ],
+        temperature: Some(0.0),
+        ..ChatRequest::default()
+    }
 }

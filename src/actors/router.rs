@@ -6,22 +6,31 @@
 //! `hermes.audit.bad_input`; it never reaches a session and never stops an actor.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::Bytes;
 use serde_json::json;
 
 use super::adapter::Incoming;
-use super::session::{Deliver, SessionActor};
+use super::session::{Deliver, Retire, SessionActor, TurnDone};
 use crate::bus::messages::{kinds, TurnEvent, UserMessage};
 use crate::bus::{subjects, SharedBus};
 use crate::envelope::{error_envelope, Envelope};
 use crate::turn::TurnEnv;
 
+/// A live session actor and what the router knows of its work.
+struct Live {
+    addr: Addr<SessionActor>,
+    /// Messages delivered (or a resume started) whose turn has not reported done.
+    in_flight: usize,
+    last_active: Instant,
+}
+
 pub struct SessionRouter {
     env: TurnEnv,
     io: tokio::runtime::Handle,
-    sessions: HashMap<(String, String), Addr<SessionActor>>,
+    sessions: HashMap<(String, String), Live>,
 }
 
 impl SessionRouter {
@@ -31,6 +40,37 @@ impl SessionRouter {
             io,
             sessions: HashMap::new(),
         }
+    }
+
+    /// The live actor of a session, started (and reloaded from sled) if needed.
+    fn actor(&mut self, key: (String, String), ctx: &mut Context<Self>) -> &mut Live {
+        let env = self.env.clone();
+        let done = ctx.address().recipient();
+        let live = self.sessions.entry(key.clone()).or_insert_with(|| Live {
+            addr: SessionActor::new(env, key.0.clone(), key.1.clone(), done).start(),
+            in_flight: 0,
+            last_active: Instant::now(),
+        });
+        if !live.addr.connected() {
+            live.addr =
+                SessionActor::new(self.env.clone(), key.0, key.1, ctx.address().recipient())
+                    .start();
+            live.in_flight = 0;
+        }
+        live.last_active = Instant::now();
+        live
+    }
+
+    /// Stop actors that have been idle longer than `engine.session_idle_secs`.
+    fn evict_idle(&mut self) {
+        let idle = Duration::from_secs(self.env.config.engine.session_idle_secs);
+        self.sessions.retain(|_, live| {
+            let keep = live.in_flight > 0 || live.last_active.elapsed() < idle;
+            if !keep {
+                live.addr.do_send(Retire);
+            }
+            keep
+        });
     }
 
     fn check(
@@ -103,26 +143,63 @@ impl Refusal {
     }
 }
 
+/// How often idle session actors are looked for.
+const EVICT_EVERY: Duration = Duration::from_secs(5);
+
 impl Actor for SessionRouter {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let idle = Duration::from_secs(self.env.config.engine.session_idle_secs);
+        let every = EVICT_EVERY.min(idle / 2).max(Duration::from_millis(100));
+        ctx.run_interval(every, |act, _| act.evict_idle());
+        // Resume turns a crash interrupted: start those sessions' actors now.
+        let store = self.env.store.clone();
+        let find = tokio::task::spawn_blocking(move || store.unfinished());
+        ctx.spawn(find.into_actor(self).map(|found, act, ctx| match found {
+            Ok(Ok(keys)) => {
+                for key in keys {
+                    tracing::info!(agent = %key.0, session = %key.1, "session has an interrupted turn; resuming");
+                    act.actor(key, ctx).in_flight += 1;
+                }
+            }
+            Ok(Err(e)) => tracing::error!(error = %e, "cannot look for interrupted turns"),
+            Err(e) => tracing::error!(error = %e, "interrupted-turn scan crashed"),
+        }));
+    }
+}
+
+/// How many session actors are in memory now.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct LiveSessions;
+
+impl Handler<LiveSessions> for SessionRouter {
+    type Result = usize;
+    fn handle(&mut self, _: LiveSessions, _: &mut Self::Context) -> usize {
+        self.sessions.len()
+    }
+}
+
+impl Handler<TurnDone> for SessionRouter {
+    type Result = ();
+    fn handle(&mut self, msg: TurnDone, _: &mut Self::Context) {
+        if let Some(live) = self.sessions.get_mut(&msg.key) {
+            live.in_flight = live.in_flight.saturating_sub(1);
+            live.last_active = Instant::now();
+        }
+    }
 }
 
 impl Handler<Incoming> for SessionRouter {
     type Result = Option<Bytes>;
 
-    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Incoming, ctx: &mut Self::Context) -> Self::Result {
         match self.check(&msg) {
             Ok((agent, session, user, envelope)) => {
-                let key = (agent.clone(), session.clone());
-                let addr = match self.sessions.get(&key) {
-                    Some(a) if a.connected() => a.clone(),
-                    _ => {
-                        let a = SessionActor::new(self.env.clone(), agent, session).start();
-                        self.sessions.insert(key, a.clone());
-                        a
-                    }
-                };
-                addr.do_send(Deliver {
+                let live = self.actor((agent, session), ctx);
+                live.in_flight += 1;
+                live.addr.do_send(Deliver {
                     envelope,
                     user,
                     reply: msg.reply,

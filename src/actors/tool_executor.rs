@@ -21,7 +21,7 @@ use crate::bus::{rpc, subjects, BusError};
 use crate::envelope::Envelope;
 use crate::tools::builtin::{self, BuiltinData};
 use crate::tools::registry::ToolRegistry;
-use crate::tools::remote::McpProxyTool;
+use crate::tools::remote::{McpProxyTool, SessionSearchTool};
 use crate::tools::{Tool, ToolError, ToolErrorCode};
 
 pub struct ToolExecutor {
@@ -43,10 +43,17 @@ impl ToolExecutor {
         let registry = ToolRegistry::new();
         let data = BuiltinData::demo().map_err(|e| e.to_string())?;
         for name in &deps.config.tools.builtin {
+            if name == SessionSearchTool::NAME {
+                registry
+                    .register(Arc::new(SessionSearchTool::new(deps.bus.clone())))
+                    .map_err(|e| e.to_string())?;
+                continue;
+            }
             let tool = builtin::builtin(name, &data).ok_or_else(|| {
                 format!(
-                    "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}",
-                    builtin::all_names().join(", ")
+                    "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}, {}",
+                    builtin::all_names().join(", "),
+                    SessionSearchTool::NAME
                 )
             })?;
             registry.register(tool).map_err(|e| e.to_string())?;

@@ -92,6 +92,7 @@ async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Benc
     const N: u64 = 2000;
     let session = format!("w1s-{run_id}");
     let mut client = open(engine, &session).await?;
+    tracing::info!("w1_single");
     let bar = progress(N, "w1_single", show);
     let mut stats = Stats::default();
     let (cpu0, wall0) = (cpu_time(), Instant::now());
@@ -118,6 +119,7 @@ async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Bench
     for n in &names {
         clients.push(open(engine, n).await?);
     }
+    tracing::info!("w1_multi");
     let bar = progress(SESSIONS as u64 * TURNS, "w1_multi", show);
     let mut stats = Stats::default();
     let (cpu0, wall0) = (cpu_time(), Instant::now());
@@ -141,6 +143,7 @@ async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Bench
 
 async fn concurrent(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {
     let names: Vec<String> = (0..SESSIONS).map(|i| format!("w1c-{run_id}-{i}")).collect();
+    tracing::info!("w1_concurrent");
     let bar = progress(SESSIONS as u64 * TURNS, "w1_concurrent", show);
     let (cpu0, wall0) = (cpu_time(), Instant::now());
     let mut tasks = Vec::with_capacity(SESSIONS);

@@ -16,6 +16,10 @@ pub mod kinds {
     pub const ACCEPTED: &str = "accepted";
     pub const PLAN_REQUEST: &str = "plan.request";
     pub const PLAN_REPLY: &str = "plan.reply";
+    pub const SUMMARISE_REQUEST: &str = "summarise.request";
+    pub const SUMMARISE_REPLY: &str = "summarise.reply";
+    pub const SESSIONS_SEARCH: &str = "sessions.search";
+    pub const SESSIONS_FOUND: &str = "sessions.found";
     pub const TOOL_CALL: &str = "tool.call";
     pub const TOOL_RESULT: &str = "tool.result";
     pub const TOOLS_LIST: &str = "tools.list";
@@ -287,4 +291,51 @@ pub struct MemoryWriteReply {
 
 fn default_namespace() -> String {
     "default".into()
+}
+
+/// Fold older turns into the running summary, on `hermes.summarise`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SummariseRequest {
+    /// The summary so far (empty at first).
+    pub previous: String,
+    /// The turns to fold in, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// The pinned goal, so the summary keeps what matters for it.
+    #[serde(default)]
+    pub goal: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SummariseReply {
+    pub summary: String,
+}
+
+/// Search a user's past messages, on `hermes.sessions.search`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionSearchRequest {
+    pub user: String,
+    pub query: String,
+    #[serde(default = "default_search_limit")]
+    pub limit: usize,
+}
+
+fn default_search_limit() -> usize {
+    5
+}
+
+/// One message found by a session search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHit {
+    pub agent: String,
+    pub session: String,
+    pub seq: u64,
+    pub role: crate::llm::Role,
+    pub ts: chrono::DateTime<chrono::Utc>,
+    pub text: String,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionSearchReply {
+    pub hits: Vec<SessionHit>,
 }

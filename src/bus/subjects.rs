@@ -5,6 +5,8 @@
 //! | `hermes.in.<agent>.<session>` | pub or req/reply, queue `session` | a user message or external event for a session |
 //! | `hermes.out.<agent>.<session>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error` |
 //! | `hermes.plan` | req/reply, queue `planner` | one planning step |
+//! | `hermes.summarise` | req/reply, queue `planner` | fold older turns into the history summary |
+//! | `hermes.sessions.search` | req/reply, queue `session` | BM25 search over a user's past messages |
 //! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
 //! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas) |
 //! | `hermes.job.<id>` | pub | async job lifecycle |
@@ -24,6 +26,8 @@ pub mod groups {
 
 pub const INBOUND_ALL: &str = "hermes.in.>";
 pub const PLAN: &str = "hermes.plan";
+pub const SUMMARISE: &str = "hermes.summarise";
+pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";

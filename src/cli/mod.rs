@@ -6,6 +6,7 @@ mod print;
 mod runtime;
 mod send;
 mod serve;
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,6 +63,8 @@ enum Command {
     Chat(send::ChatArgs),
     /// Measure the engine itself: the workloads of shared/bench/WORKLOAD.md.
     Bench(bench_cmd::BenchArgs),
+    /// Inspect and search stored sessions (stop the serve process that owns the data first).
+    Sessions(sessions::SessionsArgs),
     /// MCP utilities.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
         Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
         Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
+        Command::Sessions(args) => load(&cli.config).and_then(|c| sessions::run(c, args)),
         Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
                 .map_err(anyhow::Error::from)

@@ -1,4 +1,5 @@
 //! The context window: real token counts and assembly of what the model sees under a budget.
 
 pub mod budget;
+pub mod compaction;
 pub mod tokens;

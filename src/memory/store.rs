@@ -429,10 +429,8 @@ impl MemoryStore {
     }
 
     async fn flush(&self) -> Result<(), MemoryError> {
-        self.db
-            .flush_async()
+        crate::store::flush::flush(&self.db)
             .await
-            .map(|_| ())
             .map_err(|source| MemoryError::Storage {
                 action: "flush memory writes to disk",
                 source,

@@ -1,13 +1,16 @@
 //! The sled database and the trees each owner keeps in it.
 //!
 //! One database per process, under `engine.data_dir`. Trees and their owners:
-//! - `sessions`, `messages` — the Session actors ([`sessions::SessionStore`])
+//! - `sessions`, `messages`, `tasks` — the Session actors ([`sessions::SessionStore`])
 //! - `memories`, `memory_keys` — the Memory-extractor ([`crate::memory::MemoryStore`])
 //! - `bus.queue.<name>` — the embedded bus' durable queues
 //!
 //! sled is single-process: other processes ask the owner over the bus, never open the files.
 
+pub mod flush;
+pub mod search;
 pub mod sessions;
+pub mod tasks;
 
 use std::path::Path;
 

@@ -3,6 +3,7 @@
 //! Trees (opened here):
 //! - `sessions`: `<agent>\0<session>` → JSON [`SessionMeta`]
 //! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
+//! - `tasks`: `<agent>\0<session>` → JSON [`TaskState`] (goal, summary, turn state)
 //!
 //! Messages are append-only; `append` returns only after the write is flushed to disk, so a
 //! message acknowledged to a publisher survives a crash.
@@ -10,8 +11,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::tasks::TaskState;
 use super::StoreError;
-use crate::llm::ChatMessage;
+use crate::llm::{ChatMessage, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeta {
@@ -33,6 +35,10 @@ pub struct StoredMessage {
     pub ts: DateTime<Utc>,
     /// Token count with the session model's tokenizer, computed once when stored.
     pub tokens: u32,
+    /// What the provider reported for the model call that produced this message, beside
+    /// our own count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     pub message: ChatMessage,
 }
 
@@ -42,6 +48,7 @@ pub struct SessionStore {
     db: sled::Db,
     sessions: sled::Tree,
     messages: sled::Tree,
+    tasks: sled::Tree,
 }
 
 fn session_key(agent: &str, session: &str) -> Vec<u8> {
@@ -81,6 +88,7 @@ impl SessionStore {
             db: db.clone(),
             sessions: db.open_tree("sessions")?,
             messages: db.open_tree("messages")?,
+            tasks: db.open_tree("tasks")?,
         })
     }
 
@@ -89,6 +97,21 @@ impl SessionStore {
             .get(session_key(agent, session))?
             .map(|v| decode("session meta", &v))
             .transpose()
+    }
+
+    /// Metadata, messages and task state of a session, consistent with each other: `next_seq`
+    /// follows the last stored message even if a crash came between the two writes.
+    pub fn load(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+        let mut meta = self.meta(agent, session)?;
+        let messages = self.messages(agent, session)?;
+        if let (Some(meta), Some(last)) = (meta.as_mut(), messages.last()) {
+            meta.next_seq = meta.next_seq.max(last.seq + 1);
+        }
+        Ok((meta, messages, self.task(agent, session)?))
     }
 
     /// Every message of a session, in order.
@@ -102,6 +125,43 @@ impl SessionStore {
             .collect()
     }
 
+    pub fn task(&self, agent: &str, session: &str) -> Result<TaskState, StoreError> {
+        Ok(self
+            .tasks
+            .get(session_key(agent, session))?
+            .map(|v| decode::<TaskState>("task state", &v))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    /// Sessions whose last turn did not finish (a restart resumes them).
+    pub fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.tasks.iter() {
+            let (k, v) = item?;
+            let task: TaskState = decode("task state", &v)?;
+            if task.unfinished_turn().is_some() {
+                let key = String::from_utf8_lossy(&k).to_string();
+                if let Some((agent, session)) = key.split_once('\0') {
+                    out.push((agent.to_string(), session.to_string()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Store the task state (and any messages) in one flush.
+    pub async fn save(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        self.tasks
+            .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
+        self.append(meta, messages).await
+    }
+
     /// Append messages to a session (creating it) and flush before returning.
     /// `meta` is the caller's current view; it is updated in place.
     pub async fn append(
@@ -109,16 +169,19 @@ impl SessionStore {
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        // Plain inserts, not `apply_batch`/transactions: those take sled's global write lock,
+        // which deadlocks against its background flusher under concurrent load (seen with 200
+        // sessions in flight). Messages go first; a crash before the metadata is written is
+        // repaired on load (`load` derives `next_seq` from the messages).
         for m in messages {
-            batch.insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?);
+            self.messages
+                .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
             meta.next_seq = meta.next_seq.max(m.seq + 1);
         }
         meta.updated_at = Utc::now();
-        self.messages.apply_batch(batch)?;
         self.sessions
             .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
-        self.db.flush_async().await?;
+        super::flush::flush(&self.db).await?;
         Ok(())
     }
 
@@ -148,6 +211,7 @@ mod tests {
             turn_id: "t".into(),
             ts: Utc::now(),
             tokens: 3,
+            usage: None,
             message: ChatMessage::user(text),
         }
     }

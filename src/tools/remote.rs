@@ -101,3 +101,74 @@ impl Tool for McpProxyTool {
         }
     }
 }
+
+/// `session_search`: the user's past conversations, searched by the session service over
+/// `hermes.sessions.search` (the session layer owns the messages).
+pub struct SessionSearchTool {
+    bus: SharedBus,
+}
+
+impl SessionSearchTool {
+    pub const NAME: &'static str = "session_search";
+
+    pub fn new(bus: SharedBus) -> Self {
+        Self { bus }
+    }
+}
+
+#[async_trait]
+impl Tool for SessionSearchTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: Self::NAME.into(),
+            description: "Search the user's earlier conversations (all sessions, full history, \
+                Chinese or English). Use it when the user refers to something said before that \
+                is not in the current context. Do not use it for facts about the world. \
+                Parameters: query (keywords), limit (1-10, default 5). Returns {hits: [{session, \
+                role, ts, text, score}]} best first; an empty list when nothing matches."
+                .into(),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "minLength": 1, "description": "keywords to look for"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 10, "description": "most hits, default 5"},
+                    "_user": {"type": "string"}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        use crate::bus::messages::{SessionSearchReply, SessionSearchRequest};
+        let user = arguments
+            .get("_user")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ToolError::new(ToolErrorCode::ExecutionFailed, "no user to search for")
+            })?;
+        let request = Envelope::new(
+            kinds::SESSIONS_SEARCH,
+            SessionSearchRequest {
+                user: user.to_string(),
+                query: arguments["query"].as_str().unwrap_or_default().to_string(),
+                limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(5) as usize,
+            },
+        );
+        let reply: Envelope<SessionSearchReply> = rpc::call(
+            self.bus.as_ref(),
+            subjects::SESSIONS_SEARCH,
+            &request,
+            kinds::SESSIONS_FOUND,
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|e| ToolError::new(ToolErrorCode::Unavailable, format!("session search: {e}")))?;
+        Ok(serde_json::json!({ "hits": reply.body.hits }))
+    }
+}

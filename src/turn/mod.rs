@@ -1,9 +1,13 @@
-//! One turn of a session (DESIGN §3): recall → plan → tools → … → answer → extraction job.
+//! One turn of a session (DESIGN §3) as a durable state machine:
+//! `received → planning → awaiting_tools → planning → … → answered | failed`.
 //!
-//! The logic lives here, free of actix: the Session actor calls [`run_turn`] with the turn's
-//! inputs and its history, and appends what comes back. Every message is persisted before the
-//! turn moves on; every step is published on the session's out subject.
+//! The logic lives here, free of actix: the Session actor calls [`run_turn`] with the session's
+//! log (the turn's user message already stored) and its task state. Every message and every
+//! phase change is persisted before the turn moves on, so [`run_turn`] can be called again
+//! after a crash and continues where the log stops: a tool call whose result is stored is not
+//! executed again.
 
+mod context;
 mod emit;
 mod tool_calls;
 
@@ -19,13 +23,13 @@ use crate::bus::messages::{
     ToolsCatalog, TurnEvent,
 };
 use crate::bus::{rpc, subjects, SharedBus};
-use crate::config::{AgentConfig, Config};
-use crate::context::budget::{self, ContextParts};
+use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::envelope::Envelope;
-use crate::llm::{ChatMessage, ToolSpec};
+use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
 use crate::memory::RecallHit;
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
+use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
 
 /// What a turn needs from its session's environment.
@@ -35,14 +39,6 @@ pub struct TurnEnv {
     pub config: Arc<Config>,
     pub store: SessionStore,
     pub tokens: TokenCounter,
-}
-
-/// The accepted user message that starts a turn.
-#[derive(Debug, Clone)]
-pub struct TurnInput {
-    pub turn_id: String,
-    pub trace_id: String,
-    pub message: StoredMessage,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +51,10 @@ pub enum TurnError {
     Store(#[from] StoreError),
     #[error("agent is not configured: {0}")]
     Agent(String),
+    #[error(transparent)]
+    Context(#[from] crate::context::budget::OverBudget),
+    #[error("nothing to run: the session has no turn in progress")]
+    NoTurn,
 }
 
 impl TurnError {
@@ -64,71 +64,175 @@ impl TurnError {
             TurnError::StepLimit(_) => "step_limit",
             TurnError::Store(_) => "store_failed",
             TurnError::Agent(_) => "unknown_agent",
+            TurnError::Context(_) => "context_overflow",
+            TurnError::NoTurn => "no_turn",
         }
     }
 }
 
-/// The messages a turn added (after the user message) and how it ended.
+/// The messages a turn added and how it ended.
 pub struct TurnOutcome {
     pub messages: Vec<StoredMessage>,
     pub error: Option<TurnError>,
 }
 
-/// Run one turn to its answer (or error). `history` is the session before this turn.
+/// Mutable state of a running turn: the session's view, persisted at every step.
+struct TurnState<'a> {
+    env: &'a TurnEnv,
+    meta: &'a mut SessionMeta,
+    task: &'a mut TaskState,
+    /// The whole log before this turn's later messages; the turn's own messages follow in
+    /// `added`.
+    log: &'a [StoredMessage],
+    added: Vec<StoredMessage>,
+    emitter: Emitter,
+}
+
+impl TurnState<'_> {
+    fn record(&mut self) -> &mut TurnRecord {
+        // `run_turn` checks there is a turn before building the state.
+        self.task.turn.get_or_insert_with(|| TurnRecord {
+            turn_id: String::new(),
+            message_id: String::new(),
+            trace_id: String::new(),
+            phase: TurnPhase::Received,
+            step: 0,
+            updated_at: Utc::now(),
+            error: None,
+        })
+    }
+
+    fn set_phase(&mut self, phase: TurnPhase) {
+        let r = self.record();
+        r.phase = phase;
+        r.updated_at = Utc::now();
+    }
+
+    /// Store a message of this turn together with the current phase, flushed.
+    async fn persist(
+        &mut self,
+        message: ChatMessage,
+        usage: Option<Usage>,
+    ) -> Result<(), TurnError> {
+        let turn_id = self.record().turn_id.clone();
+        let mut stored = new_stored(
+            &self.env.tokens,
+            self.meta.next_seq,
+            &turn_id,
+            message,
+            Utc::now(),
+        );
+        stored.usage = usage;
+        self.env
+            .store
+            .save(self.meta, std::slice::from_ref(&stored), self.task)
+            .await?;
+        self.added.push(stored);
+        Ok(())
+    }
+
+    /// Store the task state alone, flushed.
+    async fn save_task(&mut self) -> Result<(), TurnError> {
+        self.env.store.save(self.meta, &[], self.task).await?;
+        Ok(())
+    }
+
+    /// This turn's messages so far (those already in the log, then those added now).
+    fn current(&self) -> Vec<StoredMessage> {
+        let turn_id = self
+            .task
+            .turn
+            .as_ref()
+            .map(|t| t.turn_id.as_str())
+            .unwrap_or("");
+        let start = turn_start(self.log, turn_id);
+        let mut current = self.log[start..].to_vec();
+        current.extend(self.added.iter().cloned());
+        current
+    }
+}
+
+/// Index where the turn `turn_id` starts at the end of `log`.
+fn turn_start(log: &[StoredMessage], turn_id: &str) -> usize {
+    let mut start = log.len();
+    while start > 0 && log[start - 1].turn_id == turn_id {
+        start -= 1;
+    }
+    start
+}
+
+/// Run (or resume) the session's turn in progress to its answer or error.
 pub async fn run_turn(
     env: &TurnEnv,
     meta: &mut SessionMeta,
-    history: Arc<Vec<StoredMessage>>,
-    input: TurnInput,
+    task: &mut TaskState,
+    log: Arc<Vec<StoredMessage>>,
 ) -> TurnOutcome {
-    let emitter = Emitter::new(env.bus.clone(), meta, &input.trace_id);
-    let mut added = Vec::new();
-    let result = turn_steps(env, meta, &history, &input, &emitter, &mut added).await;
+    let Some(record) = task.unfinished_turn().cloned() else {
+        return TurnOutcome {
+            messages: Vec::new(),
+            error: Some(TurnError::NoTurn),
+        };
+    };
+    let emitter = Emitter::new(env.bus.clone(), meta, &record.trace_id);
+    let mut state = TurnState {
+        env,
+        meta,
+        task,
+        log: &log,
+        added: Vec::new(),
+        emitter,
+    };
+    let result = steps(&mut state, &record).await;
     let error = result.err();
     if let Some(e) = &error {
-        tracing::warn!(session = %meta.session, turn = %input.turn_id, error = %e, "turn failed");
-        emitter
+        tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
+        state.set_phase(TurnPhase::Failed);
+        state.record().error = Some(e.to_string());
+        if let Err(se) = state.save_task().await {
+            tracing::error!(error = %se, "failed turn state not stored");
+        }
+        state
+            .emitter
             .emit(TurnEvent::Error {
-                turn_id: Some(input.turn_id.clone()),
+                turn_id: Some(record.turn_id.clone()),
                 code: e.code().into(),
                 message: e.to_string(),
             })
             .await;
     }
     TurnOutcome {
-        messages: added,
+        messages: state.added,
         error,
     }
 }
 
-async fn turn_steps(
-    env: &TurnEnv,
-    meta: &mut SessionMeta,
-    history: &[StoredMessage],
-    input: &TurnInput,
-    emitter: &Emitter,
-    added: &mut Vec<StoredMessage>,
-) -> Result<(), TurnError> {
+async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), TurnError> {
+    let env = state.env;
     let agent = env
         .config
-        .agent(&meta.agent)
-        .map_err(|e| TurnError::Agent(e.to_string()))?;
-    emitter
-        .emit(TurnEvent::TurnStarted {
-            turn_id: input.turn_id.clone(),
-            message_id: input.message.id.clone(),
-        })
-        .await;
-    let hits = recall(
-        env,
-        &meta.user,
-        &input.message.message.content,
-        &input.trace_id,
-    )
-    .await;
-    emitter
+        .agent(&state.meta.agent)
+        .map_err(|e| TurnError::Agent(e.to_string()))?
+        .clone();
+    let current = state.current();
+    let user_text = current
+        .first()
+        .map(|m| m.message.content.clone())
+        .unwrap_or_default();
+    if record.phase == TurnPhase::Received {
+        state
+            .emitter
+            .emit(TurnEvent::TurnStarted {
+                turn_id: record.turn_id.clone(),
+                message_id: record.message_id.clone(),
+            })
+            .await;
+    }
+    let hits = recall(env, &state.meta.user, &user_text, &record.trace_id).await;
+    state
+        .emitter
         .emit(TurnEvent::MemoryRecalled {
-            turn_id: input.turn_id.clone(),
+            turn_id: record.turn_id.clone(),
             memories: hits
                 .iter()
                 .map(|h| RecalledMemory {
@@ -140,116 +244,118 @@ async fn turn_steps(
         })
         .await;
     let tools = tool_catalog(env).await;
-    let fixed = FixedContext::new(env, agent, &hits, &tools);
-    let mut current = vec![input.message.clone()];
-    for step in 0..agent.max_steps {
-        let reply = plan(env, meta, input, &fixed, history, &current, &tools, step).await?;
-        if reply.tool_calls.is_empty() {
-            let answer = ChatMessage::assistant(reply.text.clone());
-            let stored = persist(env, meta, &input.turn_id, answer, added).await?;
-            current.push(stored);
-            emitter
-                .emit(TurnEvent::Answer {
-                    turn_id: input.turn_id.clone(),
-                    text: reply.text.clone(),
-                })
-                .await;
-            enqueue_extraction(env, meta, input, &reply.text).await;
-            return Ok(());
-        }
-        let call_msg = ChatMessage::assistant_calls(reply.text.clone(), reply.tool_calls.clone());
-        current.push(persist(env, meta, &input.turn_id, call_msg, added).await?);
-        for call in &reply.tool_calls {
-            let result =
-                tool_calls::execute(env, emitter, &tools, meta, &input.turn_id, call).await;
-            let content = tool_calls::content_for_model(&result);
-            let msg = ChatMessage::tool(call.id.clone(), call.name.clone(), content);
-            current.push(persist(env, meta, &input.turn_id, msg, added).await?);
-        }
-    }
-    Err(TurnError::StepLimit(agent.max_steps))
-}
-
-/// The parts of the context that stay the same for every step of a turn.
-struct FixedContext {
-    system: ChatMessage,
-    system_tokens: u32,
-    tools_tokens: u32,
-    memory: Option<ChatMessage>,
-    memory_tokens: u32,
-    budget: usize,
-}
-
-impl FixedContext {
-    fn new(env: &TurnEnv, agent: &AgentConfig, hits: &[RecallHit], tools: &[ToolSpec]) -> Self {
-        let system = ChatMessage::system(agent.system_prompt.clone());
-        let memory = memory_block(hits);
-        let tools_json = serde_json::to_string(tools).unwrap_or_default();
-        Self {
-            system_tokens: env.tokens.count_message(&system),
-            tools_tokens: env.tokens.count_text(&tools_json),
-            memory_tokens: memory.as_ref().map_or(0, |m| env.tokens.count_message(m)),
-            system,
-            memory,
-            budget: budget::budget(agent.context_window, agent.reply_reserve),
+    let fixed = context::Fixed::new(env, &agent, state.task, &hits, &tools);
+    loop {
+        let current = state.current();
+        let Some(last) = current.last() else {
+            return Err(TurnError::NoTurn);
+        };
+        match last.message.role {
+            Role::Assistant if last.message.tool_calls.is_empty() => {
+                let text = last.message.content.clone();
+                return finish(state, record, &text).await;
+            }
+            Role::Assistant => {
+                let calls = last.message.tool_calls.clone();
+                run_tool_calls(state, &tools, &current, &calls, &record.turn_id).await?;
+            }
+            Role::User | Role::Tool | Role::System => {
+                if state.record().step >= agent.max_steps {
+                    return Err(TurnError::StepLimit(agent.max_steps));
+                }
+                context::compact(state, &agent, &record.trace_id).await;
+                let reply = plan(state, &fixed, &current, &tools, record).await?;
+                state.record().step += 1;
+                // An answer stays `planning` until it is published and its extraction queued
+                // (`finish`), so a crash in between resumes and completes those steps.
+                if !reply.tool_calls.is_empty() {
+                    state.set_phase(TurnPhase::AwaitingTools);
+                }
+                let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
+                state.persist(msg, reply.usage).await?;
+            }
         }
     }
 }
 
-/// The recalled memories as background the model may ignore (the seeds' warning: five
-/// "relevant" memories can pull the model off course).
-fn memory_block(hits: &[RecallHit]) -> Option<ChatMessage> {
-    if hits.is_empty() {
-        return None;
+/// Execute the calls of the last assistant message that have no stored result yet.
+async fn run_tool_calls(
+    state: &mut TurnState<'_>,
+    tools: &[ToolSpec],
+    current: &[StoredMessage],
+    calls: &[crate::llm::ToolCall],
+    turn_id: &str,
+) -> Result<(), TurnError> {
+    let done: Vec<&str> = current
+        .iter()
+        .filter_map(|m| m.message.tool_call_id.as_deref())
+        .collect();
+    let pending: Vec<_> = calls
+        .iter()
+        .filter(|c| !done.contains(&c.id.as_str()))
+        .cloned()
+        .collect();
+    let total = pending.len();
+    for (i, call) in pending.into_iter().enumerate() {
+        let result =
+            tool_calls::execute(state.env, &state.emitter, tools, state.meta, turn_id, &call).await;
+        let content = tool_calls::content_for_model(&result);
+        // The last result moves the turn back to planning, in the same flush.
+        if i + 1 == total {
+            state.set_phase(TurnPhase::Planning);
+        }
+        let msg = ChatMessage::tool(call.id.clone(), call.name.clone(), content);
+        state.persist(msg, None).await?;
     }
-    let mut text = String::from(
-        "Background memory about this user, from earlier conversations. It may be outdated or \
-         unrelated to the current request: use only what clearly applies, ignore the rest.\n",
-    );
-    for h in hits {
-        text.push_str(&format!(
-            "- [{}] {} (recorded {})\n",
-            h.record.key,
-            h.record.content,
-            h.record.updated_at.format("%Y-%m-%d")
-        ));
+    if total == 0 {
+        state.set_phase(TurnPhase::Planning);
     }
-    Some(ChatMessage::system(text))
+    Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+async fn finish(
+    state: &mut TurnState<'_>,
+    record: &TurnRecord,
+    text: &str,
+) -> Result<(), TurnError> {
+    state
+        .emitter
+        .emit(TurnEvent::Answer {
+            turn_id: record.turn_id.clone(),
+            text: text.to_string(),
+        })
+        .await;
+    let user_message = state.current().into_iter().next();
+    if let Some(user_message) = user_message {
+        enqueue_extraction(state.env, state.meta, record, &user_message, text).await;
+    }
+    state.set_phase(TurnPhase::Answered);
+    state.save_task().await
+}
+
 async fn plan(
-    env: &TurnEnv,
-    meta: &SessionMeta,
-    input: &TurnInput,
-    fixed: &FixedContext,
-    history: &[StoredMessage],
+    state: &mut TurnState<'_>,
+    fixed: &context::Fixed,
     current: &[StoredMessage],
     tools: &[ToolSpec],
-    step: u32,
+    record: &TurnRecord,
 ) -> Result<PlanReply, TurnError> {
-    let parts = ContextParts {
-        system: &fixed.system,
-        system_tokens: fixed.system_tokens,
-        tools_tokens: fixed.tools_tokens,
-        memory: fixed.memory.as_ref(),
-        memory_tokens: fixed.memory_tokens,
-        history,
-        current,
-    };
-    let assembled = budget::assemble(&parts, fixed.budget);
+    state.set_phase(TurnPhase::Planning);
+    let messages = context::assemble(state, fixed, current)?;
+    let env = state.env;
+    let meta = &state.meta;
     let request = Envelope::new(
         kinds::PLAN_REQUEST,
         PlanRequest {
-            turn_id: input.turn_id.clone(),
-            step,
-            messages: assembled.messages,
+            turn_id: record.turn_id.clone(),
+            step: state.task.turn.as_ref().map_or(0, |t| t.step),
+            messages,
             tools: tools.to_vec(),
             stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
         },
     )
     .for_session(&meta.agent, &meta.session, Some(&meta.user))
-    .in_trace(&input.trace_id);
+    .in_trace(&record.trace_id);
     let timeout = Duration::from_secs(env.config.engine.plan_timeout_secs);
     let reply: Envelope<PlanReply> = rpc::call(
         env.bus.as_ref(),
@@ -311,20 +417,9 @@ async fn tool_catalog(env: &TurnEnv) -> Vec<ToolSpec> {
     }
 }
 
-/// Store one message of the current turn (flushed) and remember it in `added`.
-async fn persist(
-    env: &TurnEnv,
-    meta: &mut SessionMeta,
-    turn_id: &str,
-    message: ChatMessage,
-    added: &mut Vec<StoredMessage>,
-) -> Result<StoredMessage, TurnError> {
-    let stored = new_stored(&env.tokens, meta.next_seq, turn_id, message, Utc::now());
-    env.store
-        .append(meta, std::slice::from_ref(&stored))
-        .await?;
-    added.push(stored.clone());
-    Ok(stored)
+/// Tokens the pinned goal costs in every context (counted once, when it is set).
+pub fn goal_tokens(tokens: &TokenCounter, goal: &str) -> u32 {
+    tokens.count_message(&context::goal_message(goal))
 }
 
 /// A message ready to store, with its token count computed once.
@@ -341,28 +436,35 @@ pub fn new_stored(
         turn_id: turn_id.to_string(),
         ts,
         tokens: tokens.count_message(&message),
+        usage: None,
         message,
     }
 }
 
-async fn enqueue_extraction(env: &TurnEnv, meta: &SessionMeta, input: &TurnInput, answer: &str) {
+async fn enqueue_extraction(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    record: &TurnRecord,
+    user_message: &StoredMessage,
+    answer: &str,
+) {
     let job = Envelope::new(
         kinds::EXTRACT_JOB,
         ExtractJob {
             agent: meta.agent.clone(),
             session: meta.session.clone(),
             user: meta.user.clone(),
-            turn_id: input.turn_id.clone(),
-            message_id: input.message.id.clone(),
-            source_time: input.message.ts,
+            turn_id: record.turn_id.clone(),
+            message_id: record.message_id.clone(),
+            source_time: user_message.ts,
             transcript: vec![
-                input.message.message.clone(),
+                user_message.message.clone(),
                 ChatMessage::assistant(answer.to_string()),
             ],
         },
     )
     .for_session(&meta.agent, &meta.session, Some(&meta.user))
-    .in_trace(&input.trace_id);
+    .in_trace(&record.trace_id);
     let payload = match job.encode() {
         Ok(p) => p,
         Err(e) => {

@@ -4,4 +4,5 @@ mod demo_cli;
 mod mcp_client;
 mod multi_process;
 mod openai_provider;
+mod sessions;
 mod turn_loop;

@@ -144,8 +144,7 @@ impl Queue {
         self.messages
             .insert(seq.to_be_bytes(), payload.as_ref())
             .map_err(|e| storage("cannot store a message", &self.name, e))?;
-        self.messages
-            .flush_async()
+        crate::store::flush::flush(&self.db)
             .await
             .map_err(|e| storage("cannot flush", &self.name, e))?;
         lock(&self.state).push(seq);
@@ -248,8 +247,7 @@ impl Queue {
         self.deliveries
             .remove(key)
             .map_err(|e| storage("cannot remove a delivery count", &self.name, e))?;
-        self.messages
-            .flush_async()
+        crate::store::flush::flush(&self.db)
             .await
             .map_err(|e| storage("cannot flush", &self.name, e))?;
         Ok(())

@@ -1,0 +1,183 @@
+//! Building the model's context for one planning step, and folding older turns into the
+//! summary when enough have piled up.
+
+use std::time::Duration;
+
+use super::{TurnEnv, TurnError, TurnState};
+use crate::bus::messages::{kinds, SummariseReply, SummariseRequest};
+use crate::bus::{rpc, subjects};
+use crate::config::AgentConfig;
+use crate::context::budget::{self, ContextParts, Counted};
+use crate::context::compaction::{self, ToolResultShrinker};
+use crate::envelope::Envelope;
+use crate::llm::{ChatMessage, ToolSpec};
+use crate::memory::RecallHit;
+use crate::store::sessions::StoredMessage;
+use crate::store::tasks::TaskState;
+
+/// The parts of the context that stay the same for every step of a turn.
+pub(super) struct Fixed {
+    system: ChatMessage,
+    system_tokens: u32,
+    tools_tokens: u32,
+    memory: Option<ChatMessage>,
+    memory_tokens: u32,
+    budget: usize,
+}
+
+impl Fixed {
+    pub(super) fn new(
+        env: &TurnEnv,
+        agent: &AgentConfig,
+        _task: &TaskState,
+        hits: &[RecallHit],
+        tools: &[ToolSpec],
+    ) -> Self {
+        let system = ChatMessage::system(agent.system_prompt.clone());
+        let memory = memory_block(hits);
+        let tools_json = serde_json::to_string(tools).unwrap_or_default();
+        Self {
+            system_tokens: env.tokens.count_message(&system),
+            tools_tokens: env.tokens.count_text(&tools_json),
+            memory_tokens: memory.as_ref().map_or(0, |m| env.tokens.count_message(m)),
+            system,
+            memory,
+            budget: budget::budget(agent.context_window, agent.reply_reserve),
+        }
+    }
+}
+
+/// The recalled memories as background the model may ignore (the seeds' warning: five
+/// "relevant" memories can pull the model off course).
+fn memory_block(hits: &[RecallHit]) -> Option<ChatMessage> {
+    if hits.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "Background memory about this user, from earlier conversations. It may be outdated or \
+         unrelated to the current request: use only what clearly applies, ignore the rest.\n",
+    );
+    for h in hits {
+        text.push_str(&format!(
+            "- [{}] {} (recorded {})\n",
+            h.record.key,
+            h.record.content,
+            h.record.updated_at.format("%Y-%m-%d")
+        ));
+    }
+    Some(ChatMessage::system(text))
+}
+
+pub(super) fn goal_message(goal: &str) -> ChatMessage {
+    ChatMessage::system(format!(
+        "Task goal (pinned; keep working towards it): {goal}"
+    ))
+}
+
+fn summary_message(summary: &str) -> ChatMessage {
+    ChatMessage::system(format!("Summary of the earlier conversation: {summary}"))
+}
+
+/// The messages for one planning request, within the budget.
+pub(super) fn assemble(
+    state: &TurnState<'_>,
+    fixed: &Fixed,
+    current: &[StoredMessage],
+) -> Result<Vec<ChatMessage>, TurnError> {
+    let task = &*state.task;
+    let goal = task.goal.as_deref().map(goal_message);
+    let summary = (!task.summary.is_empty()).then(|| summary_message(&task.summary));
+    let start = usize::try_from(task.summary_upto)
+        .unwrap_or(usize::MAX)
+        .min(state.log.len());
+    let end = super::turn_start(
+        state.log,
+        current.first().map_or("", |m| m.turn_id.as_str()),
+    );
+    let history = &state.log[start..end.max(start)];
+    let parts = ContextParts {
+        system: Counted {
+            message: &fixed.system,
+            tokens: fixed.system_tokens,
+        },
+        tools_tokens: fixed.tools_tokens,
+        goal: goal.as_ref().map(|m| Counted {
+            message: m,
+            tokens: task.goal_tokens,
+        }),
+        memory: fixed.memory.as_ref().map(|m| Counted {
+            message: m,
+            tokens: fixed.memory_tokens,
+        }),
+        summary: summary.as_ref().map(|m| Counted {
+            message: m,
+            tokens: task.summary_tokens,
+        }),
+        history,
+        current,
+    };
+    let shrinker = ToolResultShrinker {
+        tokens: &state.env.tokens,
+    };
+    let assembled = budget::assemble(&parts, fixed.budget, &shrinker)?;
+    if assembled.dropped > 0 || assembled.shrunk > 0 {
+        tracing::debug!(
+            session = %state.meta.session,
+            dropped = assembled.dropped,
+            shrunk = assembled.shrunk,
+            tokens = assembled.tokens,
+            "context trimmed to the budget"
+        );
+    }
+    Ok(assembled.messages)
+}
+
+/// Fold older turns into the summary once enough have piled up behind the recent ones. A
+/// summariser failure is logged and the turns stay verbatim (the budget still holds).
+pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig, trace: &str) {
+    let start = usize::try_from(state.task.summary_upto)
+        .unwrap_or(usize::MAX)
+        .min(state.log.len());
+    let turn_id = state.task.turn.as_ref().map_or("", |t| t.turn_id.as_str());
+    let end = super::turn_start(state.log, turn_id).max(start);
+    let history = &state.log[start..end];
+    let Some(split) = compaction::fold_split(history, agent.recent_turns) else {
+        return;
+    };
+    let to_fold = &history[..split];
+    let request = Envelope::new(
+        kinds::SUMMARISE_REQUEST,
+        SummariseRequest {
+            previous: state.task.summary.clone(),
+            messages: compaction::for_summary(to_fold),
+            goal: state.task.goal.clone(),
+        },
+    )
+    .in_trace(trace);
+    let timeout = Duration::from_secs(state.env.config.engine.plan_timeout_secs);
+    let reply: Result<Envelope<SummariseReply>, _> = rpc::call(
+        state.env.bus.as_ref(),
+        subjects::SUMMARISE,
+        &request,
+        kinds::SUMMARISE_REPLY,
+        timeout,
+    )
+    .await;
+    match reply {
+        Ok(r) => {
+            let upto = to_fold
+                .last()
+                .map_or(state.task.summary_upto, |m| m.seq + 1);
+            state.task.summary_tokens = state
+                .env
+                .tokens
+                .count_message(&summary_message(&r.body.summary));
+            state.task.summary = r.body.summary;
+            state.task.summary_upto = upto;
+            if let Err(e) = state.save_task().await {
+                tracing::warn!(error = %e, "summary not stored; it will be made again");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "summariser failed; older turns stay verbatim"),
+    }
+}
