@@ -68,6 +68,9 @@ pub struct AgentConfig {
     /// Token window of the planner model and how much of it to keep for the reply.
     pub context_window: usize,
     pub reply_reserve: usize,
+    /// The scene (tool group) whose tools this agent's model sees; none: every tool.
+    #[serde(default)]
+    pub scene: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,6 +132,9 @@ pub struct ToolsConfig {
     pub default_timeout_secs: u64,
     /// Which built-in tools the tool-executor serves.
     pub builtin: Vec<String>,
+    /// Tool definitions: metadata overrides for existing tools, or external worker tools.
+    #[serde(default)]
+    pub define: Vec<crate::tools::definition::ToolDefineConfig>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -6,7 +6,8 @@
 //! | `hermes.out.<agent>.<session>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error` |
 //! | `hermes.plan` | req/reply, queue `planner` | one planning step |
 //! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
-//! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas) |
+//! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas, definitions, metrics) |
+//! | `hermes.tools.metrics` | req/reply | the tool-executor's counters |
 //! | `hermes.job.<id>` | pub | async job lifecycle |
 //! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers |
 //! | `hermes.memory.recall` / `.write` / `.forget` | req/reply, queue `memory` | memory service |
@@ -25,6 +26,7 @@ pub mod groups {
 pub const INBOUND_ALL: &str = "hermes.in.>";
 pub const PLAN: &str = "hermes.plan";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
+pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
 pub const MEMORY_RECALL: &str = "hermes.memory.recall";
