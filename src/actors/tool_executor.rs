@@ -23,8 +23,10 @@ use super::adapter::{self, Incoming};
 use super::{error_bytes, reply_bytes, ActorDeps};
 use crate::bus::messages::{kinds, McpCatalog, ToolCallRequest, ToolsCatalog};
 use crate::bus::{rpc, subjects, BusError};
+use crate::config::ToolsConfig;
 use crate::envelope::Envelope;
 use crate::tools::builtin::{self, BuiltinData};
+use crate::tools::definition::ToolDefinition;
 use crate::tools::metrics::ExecutorMetrics;
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::McpProxyTool;
@@ -90,17 +92,33 @@ impl ToolExecutor {
 /// The registry with the configured built-ins (config overrides applied), the worker tools
 /// of `[[tools.define]]`, and the stores.
 pub fn build_core(deps: &ActorDeps, db: Option<sled::Db>) -> Result<ExecCore, String> {
-    let tools = &deps.config.tools;
     let stores = match db {
         Some(db) => ToolStores::open(&db),
         None => ToolStores::temporary(),
     }
     .map_err(|e| e.to_string())?;
+    let (registry, workers) = build_registry(&deps.config.tools, &stores)?;
+    Ok(ExecCore {
+        registry,
+        workers: Arc::new(workers),
+        stores,
+        metrics: ExecutorMetrics::default(),
+        bus: deps.bus.clone(),
+        io: deps.io.clone(),
+    })
+}
+
+/// The configured built-ins (overrides applied) and the worker tool definitions; an unknown
+/// built-in or an incomplete worker entry is an error naming it.
+pub fn build_registry(
+    tools: &ToolsConfig,
+    stores: &ToolStores,
+) -> Result<(ToolRegistry, Vec<ToolDefinition>), String> {
     let registry = ToolRegistry::with_overrides(&tools.define);
     let data = BuiltinData::demo().map_err(|e| e.to_string())?;
     for name in &tools.builtin {
         let tool = builtin::builtin(name, &data)
-            .or_else(|| builtin::with_stores(name, &stores))
+            .or_else(|| builtin::with_stores(name, stores))
             .ok_or_else(|| {
                 format!(
                     "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}, {}",
@@ -115,17 +133,21 @@ pub fn build_core(deps: &ActorDeps, db: Option<sled::Db>) -> Result<ExecCore, St
             || builtin::all_names().contains(&n)
             || builtin::store_names().contains(&n)
     });
-    if let Some(first) = problems.first() {
-        return Err(first.clone());
+    match problems.first() {
+        Some(first) => Err(first.clone()),
+        None => Ok((registry, workers)),
     }
-    Ok(ExecCore {
-        registry,
-        workers: Arc::new(workers),
-        stores,
-        metrics: ExecutorMetrics::default(),
-        bus: deps.bus.clone(),
-        io: deps.io.clone(),
-    })
+}
+
+/// Every definition a configuration yields without a bus: built-ins and worker tools (MCP
+/// tools appear only in a running executor's catalog). For `hermes tools ls|lint`.
+pub fn configured_definitions(tools: &ToolsConfig) -> Result<Vec<ToolDefinition>, String> {
+    let stores = ToolStores::temporary().map_err(|e| e.to_string())?;
+    let (registry, workers) = build_registry(tools, &stores)?;
+    let mut all = registry.definitions();
+    all.extend(workers);
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(all)
 }
 
 /// The catalog this executor answers on `hermes.tools.list`: its own tools and the workers'.
@@ -259,3 +281,6 @@ impl Handler<Incoming> for ToolExecutor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

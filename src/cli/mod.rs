@@ -6,6 +6,7 @@ mod print;
 mod runtime;
 mod send;
 mod serve;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +66,9 @@ enum Command {
     /// MCP utilities.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Tool definitions: `tools ls` lists them, `tools lint [--strict]` checks descriptions.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 #[derive(Subcommand)]
@@ -82,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
         Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
+        Command::Tools(cmd) => load(&cli.config).and_then(|c| tools::run(c, cmd)),
         Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
                 .map_err(anyhow::Error::from)
