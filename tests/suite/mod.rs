@@ -4,4 +4,6 @@ mod demo_cli;
 mod mcp_client;
 mod multi_process;
 mod openai_provider;
+mod tool_jobs;
+mod tool_worker;
 mod turn_loop;
