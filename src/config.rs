@@ -78,6 +78,9 @@ pub struct AgentConfig {
     /// Turns sent verbatim; older ones are folded into the history summary.
     #[serde(default = "default_recent_turns")]
     pub recent_turns: usize,
+    /// The scene (tool group) whose tools this agent's model sees; none: every tool.
+    #[serde(default)]
+    pub scene: Option<String>,
 }
 
 fn default_recent_turns() -> usize {
@@ -143,6 +146,9 @@ pub struct ToolsConfig {
     pub default_timeout_secs: u64,
     /// Which built-in tools the tool-executor serves.
     pub builtin: Vec<String>,
+    /// Tool definitions: metadata overrides for existing tools, or external worker tools.
+    #[serde(default)]
+    pub define: Vec<crate::tools::definition::ToolDefineConfig>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

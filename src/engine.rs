@@ -55,7 +55,7 @@ impl Engine {
         io: Handle,
     ) -> Result<Self, EngineError> {
         let embedded = config.bus.url == "embedded";
-        let db = if embedded || actors.session || actors.memory_extractor {
+        let db = if embedded || actors.session || actors.memory_extractor || actors.tool_executor {
             let dir = config.engine.data_dir.clone();
             Some(
                 io.spawn_blocking(move || crate::store::open(&dir))
@@ -130,19 +130,18 @@ impl Engine {
         bridge_here: bool,
     ) -> Result<(), EngineError> {
         let arbiter = self.arbiter();
-        let (addr, registry) =
-            ToolExecutor::start(deps.clone(), &arbiter)
-                .await
-                .map_err(|reason| EngineError::Actor {
-                    actor: "tool-executor",
-                    reason,
-                })?;
+        let (addr, core) = ToolExecutor::start(deps.clone(), self.db.clone(), &arbiter)
+            .await
+            .map_err(|reason| EngineError::Actor {
+                actor: "tool-executor",
+                reason,
+            })?;
         if self.config.mcp.servers.is_empty() {
             return Ok(());
         }
         let mount = tool_executor::mount_mcp_tools(
             deps.clone(),
-            registry,
+            core.registry,
             addr,
             Duration::from_secs(if bridge_here { 10 } else { 120 }),
         );

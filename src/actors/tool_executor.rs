@@ -1,9 +1,16 @@
 //! The Tool-executor: serves `hermes.tool.<name>` (queue `tool`) for every tool in its
-//! registry and the catalog on `hermes.tools.list`.
+//! registry, the catalog on `hermes.tools.list` and its counters on `hermes.tools.metrics`.
 //!
-//! Every call passes the whitelist and schema validation (with safe repair) before it runs, and
-//! runs under its timeout on the I/O runtime. MCP tools are mounted from the MCP-bridge's
-//! catalog as proxy tools, so they get the same checks.
+//! Every call passes the whitelist and schema validation (with safe repair) before it runs
+//! ([`run::execute`]). MCP tools are mounted from the MCP-bridge's catalog as proxy tools, so
+//! they get the same checks. Worker tools declared in config (`[[tools.define]]`) are listed
+//! in the catalog but not served here: their workers answer `hermes.tool.<name>` themselves.
+//! The executor owns the sled trees `jobs`, `tool_results_idem` and `tool_raw`
+//! ([`crate::tools::stores::ToolStores`]); on start it resumes unfinished async jobs
+//! ([`jobs::resume`]).
+
+pub mod jobs;
+pub mod run;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,19 +21,25 @@ use serde_json::Value;
 
 use super::adapter::{self, Incoming};
 use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{
-    kinds, McpCatalog, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog,
-};
+use crate::bus::messages::{kinds, McpCatalog, ToolCallRequest, ToolsCatalog};
+use crate::bus::SharedBus;
 use crate::bus::{rpc, subjects, BusError};
+use crate::config::ToolsConfig;
 use crate::envelope::Envelope;
 use crate::tools::builtin::{self, BuiltinData};
+use crate::tools::definition::ToolDefinition;
+use crate::tools::metrics::ExecutorMetrics;
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::{McpProxyTool, SessionSearchTool};
-use crate::tools::{Tool, ToolError, ToolErrorCode};
+use crate::tools::stores::ToolStores;
+use crate::tools::worker::worker_definitions;
+use crate::tools::Tool;
+
+pub use run::{execute, Caller, ExecCore};
 
 pub struct ToolExecutor {
     deps: ActorDeps,
-    registry: ToolRegistry,
+    core: ExecCore,
 }
 
 impl Actor for ToolExecutor {
@@ -35,50 +48,124 @@ impl Actor for ToolExecutor {
 
 impl ToolExecutor {
     /// Start the executor with the configured built-ins and subscribe them; MCP tools are
-    /// mounted by [`mount_mcp_tools`] once the bridge answers.
+    /// mounted by [`mount_mcp_tools`] once the bridge answers. `db` holds the executor's
+    /// trees (a temporary database is used when there is none). Unfinished async jobs are
+    /// resumed in the background.
     pub async fn start(
         deps: ActorDeps,
+        db: Option<sled::Db>,
         arbiter: &ArbiterHandle,
-    ) -> Result<(Addr<ToolExecutor>, ToolRegistry), String> {
-        let registry = ToolRegistry::new();
-        let data = BuiltinData::demo().map_err(|e| e.to_string())?;
-        for name in &deps.config.tools.builtin {
-            if name == SessionSearchTool::NAME {
-                registry
-                    .register(Arc::new(SessionSearchTool::new(deps.bus.clone())))
-                    .map_err(|e| e.to_string())?;
-                continue;
-            }
-            let tool = builtin::builtin(name, &data).ok_or_else(|| {
-                format!(
-                    "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}, {}",
-                    builtin::all_names().join(", "),
-                    SessionSearchTool::NAME
-                )
-            })?;
-            registry.register(tool).map_err(|e| e.to_string())?;
-        }
+    ) -> Result<(Addr<ToolExecutor>, ExecCore), String> {
+        let core = build_core(&deps, db)?;
         let actor = ToolExecutor {
             deps: deps.clone(),
-            registry: registry.clone(),
+            core: core.clone(),
         };
         let addr = ToolExecutor::start_in_arbiter(arbiter, |_| actor);
         let recipient = addr.clone().recipient();
-        adapter::serve(
-            &deps.io,
-            deps.bus.clone(),
-            subjects::TOOLS_LIST,
-            Some(subjects::groups::TOOL),
-            recipient.clone(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        for name in registry.names() {
+        for subject in [subjects::TOOLS_LIST, subjects::TOOLS_METRICS] {
+            adapter::serve(
+                &deps.io,
+                deps.bus.clone(),
+                subject,
+                Some(subjects::groups::TOOL),
+                recipient.clone(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        }
+        for name in core.registry.names() {
             subscribe_tool(&deps, &name, recipient.clone())
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        Ok((addr, registry))
+        let resuming = core.clone();
+        deps.io.spawn(async move {
+            let (resumed, failed) = jobs::resume(&resuming).await;
+            if resumed + failed > 0 {
+                tracing::info!(resumed, failed, "unfinished async jobs handled after start");
+            }
+        });
+        Ok((addr, core))
+    }
+}
+
+/// The registry with the configured built-ins (config overrides applied), the worker tools
+/// of `[[tools.define]]`, and the stores.
+pub fn build_core(deps: &ActorDeps, db: Option<sled::Db>) -> Result<ExecCore, String> {
+    let stores = match db {
+        Some(db) => ToolStores::open(&db),
+        None => ToolStores::temporary(),
+    }
+    .map_err(|e| e.to_string())?;
+    let (registry, workers) = build_registry(&deps.config.tools, &stores, Some(&deps.bus))?;
+    Ok(ExecCore {
+        registry,
+        workers: Arc::new(workers),
+        stores,
+        metrics: ExecutorMetrics::default(),
+        bus: deps.bus.clone(),
+        io: deps.io.clone(),
+    })
+}
+
+/// The configured built-ins (overrides applied) and the worker tool definitions; an unknown
+/// built-in or an incomplete worker entry is an error naming it.
+pub fn build_registry(
+    tools: &ToolsConfig,
+    stores: &ToolStores,
+    bus: Option<&SharedBus>,
+) -> Result<(ToolRegistry, Vec<ToolDefinition>), String> {
+    let registry = ToolRegistry::with_overrides(&tools.define);
+    let data = BuiltinData::demo().map_err(|e| e.to_string())?;
+    for name in &tools.builtin {
+        let bus_tool = (name == SessionSearchTool::NAME)
+            .then(|| Arc::new(SessionSearchTool::new(bus.cloned())) as Arc<dyn Tool>);
+        let tool = builtin::builtin(name, &data)
+            .or_else(|| builtin::with_stores(name, stores))
+            .or(bus_tool)
+            .ok_or_else(|| {
+                format!(
+                    "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}, {}, {}",
+                    builtin::all_names().join(", "),
+                    builtin::store_names().join(", "),
+                    SessionSearchTool::NAME
+                )
+            })?;
+        registry.register(tool).map_err(|e| e.to_string())?;
+    }
+    let (workers, problems) = worker_definitions(&tools.define, |n| {
+        registry.contains(n)
+            || builtin::all_names().contains(&n)
+            || builtin::store_names().contains(&n)
+            || n == SessionSearchTool::NAME
+    });
+    match problems.first() {
+        Some(first) => Err(first.clone()),
+        None => Ok((registry, workers)),
+    }
+}
+
+/// Every definition a configuration yields without a bus: built-ins and worker tools (MCP
+/// tools appear only in a running executor's catalog). For `hermes tools ls|lint`.
+pub fn configured_definitions(tools: &ToolsConfig) -> Result<Vec<ToolDefinition>, String> {
+    let stores = ToolStores::temporary().map_err(|e| e.to_string())?;
+    let (registry, workers) = build_registry(tools, &stores, None)?;
+    let mut all = registry.definitions();
+    all.extend(workers);
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(all)
+}
+
+/// The catalog this executor answers on `hermes.tools.list`: its own tools and the workers'.
+pub fn catalog(core: &ExecCore) -> ToolsCatalog {
+    let mut definitions = core.registry.definitions();
+    definitions.extend(core.workers.iter().cloned());
+    definitions.sort_by(|a, b| a.name.cmp(&b.name));
+    ToolsCatalog {
+        tools: definitions.iter().map(|d| d.spec()).collect(),
+        definitions,
+        metrics: core.metrics.snapshot(),
     }
 }
 
@@ -166,13 +253,14 @@ impl Handler<Incoming> for ToolExecutor {
 
     fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
         let deps = self.deps.clone();
-        let registry = self.registry.clone();
+        let core = self.core.clone();
         Box::pin(async move {
             if msg.subject == subjects::TOOLS_LIST {
-                let catalog = ToolsCatalog {
-                    tools: registry.specs(),
-                };
-                return reply_bytes(&Envelope::new(kinds::TOOLS_CATALOG, catalog));
+                return reply_bytes(&Envelope::new(kinds::TOOLS_CATALOG, catalog(&core)));
+            }
+            if msg.subject == subjects::TOOLS_METRICS {
+                let metrics = core.metrics.snapshot();
+                return reply_bytes(&Envelope::new(kinds::TOOLS_METRICS, metrics));
             }
             let max = deps.config.engine.max_envelope_bytes;
             let request =
@@ -180,9 +268,18 @@ impl Handler<Incoming> for ToolExecutor {
                     Ok(r) => r,
                     Err(e) => return error_bytes("bad_request", e.to_string()),
                 };
-            let io = deps.io.clone();
             let trace = request.trace_id.clone();
-            match io.spawn(execute(registry, request.body)).await {
+            let caller = Caller {
+                agent: request.agent.clone(),
+                session: request.session.clone(),
+                user: request.user.clone(),
+            };
+            let io = deps.io.clone();
+            let body = request.body;
+            match io
+                .spawn(async move { execute(&core, body, caller).await })
+                .await
+            {
                 Ok(result) => {
                     reply_bytes(&Envelope::new(kinds::TOOL_RESULT, result).in_trace(&trace))
                 }
@@ -192,60 +289,5 @@ impl Handler<Incoming> for ToolExecutor {
     }
 }
 
-/// Validate, run under the tool's timeout, and report — never panics, never hangs.
-pub async fn execute(registry: ToolRegistry, request: ToolCallRequest) -> ToolCallResult {
-    let started = Instant::now();
-    let mut result = ToolCallResult {
-        call_id: request.call_id.clone(),
-        name: request.name.clone(),
-        status: ToolStatus::Error,
-        output: Value::Null,
-        error: None,
-        auto_corrected: false,
-        corrections: Vec::new(),
-        via: "builtin".into(),
-        duration_ms: 0,
-    };
-    let (tool, prepared) = match registry.prepare(&request.name, request.arguments) {
-        Ok(p) => p,
-        Err(e) => {
-            result.error = Some(e);
-            return result;
-        }
-    };
-    if request.name.contains(crate::tools::remote::MCP_SEPARATOR) {
-        result.via = format!(
-            "mcp:{}",
-            request.name.split("__").next().unwrap_or_default()
-        );
-    }
-    let mut prepared = prepared;
-    if let Some(user) = &request.user {
-        registry.inject_user(&request.name, &mut prepared, user);
-    }
-    result.auto_corrected = !prepared.corrections.is_empty();
-    result.corrections = prepared.corrections;
-    let arguments = prepared.arguments;
-    let timeout = tool.timeout();
-    match tokio::time::timeout(timeout, tool.call(arguments)).await {
-        Ok(Ok(output)) => {
-            result.status = ToolStatus::Ok;
-            result.output = output;
-        }
-        Ok(Err(e)) => result.error = Some(e),
-        Err(_) => {
-            result.error = Some(
-                ToolError::new(
-                    ToolErrorCode::Timeout,
-                    format!(
-                        "`{}` did not finish within {timeout:?}; its backend may be slow or down, or the request too large",
-                        request.name
-                    ),
-                )
-                .with_hint("retry once with a narrower request; if it times out again, tell the user"),
-            )
-        }
-    }
-    result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    result
-}
+#[cfg(test)]
+mod tests;

@@ -24,6 +24,12 @@ pub mod kinds {
     pub const TOOL_RESULT: &str = "tool.result";
     pub const TOOLS_LIST: &str = "tools.list";
     pub const TOOLS_CATALOG: &str = "tools.catalog";
+    pub const TOOLS_METRICS_REQUEST: &str = "tools.metrics.request";
+    pub const TOOLS_METRICS: &str = "tools.metrics";
+    pub const JOB_SUBMITTED: &str = "job.submitted";
+    pub const JOB_PROGRESS: &str = "job.progress";
+    pub const JOB_DONE: &str = "job.done";
+    pub const JOB_FAILED: &str = "job.failed";
     pub const MCP_CALL: &str = "mcp.call";
     pub const MCP_RESULT: &str = "mcp.result";
     pub const MCP_CATALOG_REQUEST: &str = "mcp.catalog.request";
@@ -77,7 +83,7 @@ pub struct PlanReply {
 
 /// Execute one call on `hermes.tool.<name>`. `user` is injected by the engine, never by the
 /// model.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ToolCallRequest {
     pub call_id: String,
     pub name: String,
@@ -86,6 +92,13 @@ pub struct ToolCallRequest {
     pub user: Option<String>,
     #[serde(default)]
     pub turn_id: Option<String>,
+    /// The calling session (part of a `write` call's idempotency key; when absent the
+    /// envelope's `session` is used).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The user confirmed this call; a `risk = high` tool is refused without it.
+    #[serde(default)]
+    pub confirmed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,16 +124,68 @@ pub struct ToolCallResult {
     pub auto_corrected: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub corrections: Vec<String>,
-    /// `builtin`, `mcp:<server>`, or `worker`.
+    /// `builtin`, `mcp:<server>`, `worker`, or `idempotent-replay` (a recorded result).
     #[serde(default)]
     pub via: String,
     pub duration_ms: u64,
+    /// Where the full output is kept (`raw-…`; read it with the `tool_raw_get` tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_reference: Option<String>,
 }
 
 /// The tool catalog served on `hermes.tools.list`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ToolsCatalog {
+    /// What the model sees, executor and worker tools alike.
     pub tools: Vec<ToolSpec>,
+    /// The same tools with timeout, mode, effect, risk, scenes and source.
+    #[serde(default)]
+    pub definitions: Vec<crate::tools::definition::ToolDefinition>,
+    /// The answering executor's counters.
+    #[serde(default)]
+    pub metrics: crate::tools::metrics::ToolMetrics,
+}
+
+/// One change of an async job, published on `hermes.job.<id>` with kind `job.submitted`,
+/// `job.progress` (the work started or reported progress), `job.done` or `job.failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub job_id: String,
+    pub tool: String,
+    pub call_id: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    pub status: crate::tools::jobs::JobStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<crate::tools::ProgressUpdate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+}
+
+impl From<&crate::tools::jobs::JobRecord> for JobEvent {
+    fn from(r: &crate::tools::jobs::JobRecord) -> Self {
+        Self {
+            job_id: r.job_id.clone(),
+            tool: r.tool.clone(),
+            call_id: r.call_id.clone(),
+            agent: r.agent.clone(),
+            session: r.session.clone(),
+            user: r.user.clone(),
+            turn_id: r.turn_id.clone(),
+            status: r.status,
+            progress: r.progress.clone(),
+            result: r.result.clone(),
+            error: r.error.clone(),
+        }
+    }
 }
 
 /// A call to a mounted MCP server's tool, on `hermes.mcp.call`.

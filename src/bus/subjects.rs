@@ -8,7 +8,8 @@
 //! | `hermes.summarise` | req/reply, queue `planner` | fold older turns into the history summary |
 //! | `hermes.sessions.search` | req/reply, queue `session` | BM25 search over a user's past messages |
 //! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
-//! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas) |
+//! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas, definitions, metrics) |
+//! | `hermes.tools.metrics` | req/reply | the tool-executor's counters |
 //! | `hermes.job.<id>` | pub | async job lifecycle |
 //! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers |
 //! | `hermes.memory.recall` / `.write` / `.forget` | req/reply, queue `memory` | memory service |
@@ -29,6 +30,7 @@ pub const PLAN: &str = "hermes.plan";
 pub const SUMMARISE: &str = "hermes.summarise";
 pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
+pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
 pub const MEMORY_RECALL: &str = "hermes.memory.recall";

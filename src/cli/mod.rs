@@ -7,6 +7,7 @@ mod runtime;
 mod send;
 mod serve;
 mod sessions;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +69,9 @@ enum Command {
     /// MCP utilities.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Tool definitions: `tools ls` lists them, `tools lint [--strict]` checks descriptions.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 #[derive(Subcommand)]
@@ -86,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
         Command::Sessions(args) => load(&cli.config).and_then(|c| sessions::run(c, args)),
+        Command::Tools(cmd) => load(&cli.config).and_then(|c| tools::run(c, cmd)),
         Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
                 .map_err(anyhow::Error::from)

@@ -1,13 +1,30 @@
 //! Tools: the registry (the whitelist), argument validation and safe repair, and the built-ins.
 //!
-//! A [`Tool`] is a name, a description, a JSON Schema and an async `call`. The tool-executor
+//! A [`Tool`] is a name, a description, a JSON Schema and an async `call`, plus its
+//! [`definition::ToolDefinition`] (timeout, mode, effect, risk, scenes). The tool-executor
 //! actor owns the [`registry::ToolRegistry`]; nothing reaches `call` without passing
-//! [`registry::ToolRegistry::prepare`] (whitelist + schema validation + repair) first.
+//! [`registry::ToolRegistry::prepare`] (whitelist + schema validation + repair) first. Tools
+//! served by external workers are validated with [`worker::prepare_remote`] by the caller.
+//!
+//! Also here, as pure functions or small sled-backed stores the executor owns: async jobs
+//! ([`jobs`]), idempotency records ([`idempotency`]), raw outputs ([`raw`]), the result
+//! transform ([`transform`]), scene selection ([`scenes`]), description lint ([`lint`]) and the
+//! executor's counters ([`metrics`]).
 
 pub mod builtin;
+pub mod definition;
+pub mod idempotency;
+pub mod jobs;
+pub mod lint;
+pub mod metrics;
+pub mod raw;
 pub mod registry;
 pub mod remote;
+pub mod scenes;
+pub mod stores;
+pub mod transform;
 pub mod validate;
+pub mod worker;
 
 use std::time::Duration;
 
@@ -16,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::llm::ToolSpec;
+use definition::ToolDefinition;
 
 /// How a failed tool call is classified, so the model (and the loop guard) can act on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +49,8 @@ pub enum ToolErrorCode {
     Timeout,
     /// The tool's backend (MCP server, worker) is not reachable.
     Unavailable,
+    /// A `risk = high` call arrived without the user's confirmation; it was not run.
+    ConfirmationRequired,
 }
 
 /// A structured error the model can act on.
@@ -78,8 +98,60 @@ pub trait Tool: Send + Sync {
         Duration::from_secs(30)
     }
 
+    /// Everything the engine knows about the tool. The default is a sync, read-only,
+    /// low-risk tool in every scene, with [`Self::spec`] and [`Self::timeout`].
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::from_spec(self.spec(), self.timeout())
+    }
+
     /// Run with arguments that already passed validation.
     async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+
+    /// Run as an async job, reporting progress as it goes. The default ignores `progress`.
+    async fn call_with_progress(
+        &self,
+        arguments: Value,
+        progress: Progress,
+    ) -> Result<Value, ToolError> {
+        let _ = progress;
+        self.call(arguments).await
+    }
+}
+
+/// One progress report of a running job: how far (0.0–1.0) and what it is doing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgressUpdate {
+    pub fraction: f32,
+    pub message: String,
+}
+
+/// Where a running job reports progress; [`Progress::none`] discards reports.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<ProgressUpdate>>,
+}
+
+impl Progress {
+    /// Reports go nowhere (sync calls).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A reporter and the receiving end the executor reads.
+    pub fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<ProgressUpdate>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Self { tx: Some(tx) }, rx)
+    }
+
+    /// Report progress; `fraction` is clamped to 0.0–1.0. Never fails.
+    pub fn report(&self, fraction: f32, message: impl Into<String>) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(ProgressUpdate {
+                fraction: fraction.clamp(0.0, 1.0),
+                message: message.into(),
+            });
+        }
+    }
 }
 
 /// Arguments after validation, with the safe repairs that were applied.

@@ -9,6 +9,10 @@
 //! that sends one is refused, and the tool-executor adds them after validation with
 //! [`ToolRegistry::inject_user`] — only for tools whose own schema declares them.
 //!
+//! **Definitions.** Each entry keeps the tool's [`ToolDefinition`] with the config overrides
+//! (`[[tools.define]]` entries naming it, see [`ToolRegistry::with_overrides`]) applied at
+//! registration; the timeout, mode, effect and risk the executor uses come from it.
+//!
 //! The registry is cheap to clone (one `Arc`) and `Send + Sync`; its lock is a
 //! `std::sync::RwLock` held only for map look-ups, never across an `.await`.
 
@@ -18,6 +22,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::definition::{ToolDefineConfig, ToolDefinition};
 use super::validate::{validate_and_repair, Validator, FIX_ARGUMENTS_HINT};
 use super::{PreparedCall, Tool, ToolError, ToolErrorCode};
 use crate::llm::ToolSpec;
@@ -37,6 +42,8 @@ const MAX_NAME_LEN: usize = 64;
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     entries: Arc<RwLock<BTreeMap<String, Entry>>>,
+    /// Config entries merged over the definition of the tool they name, at registration.
+    overrides: Arc<BTreeMap<String, ToolDefineConfig>>,
 }
 
 #[derive(Clone)]
@@ -44,6 +51,8 @@ struct Entry {
     tool: Arc<dyn Tool>,
     /// The spec shown to the model: injected (`_`) properties removed.
     spec: ToolSpec,
+    /// The definition with overrides applied and injected properties removed.
+    definition: ToolDefinition,
     /// The injected keys the tool's own schema declares.
     injected: Vec<String>,
     validator: Arc<Validator>,
@@ -62,10 +71,27 @@ impl ToolRegistry {
         Self::default()
     }
 
+    /// A registry that merges each `[[tools.define]]` entry over the definition of the tool
+    /// it names when that tool registers (entries naming no tool are ignored here).
+    pub fn with_overrides(defines: &[ToolDefineConfig]) -> Self {
+        let overrides = defines
+            .iter()
+            .map(|d| (d.name.clone(), d.clone()))
+            .collect();
+        Self {
+            entries: Arc::default(),
+            overrides: Arc::new(overrides),
+        }
+    }
+
     /// Add a tool to the whitelist. Its name must match `^[A-Za-z0-9_-]{1,64}$` and be new,
     /// and its input schema must compile and describe an object.
     pub fn register(&self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
-        let full = tool.spec();
+        let mut definition = tool.definition();
+        if let Some(entry) = self.overrides.get(&definition.name) {
+            definition.apply(entry);
+        }
+        let full = definition.spec();
         check_name(&full.name)?;
         let refuse = |problem: String| {
             ToolError::new(
@@ -80,11 +106,13 @@ impl ToolRegistry {
         let spec = ToolSpec {
             name: full.name.clone(),
             description: full.description.clone(),
-            input_schema,
+            input_schema: input_schema.clone(),
         };
+        definition.input_schema = input_schema;
         let entry = Entry {
             tool,
             spec,
+            definition,
             injected,
             validator: Arc::new(validator),
         };
@@ -130,9 +158,19 @@ impl ToolRegistry {
         self.read().is_empty()
     }
 
-    /// The tool's own timeout, if it is registered.
+    /// The tool's timeout (its definition's, overrides applied), if it is registered.
     pub fn timeout_of(&self, name: &str) -> Option<Duration> {
-        self.read().get(name).map(|e| e.tool.timeout())
+        self.read().get(name).map(|e| e.definition.timeout())
+    }
+
+    /// The definition of a registered tool (overrides applied, injected properties removed).
+    pub fn definition(&self, name: &str) -> Option<ToolDefinition> {
+        self.read().get(name).map(|e| e.definition.clone())
+    }
+
+    /// Every registered tool's definition, sorted by name.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.read().values().map(|e| e.definition.clone()).collect()
     }
 
     /// Whitelist check, then validation with safe repair. The returned arguments never hold
@@ -234,7 +272,7 @@ fn check_object_schema(schema: &Value) -> Result<(), String> {
 
 /// The schema without top-level injected properties (and their `required` entries), and the
 /// injected keys it declared.
-fn strip_injected(schema: &Value) -> (Value, Vec<String>) {
+pub(crate) fn strip_injected(schema: &Value) -> (Value, Vec<String>) {
     let mut stripped = schema.clone();
     let mut injected = Vec::new();
     if let Some(props) = stripped
@@ -255,7 +293,7 @@ fn strip_injected(schema: &Value) -> (Value, Vec<String>) {
 }
 
 /// A model may not send injected keys: they are the engine's (e.g. who the user is).
-fn refuse_injected(arguments: &Value) -> Result<(), ToolError> {
+pub(crate) fn refuse_injected(arguments: &Value) -> Result<(), ToolError> {
     let Some(map) = arguments.as_object() else {
         return Ok(());
     };
@@ -403,11 +441,11 @@ mod tests {
         assert_eq!(err.code, ToolErrorCode::UnknownTool);
         assert_eq!(
             err.message,
-            "no tool named `order_lookpu`; available tools: add, current_time, order_lookup"
+            "no tool named `order_lookpu`; available tools: add, current_time, generate_report, order_lookup"
         );
         assert_eq!(err.hint.as_deref(), Some("use one of the listed tools"));
         assert_eq!(err.details[0], "order_lookup");
-        assert_eq!(err.details.len(), 3);
+        assert_eq!(err.details.len(), 4);
     }
 
     #[test]
@@ -437,8 +475,11 @@ mod tests {
         let registry = builtins();
         let specs = registry.specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, vec!["add", "current_time", "order_lookup"]);
-        let lookup = &specs[2].input_schema;
+        assert_eq!(
+            names,
+            vec!["add", "current_time", "generate_report", "order_lookup"]
+        );
+        let lookup = &specs[3].input_schema;
         assert!(lookup["properties"].get(USER_ARG).is_none());
         assert!(lookup["properties"].get("order_date").is_some());
     }
@@ -515,6 +556,27 @@ mod tests {
         assert_eq!(registry.timeout_of("missing"), None);
         registry.register(fake("slow", json!({}))).unwrap();
         assert_eq!(registry.timeout_of("slow"), Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn config_override_changes_the_definition_and_timeout() {
+        let defines: Vec<ToolDefineConfig> = vec![toml::from_str(
+            "name = \"add\"\nrisk = \"high\"\neffect = \"write\"\ntimeout_secs = 9",
+        )
+        .unwrap()];
+        let registry = ToolRegistry::with_overrides(&defines);
+        let data = BuiltinData::demo().unwrap();
+        registry.register(builtin("add", &data).unwrap()).unwrap();
+        registry
+            .register(builtin("order_lookup", &data).unwrap())
+            .unwrap();
+        let def = registry.definition("add").unwrap();
+        assert_eq!(def.risk, crate::tools::definition::ToolRisk::High);
+        assert_eq!(def.effect, crate::tools::definition::ToolEffect::Write);
+        assert_eq!(registry.timeout_of("add"), Some(Duration::from_secs(9)));
+        let lookup = registry.definition("order_lookup").unwrap();
+        assert!(lookup.input_schema["properties"].get(USER_ARG).is_none());
+        assert_eq!(registry.definitions().len(), 2);
     }
 
     #[test]

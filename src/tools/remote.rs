@@ -105,13 +105,14 @@ impl Tool for McpProxyTool {
 /// `session_search`: the user's past conversations, searched by the session service over
 /// `hermes.sessions.search` (the session layer owns the messages).
 pub struct SessionSearchTool {
-    bus: SharedBus,
+    /// `None` when the registry is built only to list or lint definitions.
+    bus: Option<SharedBus>,
 }
 
 impl SessionSearchTool {
     pub const NAME: &'static str = "session_search";
 
-    pub fn new(bus: SharedBus) -> Self {
+    pub fn new(bus: Option<SharedBus>) -> Self {
         Self { bus }
     }
 }
@@ -160,8 +161,11 @@ impl Tool for SessionSearchTool {
                 limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(5) as usize,
             },
         );
+        let bus = self.bus.as_ref().ok_or_else(|| {
+            ToolError::new(ToolErrorCode::Unavailable, "session search has no bus here")
+        })?;
         let reply: Envelope<SessionSearchReply> = rpc::call(
-            self.bus.as_ref(),
+            bus.as_ref(),
             subjects::SESSIONS_SEARCH,
             &request,
             kinds::SESSIONS_FOUND,

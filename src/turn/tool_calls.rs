@@ -70,6 +70,8 @@ async fn dispatch(
             arguments: call.arguments.clone(),
             user: Some(meta.user.clone()),
             turn_id: Some(turn_id.to_string()),
+            session: Some(meta.session.clone()),
+            confirmed: false,
         },
     )
     .for_session(&meta.agent, &meta.session, Some(&meta.user));
@@ -126,6 +128,7 @@ fn failed(call: &ToolCall, error: ToolError) -> ToolCallResult {
         corrections: Vec::new(),
         via: String::new(),
         duration_ms: 0,
+        raw_reference: None,
     }
 }
 

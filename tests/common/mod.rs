@@ -7,3 +7,4 @@ pub mod fake_openai;
 pub mod hermes_proc;
 pub mod mcp_servers;
 pub mod nats_server;
+pub mod python_worker;

@@ -5,4 +5,6 @@ mod mcp_client;
 mod multi_process;
 mod openai_provider;
 mod sessions;
+mod tool_jobs;
+mod tool_worker;
 mod turn_loop;

@@ -1,0 +1,194 @@
+//! Async jobs in the executor: submit (persist, announce, run in the background), run with
+//! progress, and resume after a restart.
+//!
+//! Every status change is written to the `jobs` tree first and then published on
+//! `hermes.job.<id>` (kinds `job.submitted`, `job.progress`, `job.done`, `job.failed`).
+//! On start, [`resume`] re-runs unfinished jobs of `read` and `idempotent` tools; an unfinished
+//! `write` job is marked failed, because the executor cannot know whether its effect happened.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::Value;
+
+use super::run::{timeout_error, Caller, ExecCore};
+use crate::bus::messages::JobEvent;
+use crate::bus::{rpc, subjects};
+use crate::envelope::Envelope;
+use crate::tools::definition::{ToolDefinition, ToolEffect};
+use crate::tools::jobs::{new_job_id, JobRecord, JobStatus};
+use crate::tools::metrics::Counter;
+use crate::tools::{Progress, Tool, ToolError, ToolErrorCode};
+
+/// What a submission needs.
+pub struct JobStart {
+    pub tool: Arc<dyn Tool>,
+    pub definition: ToolDefinition,
+    pub call_id: String,
+    pub caller: Caller,
+    pub turn_id: Option<String>,
+    pub arguments: Value,
+    pub idempotency_key: Option<String>,
+}
+
+/// Persist the job (durably), announce `job.submitted`, start it; returns the job id.
+pub async fn submit(core: &ExecCore, start: JobStart) -> Result<String, ToolError> {
+    let now = Utc::now();
+    let mut record = JobRecord {
+        job_id: new_job_id(),
+        tool: start.definition.name.clone(),
+        call_id: start.call_id,
+        agent: start.caller.agent,
+        session: start.caller.session,
+        user: start.caller.user,
+        turn_id: start.turn_id,
+        arguments: start.arguments,
+        status: JobStatus::Submitted,
+        progress: None,
+        result: None,
+        error: None,
+        idempotency_key: start.idempotency_key,
+        attempts: 0,
+        created: now,
+        updated: now,
+    };
+    save(core, &mut record).await.map_err(|e| {
+        ToolError::new(ToolErrorCode::Unavailable, format!("job store: {e}"))
+            .with_hint("the job could not be recorded and did not start; retry once later")
+    })?;
+    core.metrics.bump(Counter::JobSubmitted);
+    publish(core, &record).await;
+    let job_id = record.job_id.clone();
+    spawn(core.clone(), start.tool, start.definition, record);
+    Ok(job_id)
+}
+
+/// Re-run or fail every unfinished job found in the store; returns (resumed, failed).
+pub async fn resume(core: &ExecCore) -> (usize, usize) {
+    let unfinished = match core.stores.jobs.unfinished() {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read unfinished jobs; they are not resumed");
+            return (0, 0);
+        }
+    };
+    let (mut resumed, mut failed) = (0, 0);
+    for mut record in unfinished {
+        let found = core
+            .registry
+            .get(&record.tool)
+            .zip(core.registry.definition(&record.tool));
+        let reason = match &found {
+            None => Some(format!(
+                "the tool-executor restarted and no longer serves `{}`; the job cannot finish",
+                record.tool
+            )),
+            Some((_, def)) if def.effect == ToolEffect::Write => Some(format!(
+                "the tool-executor restarted while `{}` ran; it changes state, so it was not run \
+                 again and may or may not have taken effect",
+                record.tool
+            )),
+            Some(_) => None,
+        };
+        match (found, reason) {
+            (Some((tool, def)), None) => {
+                core.metrics.bump(Counter::JobResumed);
+                tracing::info!(job = %record.job_id, tool = %record.tool, "resuming job after restart");
+                spawn(core.clone(), tool, def, record);
+                resumed += 1;
+            }
+            (_, reason) => {
+                core.metrics.bump(Counter::JobFailedOnRestart);
+                let reason = reason.unwrap_or_default();
+                record.status = JobStatus::Failed;
+                record.error = Some(
+                    ToolError::new(ToolErrorCode::ExecutionFailed, reason)
+                        .with_hint("tell the user; check the effect before running it again"),
+                );
+                finish(core, &mut record).await;
+                failed += 1;
+            }
+        }
+    }
+    (resumed, failed)
+}
+
+fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRecord) {
+    let io = core.io.clone();
+    io.spawn(async move { run(core, tool, def, record).await });
+}
+
+async fn run(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, mut record: JobRecord) {
+    record.status = JobStatus::Running;
+    record.attempts += 1;
+    if let Err(e) = save(&core, &mut record).await {
+        tracing::warn!(job = %record.job_id, error = %e, "job state not saved");
+    }
+    publish(&core, &record).await;
+    let (progress, mut updates) = Progress::channel();
+    let timeout = def.timeout();
+    let work = tokio::time::timeout(
+        timeout,
+        tool.call_with_progress(record.arguments.clone(), progress),
+    );
+    tokio::pin!(work);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut work => break outcome,
+            Some(update) = updates.recv() => {
+                record.progress = Some(update);
+                if let Err(e) = save(&core, &mut record).await {
+                    tracing::warn!(job = %record.job_id, error = %e, "job progress not saved");
+                }
+                publish(&core, &record).await;
+            }
+        }
+    };
+    match outcome {
+        Ok(Ok(value)) => {
+            record.status = JobStatus::Done;
+            record.result = Some(value);
+        }
+        Ok(Err(e)) => {
+            record.status = JobStatus::Failed;
+            record.error = Some(e);
+        }
+        Err(_) => {
+            record.status = JobStatus::Failed;
+            record.error = Some(timeout_error(&record.tool, timeout, def.effect));
+        }
+    }
+    finish(&core, &mut record).await;
+}
+
+/// Save a final state and announce it.
+async fn finish(core: &ExecCore, record: &mut JobRecord) {
+    if let Err(e) = save(core, record).await {
+        tracing::error!(job = %record.job_id, error = %e, "final job state not saved");
+    }
+    publish(core, record).await;
+}
+
+async fn save(core: &ExecCore, record: &mut JobRecord) -> Result<(), crate::store::StoreError> {
+    core.stores.jobs.put(record)?;
+    core.stores.jobs.flush().await
+}
+
+/// Publish the record's state on `hermes.job.<id>`; a failure is logged (the record is the
+/// source of truth, readable with `job_status`).
+async fn publish(core: &ExecCore, record: &JobRecord) {
+    let subject = match subjects::job(&record.job_id) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "job id is not a subject token");
+            return;
+        }
+    };
+    let mut envelope = Envelope::new(record.status.event_kind(), JobEvent::from(record));
+    envelope.agent.clone_from(&record.agent);
+    envelope.session.clone_from(&record.session);
+    envelope.user.clone_from(&record.user);
+    if let Err(e) = rpc::publish(core.bus.as_ref(), &subject, &envelope).await {
+        tracing::warn!(job = %record.job_id, error = %e, "job event not published");
+    }
+}

@@ -1,0 +1,258 @@
+//! Running one call: whitelist and validation, the high-risk confirmation check, the
+//! idempotency record of `write` tools, then a sync run under the timeout or an async job.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::runtime::Handle;
+
+use super::jobs;
+use crate::bus::messages::{ToolCallRequest, ToolCallResult, ToolStatus};
+use crate::bus::SharedBus;
+use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
+use crate::tools::idempotency::{idempotency_key, REPLAY_VIA};
+use crate::tools::metrics::{Counter, ExecutorMetrics};
+use crate::tools::registry::ToolRegistry;
+use crate::tools::remote::MCP_SEPARATOR;
+use crate::tools::stores::ToolStores;
+use crate::tools::{Tool, ToolError, ToolErrorCode};
+
+/// Everything a call needs; clones share it.
+#[derive(Clone)]
+pub struct ExecCore {
+    pub registry: ToolRegistry,
+    /// Worker tools declared in config: listed in the catalog, not served here.
+    pub workers: Arc<Vec<ToolDefinition>>,
+    pub stores: ToolStores,
+    pub metrics: ExecutorMetrics,
+    pub bus: SharedBus,
+    /// Where async jobs run.
+    pub io: Handle,
+}
+
+/// Who is calling, from the request envelope.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub agent: Option<String>,
+    pub session: Option<String>,
+    pub user: Option<String>,
+}
+
+/// Validate, check, run (or replay) and report — never panics, never hangs.
+pub async fn execute(core: &ExecCore, request: ToolCallRequest, caller: Caller) -> ToolCallResult {
+    let started = Instant::now();
+    let mut result = empty_result(&request);
+    let mut result = match prepare_and_run(core, &request, &caller, &mut result).await {
+        Ok(done) => done,
+        Err(e) => {
+            result.error = Some(e);
+            result
+        }
+    };
+    result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    result
+}
+
+async fn prepare_and_run(
+    core: &ExecCore,
+    request: &ToolCallRequest,
+    caller: &Caller,
+    result: &mut ToolCallResult,
+) -> Result<ToolCallResult, ToolError> {
+    let (tool, mut prepared) = core
+        .registry
+        .prepare(&request.name, request.arguments.clone())?;
+    let def = core.registry.definition(&request.name).ok_or_else(|| {
+        ToolError::new(
+            ToolErrorCode::Unavailable,
+            "the tool was unregistered meanwhile",
+        )
+        .with_hint("call the tool catalog again")
+    })?;
+    result.via = via_of(&request.name);
+    check_confirmation(core, &def, request)?;
+    let user = request.user.clone().or_else(|| caller.user.clone());
+    if let Some(user) = &user {
+        core.registry
+            .inject_user(&request.name, &mut prepared, user);
+    }
+    result.auto_corrected = !prepared.corrections.is_empty();
+    result.corrections = std::mem::take(&mut prepared.corrections);
+    let idem_key = (def.effect == ToolEffect::Write).then(|| {
+        let session = request.session.as_deref().or(caller.session.as_deref());
+        let turn = request.turn_id.as_deref().unwrap_or(&request.call_id);
+        idempotency_key(
+            session.unwrap_or("-"),
+            turn,
+            &request.name,
+            &prepared.arguments,
+        )
+    });
+    if let Some(key) = &idem_key {
+        if let Some(replayed) = replay(core, key, request)? {
+            return Ok(replayed);
+        }
+    }
+    core.metrics.bump(Counter::Execution);
+    if def.risk == ToolRisk::High {
+        let counter = if request.confirmed {
+            Counter::HighRiskConfirmed
+        } else {
+            Counter::HighRiskUnconfirmed
+        };
+        core.metrics.bump(counter);
+    }
+    let mut out = result.clone();
+    match def.mode {
+        ToolMode::Async => {
+            let job = jobs::JobStart {
+                tool,
+                definition: def,
+                call_id: request.call_id.clone(),
+                caller: Caller {
+                    user,
+                    ..caller.clone()
+                },
+                turn_id: request.turn_id.clone(),
+                arguments: prepared.arguments,
+                idempotency_key: idem_key.clone(),
+            };
+            let job_id = jobs::submit(core, job).await?;
+            out.status = ToolStatus::Ok;
+            out.output = json!({"job_id": job_id, "status": "submitted"});
+        }
+        ToolMode::Sync => {
+            run_sync(
+                core,
+                tool.as_ref(),
+                &def,
+                request,
+                prepared.arguments,
+                &mut out,
+            )
+            .await
+        }
+    }
+    if let (Some(key), ToolStatus::Ok) = (&idem_key, out.status) {
+        core.stores.idem.record(key, &out).await.map_err(|e| {
+            tracing::error!(tool = %request.name, error = %e, "idempotency record failed after the call ran");
+            ToolError::new(
+                ToolErrorCode::Unavailable,
+                format!("`{}` ran, but its result could not be recorded: {e}", request.name),
+            )
+            .with_hint("the action probably took effect; do not repeat it, tell the user to check")
+        })?;
+    }
+    Ok(out)
+}
+
+/// A `risk = high` call runs only with `confirmed: true`.
+fn check_confirmation(
+    core: &ExecCore,
+    def: &ToolDefinition,
+    request: &ToolCallRequest,
+) -> Result<(), ToolError> {
+    if def.risk != ToolRisk::High || request.confirmed {
+        return Ok(());
+    }
+    core.metrics.bump(Counter::HighRiskRefused);
+    Err(ToolError::new(
+        ToolErrorCode::ConfirmationRequired,
+        format!(
+            "`{}` is a high-risk tool and runs only after the user confirms this call",
+            request.name
+        ),
+    )
+    .with_hint("ask the user to confirm (say exactly what will happen), then call again confirmed"))
+}
+
+/// The recorded result of an earlier execution with the same key, if any.
+fn replay(
+    core: &ExecCore,
+    key: &str,
+    request: &ToolCallRequest,
+) -> Result<Option<ToolCallResult>, ToolError> {
+    let record = core.stores.idem.get(key).map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::Unavailable,
+            format!("idempotency store: {e}"),
+        )
+        .with_hint("the tool-executor's store is failing; do not retry, tell the user")
+    })?;
+    Ok(record.map(|r| {
+        core.metrics.bump(Counter::IdempotentReplay);
+        let mut result = r.result;
+        result.call_id.clone_from(&request.call_id);
+        result.via = REPLAY_VIA.to_string();
+        result
+    }))
+}
+
+async fn run_sync(
+    core: &ExecCore,
+    tool: &dyn Tool,
+    def: &ToolDefinition,
+    request: &ToolCallRequest,
+    arguments: Value,
+    out: &mut ToolCallResult,
+) {
+    let timeout = def.timeout();
+    match tokio::time::timeout(timeout, tool.call(arguments)).await {
+        Ok(Ok(output)) => {
+            out.status = ToolStatus::Ok;
+            if request.name != crate::tools::builtin::RAW_GET {
+                match core
+                    .stores
+                    .raw
+                    .put(&request.name, &request.call_id, &output)
+                {
+                    Ok(reference) => out.raw_reference = Some(reference),
+                    Err(e) => tracing::warn!(error = %e, "raw output not stored"),
+                }
+            }
+            out.output = output;
+        }
+        Ok(Err(e)) => out.error = Some(e),
+        Err(_) => out.error = Some(timeout_error(&request.name, timeout, def.effect)),
+    }
+}
+
+/// The explanatory timeout result: what timed out, likely causes, whether to retry.
+pub fn timeout_error(name: &str, timeout: std::time::Duration, effect: ToolEffect) -> ToolError {
+    let hint = match effect {
+        ToolEffect::Write => {
+            "the action may or may not have taken effect: do not retry; tell the user and suggest checking"
+        }
+        _ => "retry once with a narrower request; if it times out again, tell the user",
+    };
+    ToolError::new(
+        ToolErrorCode::Timeout,
+        format!(
+            "`{name}` did not finish within {timeout:?}; its backend may be slow or down, or the request too large"
+        ),
+    )
+    .with_hint(hint)
+}
+
+fn via_of(name: &str) -> String {
+    match name.split_once(MCP_SEPARATOR) {
+        Some((server, _)) => format!("mcp:{server}"),
+        None => "builtin".into(),
+    }
+}
+
+fn empty_result(request: &ToolCallRequest) -> ToolCallResult {
+    ToolCallResult {
+        call_id: request.call_id.clone(),
+        name: request.name.clone(),
+        status: ToolStatus::Error,
+        output: Value::Null,
+        error: None,
+        auto_corrected: false,
+        corrections: Vec::new(),
+        via: "builtin".into(),
+        duration_ms: 0,
+        raw_reference: None,
+    }
+}

@@ -1,0 +1,198 @@
+//! Async jobs: their persisted records (sled tree `jobs`, owned by the tool-executor) and
+//! the status a job moves through.
+//!
+//! Keys: the job id (`job-<uuid v7>`, so keys sort by creation time), UTF-8. Values: one
+//! [`JobRecord`] as JSON. A job is written `submitted` before the call is answered, `running`
+//! when the work starts, and `done` or `failed` when it ends; every change is also published
+//! on `hermes.job.<id>` as a [`crate::bus::messages::JobEvent`]. On start the executor resumes
+//! the jobs it finds `submitted` or `running` (see `actors::tool_executor`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ProgressUpdate, ToolError};
+use crate::store::StoreError;
+
+/// The sled tree of job records.
+pub const TREE: &str = "jobs";
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Submitted,
+    Running,
+    Done,
+    Failed,
+}
+
+impl JobStatus {
+    /// `done` or `failed`: nothing more will happen.
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Failed)
+    }
+
+    /// The envelope kind of the event announcing this status.
+    pub fn event_kind(self) -> &'static str {
+        match self {
+            JobStatus::Submitted => crate::bus::messages::kinds::JOB_SUBMITTED,
+            JobStatus::Running => crate::bus::messages::kinds::JOB_PROGRESS,
+            JobStatus::Done => crate::bus::messages::kinds::JOB_DONE,
+            JobStatus::Failed => crate::bus::messages::kinds::JOB_FAILED,
+        }
+    }
+}
+
+/// One async job as persisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub job_id: String,
+    pub tool: String,
+    pub call_id: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// The validated arguments (with injected keys), so the job can run again after a restart.
+    pub arguments: Value,
+    pub status: JobStatus,
+    #[serde(default)]
+    pub progress: Option<ProgressUpdate>,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<ToolError>,
+    /// Set for `write` tools: the call's idempotency key.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// How many times the work was started (more than 1 after a resume).
+    #[serde(default)]
+    pub attempts: u32,
+    pub created: DateTime<Utc>,
+    pub updated: DateTime<Utc>,
+}
+
+/// A fresh job id: `job-<uuid v7>`.
+pub fn new_job_id() -> String {
+    format!("job-{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The `jobs` tree.
+#[derive(Debug, Clone)]
+pub struct JobStore {
+    tree: sled::Tree,
+}
+
+impl JobStore {
+    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+        Ok(Self {
+            tree: db.open_tree(TREE)?,
+        })
+    }
+
+    /// Write (or overwrite) a record, stamping `updated`.
+    pub fn put(&self, record: &mut JobRecord) -> Result<(), StoreError> {
+        record.updated = Utc::now();
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))?;
+        self.tree.insert(record.job_id.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    pub fn get(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.tree
+            .get(job_id.as_bytes())?
+            .map(|bytes| decode(job_id, &bytes))
+            .transpose()
+    }
+
+    /// Every job not yet `done` or `failed`, oldest first.
+    pub fn unfinished(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.tree.iter() {
+            let (key, bytes) = item?;
+            let record = decode(&String::from_utf8_lossy(&key), &bytes)?;
+            if !record.status.is_final() {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Make the writes so far durable (call before acknowledging a submission).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.tree.flush_async().await?;
+        Ok(())
+    }
+}
+
+fn decode(key: &str, bytes: &[u8]) -> Result<JobRecord, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: format!("job {key}"),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(status: JobStatus) -> JobRecord {
+        JobRecord {
+            job_id: new_job_id(),
+            tool: "generate_report".into(),
+            call_id: "c1".into(),
+            agent: None,
+            session: Some("s1".into()),
+            user: None,
+            turn_id: None,
+            arguments: json!({"topic": "x"}),
+            status,
+            progress: None,
+            result: None,
+            error: None,
+            idempotency_key: None,
+            attempts: 0,
+            created: Utc::now(),
+            updated: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn unfinished_lists_only_jobs_still_to_do_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = {
+            let db = crate::store::open(dir.path()).unwrap();
+            let store = JobStore::open(&db).unwrap();
+            let mut ids = Vec::new();
+            for status in [JobStatus::Running, JobStatus::Done, JobStatus::Submitted] {
+                let mut r = record(status);
+                store.put(&mut r).unwrap();
+                ids.push(r.job_id);
+            }
+            db.flush().unwrap();
+            ids
+        };
+        let db = crate::store::open(dir.path()).unwrap();
+        let store = JobStore::open(&db).unwrap();
+        let open: Vec<String> = store
+            .unfinished()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.job_id)
+            .collect();
+        assert_eq!(open, vec![ids[0].clone(), ids[2].clone()]);
+        assert_eq!(store.get(&ids[1]).unwrap().unwrap().status, JobStatus::Done);
+        assert!(store.get("job-missing").unwrap().is_none());
+    }
+
+    #[test]
+    fn job_ids_are_subject_tokens() {
+        crate::bus::subjects::job(&new_job_id()).unwrap();
+    }
+}

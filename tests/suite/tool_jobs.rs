@@ -1,0 +1,125 @@
+//! Async jobs across a crash: a `hermes serve --actors tool-executor` process on NATS is
+//! killed with SIGKILL while a job runs; restarted on the same data directory it resumes the
+//! job, which completes and is announced `job.done` on `hermes.job.<id>`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hermes::bus::messages::{kinds, JobEvent, ToolCallRequest, ToolCallResult, ToolStatus};
+use hermes::bus::{self, rpc, subjects, Subscription};
+use hermes::envelope::Envelope;
+use hermes::tools::jobs::JobStatus;
+use hermes::tools::metrics::ToolMetrics;
+use serde_json::json;
+
+use crate::common::hermes_proc::Serve;
+use crate::common::nats_server::NatsServer;
+
+const T: Duration = Duration::from_secs(30);
+
+fn write_config(dir: &Path) -> PathBuf {
+    let config = format!(
+        "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n",
+        dir.join("tools-data").display()
+    );
+    let path = dir.join("tools.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+async fn next_job_event(sub: &mut Subscription) -> (String, JobEvent) {
+    let msg = tokio::time::timeout(T, sub.next())
+        .await
+        .expect("a job event in time")
+        .unwrap();
+    let env = Envelope::decode(&msg.payload, 1 << 20).unwrap();
+    let kind = env.kind.clone();
+    (kind, serde_json::from_value(env.body).unwrap())
+}
+
+async fn call(bus: &bus::SharedBus, name: &str, arguments: serde_json::Value) -> ToolCallResult {
+    let request = Envelope::new(
+        kinds::TOOL_CALL,
+        ToolCallRequest {
+            call_id: format!("{name}-1"),
+            name: name.into(),
+            arguments,
+            ..Default::default()
+        },
+    );
+    let subject = subjects::tool(name).unwrap();
+    let reply: Envelope<ToolCallResult> =
+        rpc::call(bus.as_ref(), &subject, &request, kinds::TOOL_RESULT, T)
+            .await
+            .unwrap();
+    reply.body
+}
+
+#[test]
+fn an_async_job_survives_kill_9_of_the_tool_executor() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
+
+    let serve = Serve::start(&config, &nats.url(), "tool-executor");
+    let (job_id, mut sub) = rt.block_on(async {
+        let submitted = call(
+            &bus,
+            "generate_report",
+            json!({"topic": "phones", "seconds": 4}),
+        )
+        .await;
+        assert_eq!(submitted.status, ToolStatus::Ok, "{submitted:?}");
+        assert_eq!(submitted.output["status"], "submitted");
+        let job_id = submitted.output["job_id"].as_str().unwrap().to_string();
+        let mut sub = bus
+            .subscribe(&subjects::job(&job_id).unwrap())
+            .await
+            .unwrap();
+        // Wait until the job has made progress: it is running when the executor dies.
+        loop {
+            let (_, event) = next_job_event(&mut sub).await;
+            assert!(
+                !event.status.is_final(),
+                "the job ended before the crash: {event:?}"
+            );
+            if event.progress.is_some() {
+                break;
+            }
+        }
+        (job_id, sub)
+    });
+    serve.kill9();
+
+    let serve = Serve::start(&config, &nats.url(), "tool-executor");
+    rt.block_on(async {
+        let (kind, done) = loop {
+            let (kind, event) = next_job_event(&mut sub).await;
+            if event.status.is_final() {
+                break (kind, event);
+            }
+        };
+        assert_eq!(kind, kinds::JOB_DONE, "{done:?}");
+        assert_eq!(done.status, JobStatus::Done);
+        assert_eq!(done.result.unwrap()["topic"], "phones");
+        let polled = call(&bus, "job_status", json!({"job_id": job_id})).await;
+        assert_eq!(polled.output["status"], "done", "{polled:?}");
+        let request = Envelope::new(kinds::TOOLS_METRICS_REQUEST, serde_json::Value::Null);
+        let metrics: Envelope<ToolMetrics> = rpc::call(
+            bus.as_ref(),
+            subjects::TOOLS_METRICS,
+            &request,
+            kinds::TOOLS_METRICS,
+            T,
+        )
+        .await
+        .unwrap();
+        assert_eq!(metrics.body.jobs_resumed, 1);
+    });
+    serve.stop();
+}
