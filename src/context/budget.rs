@@ -1,7 +1,8 @@
 //! Context assembly under the token budget (DESIGN §4).
 //!
 //! Priority: system prompt → tool definitions → **pinned task goal** → current user message
-//! (these are never cut) → the rest of the current turn → memory context → history summary →
+//! (these are never cut) → the rest of the current turn → memory context → key facts →
+//! history summary →
 //! earlier turns, newest first, whole turns only (a tool result never loses the call that asked
 //! for it). Over budget, tool results shrink to their summaries before a turn is dropped. The
 //! result never exceeds the budget: when even the parts that are never cut do not fit, the
@@ -29,6 +30,8 @@ pub struct ContextParts<'a> {
     pub tools_tokens: u32,
     pub goal: Option<Counted<'a>>,
     pub memory: Option<Counted<'a>>,
+    /// Identifiers pulled from tool results.
+    pub key_facts: Option<Counted<'a>>,
     pub summary: Option<Counted<'a>>,
     /// Earlier turns not covered by the summary, oldest first.
     pub history: &'a [StoredMessage],
@@ -146,6 +149,7 @@ pub fn assemble(
         }
     };
     let memory = take(parts.memory, &mut used);
+    let key_facts = take(parts.key_facts, &mut used);
     let summary = take(parts.summary, &mut used);
     // Earlier turns, newest first, whole turns only.
     let mut kept: Vec<Vec<ChatMessage>> = Vec::new();
@@ -172,6 +176,7 @@ pub fn assemble(
         messages.push(g.message.clone());
     }
     messages.extend(memory);
+    messages.extend(key_facts);
     messages.extend(summary);
     for turn in kept.into_iter().rev() {
         messages.extend(turn);
@@ -229,6 +234,7 @@ mod tests {
             tools_tokens: 10,
             goal: None,
             memory: None,
+            key_facts: None,
             summary: None,
             history: &history,
             current: &current,
@@ -252,6 +258,7 @@ mod tests {
             tools_tokens: 0,
             goal: None,
             memory: None,
+            key_facts: None,
             summary: None,
             history: &[],
             current: &current,
@@ -362,6 +369,7 @@ mod properties {
                 tools_tokens,
                 goal: Some(Counted { message: &goal, tokens: counter().count_message(&goal) }),
                 memory: None,
+                key_facts: None,
                 summary: None,
                 history,
                 current,

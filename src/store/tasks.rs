@@ -68,6 +68,9 @@ pub struct TaskState {
     pub goal_tokens: u32,
     #[serde(default)]
     pub turn: Option<TurnRecord>,
+    /// Identifiers pulled from tool results (`order_id=…`), shown to the model as key facts.
+    #[serde(default)]
+    pub key_facts: Vec<String>,
 }
 
 impl TaskState {

@@ -87,6 +87,15 @@ pub(super) fn assemble(
     let task = &*state.task;
     let goal = task.goal.as_deref().map(goal_message);
     let summary = (!task.summary.is_empty()).then(|| summary_message(&task.summary));
+    let facts = (!task.key_facts.is_empty()).then(|| {
+        ChatMessage::system(format!(
+            "Key facts from tool results in this session: {}",
+            task.key_facts.join(", ")
+        ))
+    });
+    let facts_tokens = facts
+        .as_ref()
+        .map_or(0, |m| state.env.tokens.count_message(m));
     let start = usize::try_from(task.summary_upto)
         .unwrap_or(usize::MAX)
         .min(state.log.len());
@@ -108,6 +117,10 @@ pub(super) fn assemble(
         memory: fixed.memory.as_ref().map(|m| Counted {
             message: m,
             tokens: fixed.memory_tokens,
+        }),
+        key_facts: facts.as_ref().map(|m| Counted {
+            message: m,
+            tokens: facts_tokens,
         }),
         summary: summary.as_ref().map(|m| Counted {
             message: m,

@@ -31,6 +31,8 @@ use crate::memory::RecallHit;
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
+use crate::tools::definition::ToolDefinition;
+use crate::tools::scenes;
 
 /// What a turn needs from its session's environment.
 #[derive(Clone)]
@@ -243,7 +245,23 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
                 .collect(),
         })
         .await;
-    let tools = tool_catalog(env).await;
+    let catalog = tool_catalog(env).await;
+    let definitions = catalog.definitions;
+    // Only the active scene's tools (at most 15) are shown; the rest stay callable.
+    let tools: Vec<ToolSpec> = if definitions.is_empty() {
+        catalog.tools
+    } else {
+        scenes::select_tools(
+            &definitions,
+            agent.scene.as_deref(),
+            &user_text,
+            &["session_search"],
+            scenes::MAX_TOOLS,
+        )
+        .into_iter()
+        .map(|d| d.spec())
+        .collect()
+    };
     let fixed = context::Fixed::new(env, &agent, state.task, &hits, &tools);
     loop {
         let current = state.current();
@@ -257,7 +275,11 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             }
             Role::Assistant => {
                 let calls = last.message.tool_calls.clone();
-                run_tool_calls(state, &tools, &current, &calls, &record.turn_id).await?;
+                run_tool_calls(state, &definitions, &current, &calls, &record.turn_id).await?;
+                if let Some(stuck) = loop_guard(&state.current()) {
+                    // Asking the user beats a fourth identical failure.
+                    state.persist(ChatMessage::assistant(stuck), None).await?;
+                }
             }
             Role::User | Role::Tool | Role::System => {
                 if state.record().step >= agent.max_steps {
@@ -279,9 +301,10 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
 }
 
 /// Execute the calls of the last assistant message that have no stored result yet.
+/// Independent `read` calls run concurrently; results are stored in call order.
 async fn run_tool_calls(
     state: &mut TurnState<'_>,
-    tools: &[ToolSpec],
+    tools: &[ToolDefinition],
     current: &[StoredMessage],
     calls: &[crate::llm::ToolCall],
     turn_id: &str,
@@ -295,15 +318,38 @@ async fn run_tool_calls(
         .filter(|c| !done.contains(&c.id.as_str()))
         .cloned()
         .collect();
-    let total = pending.len();
-    for (i, call) in pending.into_iter().enumerate() {
-        let result =
-            tool_calls::execute(state.env, &state.emitter, tools, state.meta, turn_id, &call).await;
-        let content = tool_calls::content_for_model(&result);
+    let results = if tool_calls::all_reads(tools, &pending) {
+        let (env, emitter, meta) = (state.env, &state.emitter, &*state.meta);
+        futures::future::join_all(
+            pending
+                .iter()
+                .map(|call| tool_calls::execute(env, emitter, tools, meta, turn_id, call)),
+        )
+        .await
+    } else {
+        let mut results = Vec::with_capacity(pending.len());
+        for call in &pending {
+            results.push(
+                tool_calls::execute(state.env, &state.emitter, tools, state.meta, turn_id, call)
+                    .await,
+            );
+        }
+        results
+    };
+    let total = results.len();
+    for (i, (call, result)) in pending.iter().zip(results).enumerate() {
+        for fact in tool_calls::key_facts(&result) {
+            if !state.task.key_facts.contains(&fact) {
+                state.task.key_facts.push(fact);
+            }
+        }
+        let excess = state.task.key_facts.len().saturating_sub(MAX_KEY_FACTS);
+        state.task.key_facts.drain(..excess);
         // The last result moves the turn back to planning, in the same flush.
         if i + 1 == total {
             state.set_phase(TurnPhase::Planning);
         }
+        let content = tool_calls::content_for_model(&result);
         let msg = ChatMessage::tool(call.id.clone(), call.name.clone(), content);
         state.persist(msg, None).await?;
     }
@@ -311,6 +357,35 @@ async fn run_tool_calls(
         state.set_phase(TurnPhase::Planning);
     }
     Ok(())
+}
+
+/// Most identifiers kept in the key-facts region (oldest go first).
+const MAX_KEY_FACTS: usize = 20;
+
+/// Failures of one tool in a row after which the turn asks the user instead of retrying.
+const MAX_CONSECUTIVE_FAILURES: usize = 3;
+
+/// The question to ask the user when the same tool has just failed three times in a row.
+fn loop_guard(current: &[StoredMessage]) -> Option<String> {
+    let results: Vec<&StoredMessage> = current
+        .iter()
+        .filter(|m| m.message.role == Role::Tool)
+        .collect();
+    let last = results.last()?;
+    let name = last.message.name.clone()?;
+    let failed = |m: &&StoredMessage| m.message.content.contains("\"status\":\"error\"");
+    let streak = results
+        .iter()
+        .rev()
+        .take_while(|m| m.message.name.as_deref() == Some(name.as_str()) && failed(m))
+        .count();
+    (streak >= MAX_CONSECUTIVE_FAILURES).then(|| {
+        format!(
+            "I tried `{name}` {streak} times and it failed each time, so I stopped instead of \
+             retrying. Could you check the details (ids, dates, spelling) or tell me how you \
+             would like to proceed?"
+        )
+    })
 }
 
 async fn finish(
@@ -397,7 +472,7 @@ async fn recall(env: &TurnEnv, user: &str, query: &str, trace: &str) -> Vec<Reca
     }
 }
 
-async fn tool_catalog(env: &TurnEnv) -> Vec<ToolSpec> {
+async fn tool_catalog(env: &TurnEnv) -> ToolsCatalog {
     let request = Envelope::new(kinds::TOOLS_LIST, serde_json::Value::Null);
     let timeout = Duration::from_secs(env.config.engine.request_timeout_secs);
     match rpc::call::<_, ToolsCatalog>(
@@ -409,10 +484,10 @@ async fn tool_catalog(env: &TurnEnv) -> Vec<ToolSpec> {
     )
     .await
     {
-        Ok(r) => r.body.tools,
+        Ok(r) => r.body,
         Err(e) => {
             tracing::warn!(error = %e, "tool catalog unavailable; the turn goes on without tools");
-            Vec::new()
+            ToolsCatalog::default()
         }
     }
 }

@@ -9,9 +9,12 @@ use super::{Emitter, TurnEnv};
 use crate::bus::messages::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, TurnEvent};
 use crate::bus::{rpc, subjects, BusError};
 use crate::envelope::Envelope;
-use crate::llm::{ToolCall, ToolSpec};
+use crate::llm::ToolCall;
 use crate::store::sessions::SessionMeta;
+use crate::tools::definition::{ToolDefinition, ToolEffect};
 use crate::tools::registry::closest_names;
+use crate::tools::transform::{self, DEFAULT_DETAIL_CHARS};
+use crate::tools::worker;
 use crate::tools::{ToolError, ToolErrorCode};
 
 /// Extra time the session waits beyond the tool's own timeout (the executor reports timeouts).
@@ -20,7 +23,7 @@ const REPLY_MARGIN: Duration = Duration::from_secs(5);
 pub(super) async fn execute(
     env: &TurnEnv,
     emitter: &Emitter,
-    tools: &[ToolSpec],
+    tools: &[ToolDefinition],
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
@@ -33,10 +36,23 @@ pub(super) async fn execute(
             arguments: call.arguments.clone(),
         })
         .await;
-    let result = if tools.iter().any(|t| t.name == call.name) {
-        dispatch(env, meta, turn_id, call).await
-    } else {
-        failed(call, unknown_tool(&call.name, tools))
+    let result = match tools.iter().find(|t| t.name == call.name) {
+        // Worker tools are validated here: the worker serves its subject directly.
+        Some(def) if worker::is_worker(def) => {
+            match worker::prepare_remote(def, call.arguments.clone()) {
+                Ok(prepared) => {
+                    let mut repaired = call.clone();
+                    repaired.arguments = prepared.arguments;
+                    let mut result = dispatch(env, meta, turn_id, &repaired).await;
+                    result.auto_corrected |= !prepared.corrections.is_empty();
+                    result.corrections.extend(prepared.corrections);
+                    result
+                }
+                Err(e) => failed(call, e),
+            }
+        }
+        Some(_) => dispatch(env, meta, turn_id, call).await,
+        None => failed(call, unknown_tool(&call.name, tools)),
     };
     emitter
         .emit(TurnEvent::ToolResult {
@@ -102,7 +118,17 @@ async fn dispatch(
     }
 }
 
-fn unknown_tool(name: &str, tools: &[ToolSpec]) -> ToolError {
+/// Can these calls run at the same time? Only when every one is a known `read` tool.
+pub(super) fn all_reads(tools: &[ToolDefinition], calls: &[ToolCall]) -> bool {
+    calls.len() > 1
+        && calls.iter().all(|c| {
+            tools
+                .iter()
+                .any(|t| t.name == c.name && t.effect == ToolEffect::Read)
+        })
+}
+
+fn unknown_tool(name: &str, tools: &[ToolDefinition]) -> ToolError {
     let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
     let listed = if names.len() <= 15 {
         names.join(", ")
@@ -132,17 +158,17 @@ fn failed(call: &ToolCall, error: ToolError) -> ToolCallResult {
     }
 }
 
-/// The compact JSON a tool result enters the model's context as.
+/// A tool result as it enters the model's context (DESIGN §5):
+/// `{tool_use_id, tool_name, status, summary ≤100 chars, detail (trimmed), raw_reference}`.
 pub(super) fn content_for_model(result: &ToolCallResult) -> String {
-    let value = match result.status {
-        ToolStatus::Ok if result.auto_corrected => json!({
-            "status": "ok",
-            "detail": result.output,
-            "auto_corrected": true,
-            "corrections": result.corrections,
-        }),
-        ToolStatus::Ok => json!({"status": "ok", "detail": result.output}),
-        ToolStatus::Error => json!({"status": "error", "error": result.error}),
-    };
-    value.to_string()
+    serde_json::to_string(&transform::transform(result, DEFAULT_DETAIL_CHARS))
+        .unwrap_or_else(|e| json!({"status": "error", "summary": e.to_string()}).to_string())
+}
+
+/// Identifiers (order ids, tracking numbers, …) a result carries, for the key-facts region.
+pub(super) fn key_facts(result: &ToolCallResult) -> Vec<String> {
+    transform::extract_identifiers(&result.output)
+        .into_iter()
+        .map(|i| format!("{}={}", i.kind, i.value))
+        .collect()
 }

@@ -319,3 +319,82 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
         .iter()
         .any(|t| t["function"]["name"] == "add"));
 }
+
+#[test]
+fn the_same_tool_failing_three_times_makes_the_turn_ask_the_user() {
+    let scenario = r#"
+name = "guard"
+[[rule]]
+role = "planner"
+when_last = "user"
+text = ""
+[[rule.tool_calls]]
+name = "add"
+arguments = { a = "not a number", b = 1 }
+
+[[rule]]
+role = "planner"
+when_last = "tool"
+after_tool = "add"
+text = ""
+[[rule.tool_calls]]
+name = "add"
+arguments = { a = "still not a number", b = 1 }
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+text = '{"memory_updates": []}'
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), scenario), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "g", "u1")
+            .await
+            .unwrap();
+        let trace = c.turn("add these", T, |_| {}).await.unwrap();
+        assert_eq!(tool_results(&trace.events).len(), 3, "no fourth attempt");
+        let answer = trace.answer.unwrap();
+        assert!(
+            answer.contains("`add`") && answer.contains("3 times"),
+            "{answer}"
+        );
+    });
+}
+
+#[test]
+fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let mut plans = engine
+            .bus
+            .subscribe(hermes::bus::subjects::PLAN)
+            .await
+            .unwrap();
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "tr", "u1")
+            .await
+            .unwrap();
+        c.turn("add please", T, |_| {}).await.unwrap();
+        let mut last = None;
+        while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), plans.next()).await
+        {
+            last = Some(m);
+        }
+        let env = hermes::envelope::Envelope::decode_as::<hermes::bus::messages::PlanRequest>(
+            &last.unwrap().payload,
+            usize::MAX,
+            hermes::bus::messages::kinds::PLAN_REQUEST,
+        )
+        .unwrap();
+        let tool_msg = env
+            .body
+            .messages
+            .iter()
+            .find(|m| m.role == hermes::llm::Role::Tool)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&tool_msg.content).unwrap();
+        for key in ["tool_use_id", "tool_name", "status", "summary", "detail"] {
+            assert!(v.get(key).is_some(), "{key} missing in {v}");
+        }
+        assert!(v["summary"].as_str().unwrap().chars().count() <= 100);
+    });
+}
