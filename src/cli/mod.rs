@@ -2,6 +2,8 @@
 
 mod bench_cmd;
 mod demo;
+mod eval;
+mod memory;
 mod print;
 mod runtime;
 mod send;
@@ -65,6 +67,11 @@ enum Command {
     /// MCP utilities.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Look at and tidy the memory store (stop `hermes serve` on that data directory first).
+    Memory(memory::MemoryArgs),
+    /// Evaluations: `hermes eval memory --dataset FILE`.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 #[derive(Subcommand)]
@@ -82,6 +89,8 @@ pub fn main() -> ExitCode {
         Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
         Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
+        Command::Memory(args) => load(&cli.config).and_then(|c| memory::run(c, args)),
+        Command::Eval(cmd) => load(&cli.config).and_then(|c| eval::run(c, cmd)),
         Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
                 .map_err(anyhow::Error::from)
