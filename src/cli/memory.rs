@@ -179,13 +179,26 @@ fn parse_kind(text: &str) -> anyhow::Result<MemoryKind> {
     })
 }
 
-fn cut(text: &str, max: usize) -> String {
+/// `text` on one line, cut to at most `width` terminal columns and padded to exactly that
+/// (Chinese characters take two columns).
+fn cell(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
     let one_line = text.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
+    let mut out = String::new();
+    let mut used = 0;
+    let total: usize = one_line.chars().map(|c| c.width().unwrap_or(0)).sum();
+    for c in one_line.chars() {
+        let w = c.width().unwrap_or(0);
+        if total > width && used + w + 1 > width {
+            out.push('…');
+            used += 1;
+            break;
+        }
+        out.push(c);
+        used += w;
     }
+    out.push_str(&" ".repeat(width.saturating_sub(used)));
+    out
 }
 
 fn kind_name(kind: MemoryKind) -> String {
@@ -221,16 +234,22 @@ fn ls(service: &MemoryService, user: &str, all: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<10} {:<10} {:<22} {:<44} {:>4} {:>4} {:<16} {:<7}",
-        "ID", "KIND", "KEY", "CONTENT", "IMP", "CONF", "UPDATED", "STATE"
+        "{:<36} {:<10} {} {} {:>4} {:>4} {:<16} STATE",
+        "ID",
+        "KIND",
+        cell("KEY", 22),
+        cell("CONTENT", 44),
+        "IMP",
+        "CONF",
+        "UPDATED"
     );
     for r in &records {
         println!(
-            "{:<10} {:<10} {:<22} {:<44} {:>4.1} {:>4.1} {:<16} {:<7}",
-            cut(&r.id, 10),
+            "{:<36} {:<10} {} {} {:>4.1} {:>4.1} {:<16} {}",
+            r.id,
             kind_name(r.kind),
-            cut(&r.key, 22),
-            cut(&r.content, 44),
+            cell(&r.key, 22),
+            cell(&r.content, 44),
             r.importance,
             r.confidence,
             r.updated_at.format("%Y-%m-%d %H:%M"),
@@ -294,17 +313,14 @@ async fn search(service: &MemoryService, query: RecallQuery) -> anyhow::Result<(
         return Ok(());
     }
     let by = service.embedder_id().unwrap_or("bm25 only");
-    println!(
-        "{:>6}  {:<10} {:<22} {:<60}",
-        "SCORE", "ID", "KEY", "CONTENT"
-    );
+    println!("{:>6}  {:<36} {} CONTENT", "SCORE", "ID", cell("KEY", 22));
     for h in &hits {
         println!(
-            "{:>6.3}  {:<10} {:<22} {:<60}",
+            "{:>6.3}  {:<36} {} {}",
             h.score,
-            cut(&h.record.id, 10),
-            cut(&h.record.key, 22),
-            cut(&h.record.content, 60)
+            h.record.id,
+            cell(&h.record.key, 22),
+            cell(&h.record.content, 60).trim_end()
         );
     }
     println!("{} recalled ({by})", hits.len());
@@ -333,4 +349,18 @@ async fn forget(
         None => println!("nothing to forget"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cell;
+
+    #[test]
+    fn cells_pad_and_cut_by_terminal_columns_counting_chinese_as_two() {
+        assert_eq!(cell("abc", 5), "abc  ");
+        assert_eq!(cell("预算", 5), "预算 ");
+        assert_eq!(cell("abcdefgh", 5), "abcd…");
+        assert_eq!(cell("用户买耳机的预算", 7), "用户买…");
+        assert_eq!(cell("a\nb", 4), "a b ");
+    }
 }
