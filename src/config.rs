@@ -137,6 +137,69 @@ pub struct MemoryConfig {
     pub min_score: f64,
     /// Redeliver an extraction job not acknowledged within this many seconds.
     pub extract_ack_wait_secs: u64,
+    /// Seconds between two sweeps of expired memories in the memory-extractor; `0` = never
+    /// (`hermes memory sweep` still runs one).
+    #[serde(default = "default_sweep_interval")]
+    pub sweep_interval_secs: u64,
+    /// Where recall's vector half comes from; `none` = BM25 only.
+    #[serde(default)]
+    pub embedder: EmbedderConfig,
+    /// Weights of the BM25 / vector score fusion (used when an embedder is configured).
+    #[serde(default)]
+    pub fusion: FusionConfig,
+}
+
+fn default_sweep_interval() -> u64 {
+    3600
+}
+
+/// `[memory.embedder]`: which model turns memories and queries into vectors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum EmbedderConfig {
+    /// No vectors: recall is BM25 only.
+    #[default]
+    None,
+    /// An OpenAI-compatible `POST {base_url}/embeddings` endpoint.
+    Openai {
+        /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`
+        base_url: String,
+        model: String,
+        /// Name of the environment variable holding the API key (none for local servers).
+        #[serde(default)]
+        api_key_env: Option<String>,
+        #[serde(default = "default_embed_timeout")]
+        timeout_secs: u64,
+    },
+    /// all-MiniLM-L6-v2 run in-process with candle (cargo feature `local-embedder`).
+    Local {
+        /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`
+        /// (`scripts/fetch-embedder.sh`); default: `$HERMES_EMBEDDER_MODEL_DIR`, else
+        /// `.tools/models/all-MiniLM-L6-v2`.
+        #[serde(default)]
+        model_dir: Option<PathBuf>,
+    },
+}
+
+fn default_embed_timeout() -> u64 {
+    30
+}
+
+/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·max(cosine, 0)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FusionConfig {
+    pub bm25_weight: f64,
+    pub vector_weight: f64,
+}
+
+impl Default for FusionConfig {
+    fn default() -> Self {
+        Self {
+            bm25_weight: 0.6,
+            vector_weight: 0.4,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -248,6 +311,17 @@ impl Config {
                         .into(),
                 });
             }
+        }
+        let fusion = self.memory.fusion;
+        let weights_ok = |w: f64| w.is_finite() && w >= 0.0;
+        if !weights_ok(fusion.bm25_weight)
+            || !weights_ok(fusion.vector_weight)
+            || fusion.bm25_weight + fusion.vector_weight <= 0.0
+        {
+            return Err(ConfigError::Invalid {
+                key: "memory.fusion".into(),
+                message: "bm25_weight and vector_weight must be ≥ 0 and not both 0".into(),
+            });
         }
         for (name, agent) in &self.agents {
             if agent.reply_reserve >= agent.context_window {

@@ -19,7 +19,7 @@ use crate::bus::{self, subjects, SharedBus};
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::llm::factory::build_model;
-use crate::memory::MemoryStore;
+use crate::memory::MemoryService;
 use crate::store::sessions::SessionStore;
 use crate::turn::TurnEnv;
 
@@ -208,12 +208,27 @@ impl Engine {
             actor: "memory-extractor",
             reason: "no data directory".into(),
         })?;
-        let store = MemoryStore::open(&db).map_err(|e| EngineError::Actor {
-            actor: "memory-extractor",
-            reason: e.to_string(),
+        let embedder_config = self.config.memory.embedder.clone();
+        let embedder = deps
+            .io
+            .spawn_blocking(move || crate::memory::embed::from_config(&embedder_config))
+            .await
+            .map_err(|e| EngineError::Actor {
+                actor: "memory-extractor",
+                reason: e.to_string(),
+            })?
+            .map_err(|e| EngineError::Actor {
+                actor: "memory-extractor",
+                reason: e.to_string(),
+            })?;
+        let service = MemoryService::open(&db, &self.config.memory, embedder).map_err(|e| {
+            EngineError::Actor {
+                actor: "memory-extractor",
+                reason: e.to_string(),
+            }
         })?;
         let arbiter = self.arbiter();
-        MemoryExtractor::start(deps.clone(), store, model, &arbiter)
+        MemoryExtractor::start(deps.clone(), service, model, &arbiter)
             .await
             .map_err(|reason| EngineError::Actor {
                 actor: "memory-extractor",

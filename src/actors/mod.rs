@@ -6,7 +6,7 @@
 //! | [`planner::Planner`] | `hermes.plan` | the planner model |
 //! | [`tool_executor::ToolExecutor`] | `hermes.tool.<name>`, `hermes.tools.list` | the tool registry |
 //! | [`mcp_bridge::McpBridge`] | `hermes.mcp.call`, `hermes.mcp.catalog` | MCP client sessions |
-//! | [`memory_extractor::MemoryExtractor`] | `hermes.memory.recall`, queue `hermes.memory.extract` | sled `memories` |
+//! | [`memory_extractor::MemoryExtractor`] | `hermes.memory.recall` / `.write` / `.forget`, queue `hermes.memory.extract` | sled `memories`, `memory_keys`, `memory_vectors`, `memory_refs` |
 
 pub mod adapter;
 pub mod mcp_bridge;

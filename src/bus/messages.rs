@@ -224,12 +224,19 @@ pub struct McpServerStatus {
     pub timeout_secs: u64,
 }
 
-/// Ask memory for what it knows about the current message.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Ask memory for what it knows about the current message. Besides the user, recall can be
+/// narrowed to a namespace and to kinds / topics (a record passes with any listed one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecallRequest {
     pub user: String,
     pub query: String,
     pub limit: usize,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub kinds: Vec<crate::memory::MemoryKind>,
+    #[serde(default)]
+    pub topics: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -2,6 +2,8 @@
 
 mod bench_cmd;
 mod demo;
+mod eval;
+mod memory;
 mod print;
 mod runtime;
 mod send;
@@ -72,6 +74,11 @@ enum Command {
     /// Tool definitions: `tools ls` lists them, `tools lint [--strict]` checks descriptions.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Look at and tidy the memory store (stop `hermes serve` on that data directory first).
+    Memory(memory::MemoryArgs),
+    /// Evaluations: `hermes eval memory --dataset FILE`.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 #[derive(Subcommand)]
@@ -91,6 +98,8 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
         Command::Sessions(args) => load(&cli.config).and_then(|c| sessions::run(c, args)),
         Command::Tools(cmd) => load(&cli.config).and_then(|c| tools::run(c, cmd)),
+        Command::Memory(args) => load(&cli.config).and_then(|c| memory::run(c, args)),
+        Command::Eval(cmd) => load(&cli.config).and_then(|c| eval::run(c, cmd)),
         Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
                 .map_err(anyhow::Error::from)

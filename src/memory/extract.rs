@@ -211,6 +211,63 @@ fn unfence(text: &str) -> &str {
     }
 }
 
+/// Key or topic words that mark a mood or chit-chat rather than a durable fact.
+pub const NOISE_WORDS: &[&str] = &[
+    "mood",
+    "moods",
+    "feeling",
+    "feelings",
+    "emotion",
+    "emotions",
+    "emotional",
+    "greeting",
+    "greetings",
+    "smalltalk",
+    "chitchat",
+    "thanks",
+    "gratitude",
+];
+
+/// Multi-word noise keys (matched as substrings of the normalised key).
+const NOISE_PHRASES: &[&str] = &["chit_chat", "small_talk"];
+
+/// Drop what should never be stored even when the model proposes it (the prompt already asks
+/// the model not to): `noop`s; adds/updates whose content has no searchable term (`"!!!"`,
+/// `"嗯嗯"`); adds/updates that are only a mood or chit-chat — their key has a word of
+/// [`NOISE_WORDS`] (`current_mood`, `greeting`) or every topic is one — unless they are
+/// constraints. Deletes always pass. Returns the kept updates and how many were dropped.
+pub fn drop_noise(updates: Vec<MemoryUpdate>) -> (Vec<MemoryUpdate>, usize) {
+    let before = updates.len();
+    let kept: Vec<MemoryUpdate> = updates.into_iter().filter(|u| !is_noise(u)).collect();
+    let dropped = before - kept.len();
+    (kept, dropped)
+}
+
+fn is_noise(update: &MemoryUpdate) -> bool {
+    use super::record::{MemoryKind, UpdateOp};
+    match update.op {
+        UpdateOp::Noop => return true,
+        UpdateOp::Delete => return false,
+        UpdateOp::Add | UpdateOp::Update => {}
+    }
+    if super::tokenize::tokenize(&update.content).is_empty() {
+        return true;
+    }
+    if update.kind == MemoryKind::Constraint {
+        return false;
+    }
+    use super::merge::normalize_key;
+    let key = normalize_key(&update.key);
+    let noisy = |word: &str| NOISE_WORDS.contains(&word);
+    key.split('_').any(noisy)
+        || NOISE_PHRASES.iter().any(|p| key.contains(p))
+        || (!update.topics.is_empty()
+            && update.topics.iter().all(|t| {
+                let t = normalize_key(t);
+                noisy(&t) || NOISE_PHRASES.contains(&t.as_str())
+            }))
+}
+
 fn truncate(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
@@ -227,6 +284,56 @@ mod tests {
     use super::*;
     use crate::memory::record::{MemoryKind, Source, UpdateOp};
     use chrono::Utc;
+
+    #[test]
+    fn moods_chit_chat_and_empty_contents_are_dropped_but_facts_and_deletes_kept() {
+        use crate::memory::record::{MemoryKind, UpdateOp};
+        let u = |op, kind, key: &str, content: &str, topics: &[&str]| MemoryUpdate {
+            op,
+            kind,
+            key: key.into(),
+            content: content.into(),
+            importance: 0.5,
+            expiry_days: None,
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+        };
+        let (kept, dropped) = drop_noise(vec![
+            u(
+                UpdateOp::Add,
+                MemoryKind::Fact,
+                "current_mood",
+                "user feels tired today",
+                &[],
+            ),
+            u(
+                UpdateOp::Add,
+                MemoryKind::Event,
+                "said_hello",
+                "用户打了招呼",
+                &["greeting"],
+            ),
+            u(UpdateOp::Add, MemoryKind::Fact, "misc", "!!!", &[]),
+            u(UpdateOp::Noop, MemoryKind::Fact, "x", "", &[]),
+            u(
+                UpdateOp::Add,
+                MemoryKind::Constraint,
+                "budget",
+                "预算5000元",
+                &["shopping"],
+            ),
+            u(
+                UpdateOp::Add,
+                MemoryKind::Constraint,
+                "mood_triggers",
+                "avoid loud music",
+                &[],
+            ),
+            u(UpdateOp::Delete, MemoryKind::Fact, "current_mood", "", &[]),
+        ]);
+        let keys: Vec<&str> = kept.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(keys, ["budget", "mood_triggers", "current_mood"]);
+        assert_eq!(dropped, 4);
+    }
 
     #[test]
     fn schema_compiles() {
@@ -325,6 +432,7 @@ mod tests {
             },
             version: 1,
             history: Vec::new(),
+            demoted_at: None,
         };
         let transcript = [
             ChatMessage::system("you are a shop assistant"),

@@ -82,6 +82,7 @@ pub fn new_record(
         source: source.clone(),
         version: 1,
         history: Vec::new(),
+        demoted_at: None,
     }
 }
 
@@ -113,6 +114,7 @@ pub fn merged(
         source: source.clone(),
         version: existing.version.saturating_add(1),
         history,
+        demoted_at: None,
         ..existing.clone()
     }
 }

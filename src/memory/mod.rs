@@ -1,17 +1,27 @@
-//! Memory: records, the sled store with merge rules, BM25 recall (Chinese and English), and
-//! the extraction prompt and parser.
+//! Memory: records, the sled store with merge rules, hybrid recall (BM25 for Chinese and
+//! English + optional embedder vectors, weighted fusion), the expiry sweep, the extraction
+//! prompt and parser, and the LoCoMo-format evaluation.
 //!
-//! Only the memory-extractor actor writes the store; everyone else asks over
-//! `hermes.memory.*`.
+//! Only the memory-extractor actor writes the store of a running engine (through
+//! [`service::MemoryService`]); everyone else asks over `hermes.memory.*`.
 
 pub mod bm25;
+pub mod embed;
+pub mod eval;
 pub mod extract;
 pub mod merge;
 pub mod recall;
 pub mod record;
+pub mod refs;
+pub mod service;
 pub mod store;
+pub mod sweep;
 pub mod tokenize;
+pub mod vectors;
 
 pub use extract::{build_request, parse_updates, ExtractError};
-pub use record::{MemoryKind, MemoryRecord, MemoryUpdate, RecallHit, Source, UpdateOp};
+pub use record::{
+    MemoryKind, MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source, UpdateOp,
+};
+pub use service::{MemoryService, RecallQuery};
 pub use store::{AppliedOp, AppliedUpdate, MemoryError, MemoryStore};

@@ -1,30 +1,35 @@
 //! Ranking for recall, as a pure function over already-filtered records.
 //!
-//! The store filters first (one user, optional namespace, not expired); [`rank`] then scores
-//! each record with BM25 ([`super::bm25`]) of the query's tokens against the record's
-//! `key` (underscores as spaces) + `content` + `topics`, with IDF over exactly those records,
-//! and multiplies by [`rerank_factor`]:
+//! The store filters first (one user, optional namespace, kinds and topics, not expired, not
+//! demoted); [`rank_fused`] then scores each record:
 //!
 //! ```text
-//! factor = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · 0.5^(age_days / 180)
+//! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · max(cosine, 0)
+//! score     = relevance · rerank_factor
+//! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · 0.5^(age_days / 180)
 //! ```
 //!
-//! where `age_days` is the time since `updated_at`. Confidence and importance each scale a
-//! score by 0.5–1 and the decay halves it every 180 days, so relevance stays the main signal
-//! while confidence, importance and freshness settle near-ties: a newer fact outranks an older,
-//! equally relevant one. Records that share no term with the query score `0` and are never returned; the rest
-//! are cut at `min_score`, sorted by score (ties: newer `updated_at`, then smaller id) and cut
-//! to `limit`.
+//! * BM25 ([`super::bm25`]) of the query's tokens against the record's `key` (underscores as
+//!   spaces) + `content` + `topics`, with IDF over exactly the candidates, divided by the best
+//!   candidate's BM25 so it lies in `0..=1` (the best term match of a query is 1).
+//! * cosine of the query vector and the record's vector by the same embedder (both unit
+//!   length), clamped at 0; a record without a vector contributes 0 here.
+//! * Without vectors (no embedder, or [`rank`]) relevance is the normalised BM25 alone.
 //!
-//! Scale: BM25 is not normalised and its IDF comes from the candidate set, so scores grow
-//! with the number of matching terms and with the number of candidates. Measured: a user with
-//! one record (fresh, confidence 0.6, importance 0.5 → factor 0.6) matched on one bigram scores
-//! 0.17, on two 0.35; with two records, one shared bigram scores 0.49 and five score 2.2. A
-//! `min_score` meant to drop only non-matches should therefore stay around 0.1.
+//! The fusion is a *weighted* sum of normalised scores, not rank fusion: with a small embedder,
+//! equal-weight rank fusion lets the embedder's confident-but-wrong neighbours displace exact
+//! term matches (DESIGN §7). Confidence and importance each scale a score by 0.5–1 and the decay
+//! halves it every 180 days, so relevance stays the main signal while confidence, importance and
+//! freshness settle near-ties: a newer fact outranks an older, equally relevant one. Records with
+//! relevance 0 (no shared term, no positive similarity) are never returned; the rest are cut at
+//! `min_score`, sorted by score (ties: newer `updated_at`, then smaller id) and cut to `limit`.
 
 use chrono::{DateTime, Utc};
 
+use std::collections::HashMap;
+
 use super::bm25;
+use super::embed::cosine;
 use super::record::{MemoryRecord, RecallHit};
 use super::tokenize::tokenize;
 
@@ -63,7 +68,34 @@ pub fn rerank_factor(record: &MemoryRecord, now: DateTime<Utc>) -> f64 {
         * time_decay(record.updated_at, now)
 }
 
-/// Score `records` for `query` and return the best `limit` at or above `min_score`.
+/// Weights of the two relevance signals (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub bm25: f64,
+    pub vector: f64,
+}
+
+impl Weights {
+    /// BM25 only.
+    pub const BM25: Weights = Weights {
+        bm25: 1.0,
+        vector: 0.0,
+    };
+    /// Vector similarity only.
+    pub const VECTOR: Weights = Weights {
+        bm25: 0.0,
+        vector: 1.0,
+    };
+}
+
+/// The query's vector and the candidates' vectors (same embedder), by record id.
+pub struct QueryVectors<'a> {
+    pub query: &'a [f32],
+    pub records: &'a HashMap<String, Vec<f32>>,
+}
+
+/// Score `records` for `query` by BM25 alone and return the best `limit` at or above
+/// `min_score`.
 pub fn rank(
     records: Vec<MemoryRecord>,
     query: &str,
@@ -71,15 +103,27 @@ pub fn rank(
     min_score: f64,
     now: DateTime<Utc>,
 ) -> Vec<RecallHit> {
-    let query_tokens = tokenize(query);
-    if query_tokens.is_empty() || records.is_empty() || limit == 0 {
+    rank_fused(records, query, None, Weights::BM25, limit, min_score, now)
+}
+
+/// Score `records` by the weighted fusion of normalised BM25 and (when `vectors` is given)
+/// cosine similarity, rerank, cut at `min_score` and `limit` (see the module doc).
+pub fn rank_fused(
+    records: Vec<MemoryRecord>,
+    query: &str,
+    vectors: Option<QueryVectors<'_>>,
+    weights: Weights,
+    limit: usize,
+    min_score: f64,
+    now: DateTime<Utc>,
+) -> Vec<RecallHit> {
+    if records.is_empty() || limit == 0 {
         return Vec::new();
     }
-    let docs: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
-    let scores = bm25::score(&query_tokens, &docs);
+    let relevance = relevance(&records, query, vectors.as_ref(), weights);
     let mut hits: Vec<RecallHit> = records
         .into_iter()
-        .zip(scores)
+        .zip(relevance)
         .filter(|(_, relevance)| *relevance > 0.0)
         .map(|(record, relevance)| {
             let score = relevance * rerank_factor(&record, now);
@@ -95,6 +139,42 @@ pub fn rank(
     });
     hits.truncate(limit);
     hits
+}
+
+/// Fused relevance of each record, in order.
+fn relevance(
+    records: &[MemoryRecord],
+    query: &str,
+    vectors: Option<&QueryVectors<'_>>,
+    weights: Weights,
+) -> Vec<f64> {
+    let query_tokens = tokenize(query);
+    let bm25 = if query_tokens.is_empty() || weights.bm25 <= 0.0 {
+        vec![0.0; records.len()]
+    } else {
+        let docs: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
+        bm25::score(&query_tokens, &docs)
+    };
+    let best = bm25.iter().copied().fold(0.0_f64, f64::max);
+    let Some(vectors) = vectors.filter(|_| weights.vector > 0.0) else {
+        return bm25
+            .iter()
+            .map(|s| if best > 0.0 { s / best } else { 0.0 })
+            .collect();
+    };
+    records
+        .iter()
+        .zip(&bm25)
+        .map(|(record, s)| {
+            let lexical = if best > 0.0 { s / best } else { 0.0 };
+            let similarity = vectors
+                .records
+                .get(&record.id)
+                .map(|v| cosine(vectors.query, v).max(0.0))
+                .unwrap_or(0.0);
+            weights.bm25 * lexical + weights.vector * similarity
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -124,6 +204,7 @@ mod tests {
             },
             version: 1,
             history: Vec::new(),
+            demoted_at: None,
         }
     }
 
@@ -172,6 +253,48 @@ mod tests {
         assert_eq!(rank(records.clone(), "headphones", 1, 0.0, now).len(), 1);
         assert!(rank(records.clone(), "headphones", 10, 100.0, now).is_empty());
         assert!(rank(records, "the and of", 10, 0.0, now).is_empty());
+    }
+
+    #[test]
+    fn fusion_adds_a_paraphrase_that_shares_no_term_and_keeps_exact_match_first() {
+        let now = Utc::now();
+        let records = vec![
+            record("exact", "user budget is 5000 yuan", now),
+            record("para", "can spend at most five thousand", now),
+            record("other", "lives in berlin", now),
+        ];
+        let vectors: HashMap<String, Vec<f32>> = [
+            ("exact".to_string(), vec![0.8, 0.6]),
+            ("para".to_string(), vec![0.6, 0.8]),
+            ("other".to_string(), vec![-1.0, 0.0]),
+        ]
+        .into_iter()
+        .collect();
+        let q = QueryVectors {
+            query: &[0.6, 0.8],
+            records: &vectors,
+        };
+        let weights = Weights {
+            bm25: 0.6,
+            vector: 0.4,
+        };
+        let hits = rank_fused(records.clone(), "budget", Some(q), weights, 5, 0.0, now);
+        let ids: Vec<&str> = hits.iter().map(|h| h.record.id.as_str()).collect();
+        assert_eq!(ids, ["exact", "para"], "negative similarity never counts");
+        assert!(
+            rank(records, "budget", 5, 0.0, now).len() == 1,
+            "BM25 alone misses it"
+        );
+    }
+
+    #[test]
+    fn best_bm25_match_is_normalised_to_one() {
+        let now = Utc::now();
+        let mut r = record("a", "headphones", now);
+        r.confidence = 1.0;
+        r.importance = 1.0;
+        let hits = rank(vec![r], "headphones", 5, 0.0, now);
+        assert!((hits[0].score - 1.0).abs() < 1e-9, "{}", hits[0].score);
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct MemoryRecord {
     /// Earlier contents, oldest first.
     #[serde(default)]
     pub history: Vec<String>,
+    /// When the sweep demoted this expired record (importance halved, out of recall); the
+    /// next sweep removes it unless an open task references it. A new write clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,4 +85,35 @@ fn default_importance() -> f32 {
 pub struct RecallHit {
     pub record: MemoryRecord,
     pub score: f64,
+}
+
+/// What recall considers before scoring: beyond the user (always), an optional namespace and
+/// optional kinds and topics (a record passes with any one of the listed kinds / topics).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallFilter {
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub kinds: Vec<MemoryKind>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+}
+
+impl RecallFilter {
+    /// Whether `record` is live at `now` (not expired, not demoted) and passes the filter.
+    /// Topics compare case-insensitively.
+    pub fn admits(&self, record: &MemoryRecord, now: DateTime<Utc>) -> bool {
+        record.expires_at.is_none_or(|at| at > now)
+            && record.demoted_at.is_none()
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| &record.namespace == ns)
+            && (self.kinds.is_empty() || self.kinds.contains(&record.kind))
+            && (self.topics.is_empty()
+                || record
+                    .topics
+                    .iter()
+                    .any(|t| self.topics.iter().any(|want| want.eq_ignore_ascii_case(t))))
+    }
 }

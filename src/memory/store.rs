@@ -15,7 +15,7 @@ use sled::Transactional;
 
 use super::merge::{self, is_stale, normalize_key};
 use super::recall;
-use super::record::{MemoryRecord, MemoryUpdate, RecallHit, Source, UpdateOp};
+use super::record::{MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source, UpdateOp};
 
 /// Name of the tree holding records: key `<user>\0<record id>` → JSON [`MemoryRecord`].
 pub const MEMORIES_TREE: &str = "memories";
@@ -53,6 +53,10 @@ pub enum MemoryError {
         key: String,
         problem: &'static str,
     },
+    #[error("embedding memories failed: {0}")]
+    Embedding(String),
+    #[error("a memory task stopped before it finished ({0}); the engine is shutting down or hit a bug — retry, and report it if it persists")]
+    Interrupted(String),
 }
 
 /// What [`MemoryStore::apply`] did with one update.
@@ -94,8 +98,8 @@ pub struct AppliedUpdate {
 /// Memory records of all users in one sled database.
 #[derive(Clone)]
 pub struct MemoryStore {
-    db: sled::Db,
-    memories: sled::Tree,
+    pub(super) db: sled::Db,
+    pub(super) memories: sled::Tree,
     keys: sled::Tree,
     write_lock: Arc<Mutex<()>>,
 }
@@ -191,14 +195,57 @@ impl MemoryStore {
         min_score: f64,
         now: DateTime<Utc>,
     ) -> Result<Vec<RecallHit>, MemoryError> {
+        let filter = RecallFilter {
+            namespace: namespace.map(str::to_owned),
+            ..RecallFilter::default()
+        };
+        let live = self.candidates(user, &filter, now)?;
+        Ok(recall::rank(live, query, limit, min_score, now))
+    }
+
+    /// `user`'s records that `filter` admits at `now` (live, in namespace, kinds, topics):
+    /// recall's candidate set.
+    pub fn candidates(
+        &self,
+        user: &str,
+        filter: &RecallFilter,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<MemoryRecord>, MemoryError> {
         check_name("user", user)?;
-        let live: Vec<MemoryRecord> = self
+        Ok(self
             .user_records(user)?
             .into_iter()
-            .filter(|r| namespace.is_none_or(|ns| r.namespace == ns))
-            .filter(|r| r.expires_at.is_none_or(|at| at > now))
-            .collect();
-        Ok(recall::rank(live, query, limit, min_score, now))
+            .filter(|r| filter.admits(r, now))
+            .collect())
+    }
+
+    /// Store `record` as it is, bypassing the merge rules (imports, evaluation, benches): its
+    /// slot points at it afterwards. Not flushed; call [`Self::flush`] after a batch.
+    pub fn insert_record(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+        check_name("user", &record.user)?;
+        check_name("namespace", &record.namespace)?;
+        let _guard = self.lock();
+        self.put(record)
+    }
+
+    /// Remove the record holding slot `key` of `user` in `namespace`; the removed record, or
+    /// `None` when the slot is empty. On disk when this returns.
+    pub async fn forget_key(
+        &self,
+        user: &str,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Option<MemoryRecord>, MemoryError> {
+        check_name("user", user)?;
+        check_name("namespace", namespace)?;
+        let found = self.find_slot(user, namespace, &normalize_key(key))?;
+        match found {
+            Some(record) => {
+                self.forget(user, &record.id).await?;
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
     }
 
     /// All of `user`'s records, expired ones included, newest `updated_at` first (ties by id).
@@ -227,28 +274,31 @@ impl MemoryStore {
     /// Works on unreadable (corrupt) records too. On disk when this returns.
     pub async fn forget(&self, user: &str, id: &str) -> Result<bool, MemoryError> {
         check_name("user", user)?;
-        let removed = {
-            let _guard = self.lock();
-            let slots = self.slots_pointing_to(user, id)?;
-            let key = record_key(user, id);
-            let existed =
-                self.memories
-                    .contains_key(&key)
-                    .map_err(|source| MemoryError::Storage {
-                        action: "read a memory record",
-                        source,
-                    })?;
-            self.write(|memories, keys| {
-                memories.remove(key.as_slice())?;
-                for slot in &slots {
-                    keys.remove(slot.as_slice())?;
-                }
-                Ok(())
-            })?;
-            existed
-        };
+        let removed = self.remove_record(user, id)?;
         self.flush().await?;
         Ok(removed)
+    }
+
+    /// The synchronous part of [`Self::forget`] (not flushed).
+    pub(super) fn remove_record(&self, user: &str, id: &str) -> Result<bool, MemoryError> {
+        let _guard = self.lock();
+        let slots = self.slots_pointing_to(user, id)?;
+        let key = record_key(user, id);
+        let existed = self
+            .memories
+            .contains_key(&key)
+            .map_err(|source| MemoryError::Storage {
+                action: "read a memory record",
+                source,
+            })?;
+        self.write(|memories, keys| {
+            memories.remove(key.as_slice())?;
+            for slot in &slots {
+                keys.remove(slot.as_slice())?;
+            }
+            Ok(())
+        })?;
+        Ok(existed)
     }
 
     fn upsert(
@@ -393,7 +443,7 @@ impl MemoryStore {
     }
 
     /// Store `record` and point its slot at it, atomically.
-    fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+    pub(super) fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
         let json = serde_json::to_vec(record).map_err(|source| MemoryError::Encode {
             id: record.id.clone(),
             source,
@@ -428,7 +478,8 @@ impl MemoryStore {
             })
     }
 
-    async fn flush(&self) -> Result<(), MemoryError> {
+    /// Wait until every write so far is on disk.
+    pub async fn flush(&self) -> Result<(), MemoryError> {
         crate::store::flush::flush(&self.db)
             .await
             .map_err(|source| MemoryError::Storage {
@@ -437,7 +488,7 @@ impl MemoryStore {
             })
     }
 
-    fn lock(&self) -> MutexGuard<'_, ()> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, ()> {
         self.write_lock
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -461,7 +512,7 @@ fn user_prefix(user: &str) -> Vec<u8> {
     k
 }
 
-fn record_key(user: &str, id: &str) -> Vec<u8> {
+pub(super) fn record_key(user: &str, id: &str) -> Vec<u8> {
     let mut k = user_prefix(user);
     k.extend_from_slice(id.as_bytes());
     k
@@ -475,7 +526,7 @@ fn slot_key(user: &str, namespace: &str, key: &str) -> Vec<u8> {
     k
 }
 
-fn decode(key: &[u8], bytes: &[u8]) -> Result<MemoryRecord, MemoryError> {
+pub(super) fn decode(key: &[u8], bytes: &[u8]) -> Result<MemoryRecord, MemoryError> {
     serde_json::from_slice(bytes).map_err(|source| MemoryError::Corrupt {
         key: String::from_utf8_lossy(key).replace('\0', "/"),
         source,

@@ -451,6 +451,7 @@ async fn recall(env: &TurnEnv, user: &str, query: &str, trace: &str) -> Vec<Reca
             user: user.to_string(),
             query: query.to_string(),
             limit: env.config.memory.recall_limit,
+            ..RecallRequest::default()
         },
     )
     .in_trace(trace);

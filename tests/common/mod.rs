@@ -3,6 +3,7 @@
 //! engine in-process and `hermes` as a child process.
 
 pub mod engine;
+pub mod fake_embeddings;
 pub mod fake_openai;
 pub mod hermes_proc;
 pub mod mcp_servers;

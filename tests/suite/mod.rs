@@ -2,6 +2,7 @@ mod bad_input;
 mod bus_contract;
 mod demo_cli;
 mod mcp_client;
+mod memory;
 mod multi_process;
 mod openai_provider;
 mod sessions;

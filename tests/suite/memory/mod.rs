@@ -1,0 +1,4 @@
+//! Memory: the service subjects over the bus, durable extraction, embedders, the CLI and eval.
+
+mod cli;
+mod service;

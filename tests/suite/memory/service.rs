@@ -1,0 +1,322 @@
+//! The memory service over the bus: write/forget/recall subjects, durability, user isolation,
+//! Chinese and English recall, the OpenAI-compatible embedder, and extraction robustness
+//! (a job queued while no extractor runs is not lost; invalid output is dropped once).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes::bus::messages::{
+    kinds, ExtractJob, MemoryForgetRequest, MemoryWriteReply, MemoryWriteRequest, RecallReply,
+    RecallRequest, TurnEvent,
+};
+use hermes::bus::{self, rpc, subjects, Bus};
+use hermes::client::SessionClient;
+use hermes::config::EmbedderConfig;
+use hermes::envelope::Envelope;
+use hermes::llm::ChatMessage;
+use hermes::memory::embed::openai::OpenAiEmbedder;
+use hermes::memory::embed::Embedder;
+use hermes::memory::{MemoryKind, MemoryStore, MemoryUpdate, UpdateOp};
+
+use crate::common::engine::{test_config, with_engine};
+use crate::common::fake_embeddings::FakeEmbeddings;
+
+const T: Duration = Duration::from_secs(20);
+
+const SCENARIO: &str = r#"
+name = "memory"
+[[rule]]
+role = "planner"
+when_last = "user"
+text = "Noted."
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+contains = ["purple"]
+text = '{"memory_updates": [{"op": "add", "kind": "preference", "key": "favourite_colour", "content": "favourite colour is purple", "importance": 0.8}]}'
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+contains = ["garbage"]
+text = "this is not JSON at all"
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+contains = ["tired"]
+text = '{"memory_updates": [{"op": "add", "kind": "fact", "key": "current_mood", "content": "user is tired today", "importance": 0.3}]}'
+
+[[rule]]
+role = "extractor"
+when_last = "user"
+text = '{"memory_updates": []}'
+"#;
+
+fn add(kind: MemoryKind, key: &str, content: &str) -> MemoryUpdate {
+    MemoryUpdate {
+        op: UpdateOp::Add,
+        kind,
+        key: key.into(),
+        content: content.into(),
+        importance: 0.7,
+        expiry_days: None,
+        topics: Vec::new(),
+    }
+}
+
+async fn write(bus: &dyn Bus, user: &str, update: MemoryUpdate) -> MemoryWriteReply {
+    let req = Envelope::new(
+        kinds::MEMORY_WRITE,
+        MemoryWriteRequest {
+            user: user.into(),
+            namespace: "default".into(),
+            update,
+            source: "test".into(),
+        },
+    );
+    rpc::call(bus, subjects::MEMORY_WRITE, &req, kinds::MEMORY_WRITTEN, T)
+        .await
+        .unwrap()
+        .body
+}
+
+async fn recall(bus: &dyn Bus, request: RecallRequest) -> Vec<String> {
+    let req = Envelope::new(kinds::RECALL_REQUEST, request);
+    let reply: Envelope<RecallReply> =
+        rpc::call(bus, subjects::MEMORY_RECALL, &req, kinds::RECALL_REPLY, T)
+            .await
+            .unwrap();
+    reply.body.hits.into_iter().map(|h| h.record.key).collect()
+}
+
+fn ask(user: &str, query: &str) -> RecallRequest {
+    RecallRequest {
+        user: user.into(),
+        query: query.into(),
+        limit: 5,
+        ..RecallRequest::default()
+    }
+}
+
+#[test]
+fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let bus = engine.bus.as_ref();
+        let added = write(
+            bus,
+            "alice",
+            add(MemoryKind::Constraint, "budget", "耳机预算是5000元"),
+        )
+        .await;
+        assert_eq!(added.changes[0].op, "added");
+        write(
+            bus,
+            "alice",
+            add(
+                MemoryKind::Preference,
+                "football_team",
+                "supports Arsenal football club",
+            ),
+        )
+        .await;
+
+        assert_eq!(
+            recall(bus, ask("alice", "我的耳机预算是多少？")).await,
+            ["budget"]
+        );
+        assert_eq!(
+            recall(bus, ask("alice", "which football club do I support?")).await,
+            ["football_team"]
+        );
+        assert!(
+            recall(bus, ask("bob", "我的耳机预算是多少？"))
+                .await
+                .is_empty(),
+            "bob never sees alice's memories"
+        );
+
+        let mut facts_only = ask("alice", "耳机预算");
+        facts_only.kinds = vec![MemoryKind::Fact];
+        assert!(
+            recall(bus, facts_only).await.is_empty(),
+            "the budget is a constraint"
+        );
+        let mut other_ns = ask("alice", "耳机预算");
+        other_ns.namespace = Some("work".into());
+        assert!(recall(bus, other_ns).await.is_empty());
+
+        let forget = Envelope::new(
+            kinds::MEMORY_FORGET,
+            MemoryForgetRequest {
+                user: "alice".into(),
+                namespace: "default".into(),
+                id: None,
+                key: Some("budget".into()),
+            },
+        );
+        let reply: Envelope<MemoryWriteReply> = rpc::call(
+            bus,
+            subjects::MEMORY_FORGET,
+            &forget,
+            kinds::MEMORY_WRITTEN,
+            T,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply.body.changes[0].op, "deleted");
+        assert_eq!(reply.body.changes[0].key, "budget");
+        assert!(recall(bus, ask("alice", "耳机预算")).await.is_empty());
+    });
+    // Reported writes are on disk: a fresh open sees them.
+    let db = sled::open(dir.path().join("db")).unwrap();
+    let keys: Vec<String> = MemoryStore::open(&db)
+        .unwrap()
+        .list("alice")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    assert_eq!(keys, ["football_team"]);
+}
+
+/// Queue an extraction job on the embedded bus of `data` with no engine running.
+fn queue_job_offline(data: &Path, job: ExtractJob) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let db = hermes::store::open(data).unwrap();
+        let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
+        let env = Envelope::new(kinds::EXTRACT_JOB, job);
+        bus.durable_publish(subjects::MEMORY_EXTRACT, env.encode().unwrap())
+            .await
+            .unwrap();
+        db.flush_async().await.unwrap();
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+}
+
+#[test]
+fn extraction_job_queued_before_a_crash_is_processed_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), SCENARIO);
+    // The answer went out and the job was queued; then the process died before extracting.
+    queue_job_offline(
+        &config.engine.data_dir,
+        ExtractJob {
+            agent: "assistant".into(),
+            session: "s1".into(),
+            user: "carol".into(),
+            turn_id: "t1".into(),
+            message_id: "m1".into(),
+            source_time: chrono::Utc::now(),
+            transcript: vec![
+                ChatMessage::user("remember that my favourite colour is purple"),
+                ChatMessage::assistant("Noted."),
+            ],
+        },
+    );
+    with_engine(config, |engine| async move {
+        let deadline = tokio::time::Instant::now() + T;
+        loop {
+            let keys = recall(engine.bus.as_ref(), ask("carol", "favourite colour")).await;
+            if keys == ["favourite_colour"] {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the queued job was never processed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
+#[test]
+fn invalid_extractor_output_is_reported_once_and_moods_are_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "dave")
+            .await
+            .unwrap();
+        c.turn("here is some garbage", T, |_| {}).await.unwrap();
+        let mut errors = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(6);
+        while tokio::time::Instant::now() < until {
+            match c.next_event(Duration::from_millis(500)).await {
+                Ok(Some(TurnEvent::Error { code, message, .. })) => errors.push((code, message)),
+                Ok(Some(TurnEvent::MemoryWritten { .. })) => panic!("nothing should be written"),
+                _ => {}
+            }
+        }
+        // A redelivered job would report again after the 2 s retry delay.
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "memory_extraction_invalid");
+        assert!(errors[0].1.contains("twice"), "{}", errors[0].1);
+
+        c.turn("I am so tired today", T, |_| {}).await.unwrap();
+        let mut written = None;
+        while let Ok(Some(e)) = c.next_event(T).await {
+            if let TurnEvent::MemoryWritten { changes, .. } = e {
+                written = Some(changes);
+                break;
+            }
+        }
+        assert_eq!(written, Some(Vec::new()), "a mood is not stored");
+    });
+}
+
+#[test]
+fn openai_embedder_reorders_normalises_authenticates_and_reports_errors() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let fake = FakeEmbeddings::start().await;
+        let e = OpenAiEmbedder::new(&fake.base_url(), "bow", Some("sk-test".into()), 5).unwrap();
+        let texts: Vec<String> = ["red apple", "green pear", "red red"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let v = e.embed(&texts).await.unwrap();
+        assert_eq!(v.len(), 3);
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        assert!((dot(&v[0], &v[0]) - 1.0).abs() < 1e-5, "unit length");
+        assert!(dot(&v[0], &v[2]) > dot(&v[0], &v[1]), "input order kept");
+        assert_eq!(fake.authorizations()[0].as_deref(), Some("Bearer sk-test"));
+        fake.fail_next(1);
+        let err = e.embed(&texts).await.unwrap_err().to_string();
+        assert!(
+            err.contains("500") && err.contains("[memory.embedder]"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn engine_with_an_openai_embedder_embeds_writes_and_recalls_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = Arc::new(rt.block_on(FakeEmbeddings::start()));
+    let mut config = test_config(dir.path(), SCENARIO);
+    config.memory.embedder = EmbedderConfig::Openai {
+        base_url: fake.base_url(),
+        model: "bow".into(),
+        api_key_env: None,
+        timeout_secs: 5,
+    };
+    let seen = fake.clone();
+    with_engine(config, |engine| async move {
+        let bus = engine.bus.as_ref();
+        write(
+            bus,
+            "erin",
+            add(MemoryKind::Fact, "pet", "has a grey cat named Pixel"),
+        )
+        .await;
+        assert_eq!(seen.inputs(), 1, "embedded when written");
+        assert_eq!(recall(bus, ask("erin", "cat Pixel")).await, ["pet"]);
+        assert_eq!(seen.inputs(), 2, "only the query is embedded at recall");
+    });
+    drop(rt);
+}
