@@ -13,7 +13,6 @@ use crate::envelope::Envelope;
 use crate::llm::{ChatMessage, ToolSpec};
 use crate::memory::RecallHit;
 use crate::store::sessions::StoredMessage;
-use crate::store::tasks::TaskState;
 
 /// The parts of the context that stay the same for every step of a turn.
 pub(super) struct Fixed {
@@ -29,7 +28,6 @@ impl Fixed {
     pub(super) fn new(
         env: &TurnEnv,
         agent: &AgentConfig,
-        _task: &TaskState,
         hits: &[RecallHit],
         tools: &[ToolSpec],
     ) -> Self {

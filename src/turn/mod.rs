@@ -262,7 +262,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         .map(|d| d.spec())
         .collect()
     };
-    let fixed = context::Fixed::new(env, &agent, state.task, &hits, &tools);
+    let fixed = context::Fixed::new(env, &agent, &hits, &tools);
     loop {
         let current = state.current();
         let Some(last) = current.last() else {
