@@ -7,4 +7,6 @@ cd "$root"
 bash scripts/setup-test-deps.sh
 # shellcheck source=/dev/null
 source .tools/env.sh
-cargo test --all-targets -- --test-threads=2
+# Two test threads via the environment: `-- --test-threads` would also reach the criterion
+# bench binaries (run once in test mode by --all-targets), which reject that flag.
+RUST_TEST_THREADS=2 cargo test --all-targets
