@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use crate::bus::messages::{kinds, Accepted, TurnEvent, UserMessage};
+use crate::bus::messages::{
+    kinds, Accepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
+};
 use crate::bus::{rpc, subjects, SharedBus, Subscription};
 use crate::envelope::Envelope;
 
@@ -35,13 +37,26 @@ pub struct SessionClient {
     events: Subscription,
 }
 
-/// How a followed turn ended.
+/// How a followed turn ended — with an answer, an error, or paused for a confirmation.
 #[derive(Debug, Clone)]
 pub struct TurnTrace {
+    /// The message that started the turn (a confirmation resumes a turn: then it is the
+    /// turn's id with `seq` 0).
     pub accepted: Accepted,
     pub events: Vec<TurnEvent>,
     pub answer: Option<String>,
     pub error: Option<String>,
+    /// The turn waits for the user to confirm this call (`confirmation.required`); decide
+    /// with [`SessionClient::confirm`].
+    pub needs_confirmation: Option<PendingCall>,
+}
+
+/// A high-risk call a paused turn waits on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub call_id: String,
+    pub name: String,
+    pub message: String,
 }
 
 impl SessionClient {
@@ -67,23 +82,51 @@ impl SessionClient {
 
     /// Send `text`; returns once the session has persisted it.
     pub async fn send(&mut self, text: &str, timeout: Duration) -> Result<Accepted, ClientError> {
-        let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
-            .for_session(&self.agent, &self.session, Some(&self.user));
-        let reply: Envelope<Accepted> = rpc::call(
-            self.bus.as_ref(),
-            &self.inbound,
-            &env,
-            kinds::ACCEPTED,
+        let body = UserMessage { text: text.into() };
+        self.request(kinds::USER_MESSAGE, body, kinds::ACCEPTED, timeout)
+            .await
+    }
+
+    /// Approve (or decline) the high-risk call the session's turn waits on — `call_id`, or
+    /// every undecided call when `None`; returns once the decision is persisted.
+    pub async fn confirm(
+        &mut self,
+        approve: bool,
+        call_id: Option<&str>,
+        timeout: Duration,
+    ) -> Result<ConfirmationAccepted, ClientError> {
+        let body = Confirmation {
+            approve,
+            call_id: call_id.map(str::to_string),
+        };
+        self.request(
+            kinds::CONFIRMATION,
+            body,
+            kinds::CONFIRMATION_ACCEPTED,
             timeout,
         )
         .await
-        .map_err(|e| match e {
-            rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => {
-                ClientError::Timeout(timeout)
-            }
-            rpc::RpcError::Bus(b) => ClientError::Bus(b),
-            other => ClientError::Refused(other.to_string()),
-        })?;
+    }
+
+    async fn request<B: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &mut self,
+        kind: &str,
+        body: B,
+        reply_kind: &str,
+        timeout: Duration,
+    ) -> Result<R, ClientError> {
+        let env =
+            Envelope::new(kind, body).for_session(&self.agent, &self.session, Some(&self.user));
+        let reply: Envelope<R> =
+            rpc::call(self.bus.as_ref(), &self.inbound, &env, reply_kind, timeout)
+                .await
+                .map_err(|e| match e {
+                    rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => {
+                        ClientError::Timeout(timeout)
+                    }
+                    rpc::RpcError::Bus(b) => ClientError::Bus(b),
+                    other => ClientError::Refused(other.to_string()),
+                })?;
         Ok(reply.body)
     }
 
@@ -105,23 +148,53 @@ impl SessionClient {
         }
     }
 
-    /// Send `text` and collect events until the turn's answer or error, calling `on_event`
-    /// for each as it arrives.
+    /// Send `text` and collect events until the turn's answer or error (or until it pauses
+    /// for a confirmation), calling `on_event` for each as it arrives.
     pub async fn turn(
         &mut self,
         text: &str,
         timeout: Duration,
-        mut on_event: impl FnMut(&TurnEvent),
+        on_event: impl FnMut(&TurnEvent),
     ) -> Result<TurnTrace, ClientError> {
         let accepted = self.send(text, timeout).await?;
+        self.follow(accepted, None, timeout, on_event).await
+    }
+
+    /// Decide on the paused turn's high-risk call(s) and follow the turn from there.
+    pub async fn confirm_and_follow(
+        &mut self,
+        approve: bool,
+        call_id: Option<&str>,
+        timeout: Duration,
+        on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
+        let decided = self.confirm(approve, call_id, timeout).await?;
+        let accepted = Accepted {
+            message_id: decided.turn_id.clone(),
+            session: self.session.clone(),
+            seq: 0,
+        };
+        self.follow(accepted, Some(decided.turn_id), timeout, on_event)
+            .await
+    }
+
+    /// Collect the events of one turn: the one `accepted` started (found by its
+    /// `turn.started`), or `turn_id` when already known.
+    async fn follow(
+        &mut self,
+        accepted: Accepted,
+        mut turn_id: Option<String>,
+        timeout: Duration,
+        mut on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
         let mut trace = TurnTrace {
             accepted,
             events: Vec::new(),
             answer: None,
             error: None,
+            needs_confirmation: None,
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut turn_id: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let Some(event) = self.next_event(left).await? else {
@@ -150,6 +223,19 @@ impl SessionClient {
                     trace.error = Some(message.clone());
                     true
                 }
+                TurnEvent::ConfirmationRequired {
+                    call_id,
+                    name,
+                    message,
+                    ..
+                } => {
+                    trace.needs_confirmation = Some(PendingCall {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        message: message.clone(),
+                    });
+                    true
+                }
                 _ => false,
             };
             trace.events.push(event);
@@ -168,6 +254,8 @@ pub fn event_turn(event: &TurnEvent) -> Option<&str> {
         | TurnEvent::Delta { turn_id, .. }
         | TurnEvent::ToolCall { turn_id, .. }
         | TurnEvent::ToolResult { turn_id, .. }
+        | TurnEvent::ConfirmationRequired { turn_id, .. }
+        | TurnEvent::JobWaiting { turn_id, .. }
         | TurnEvent::Answer { turn_id, .. }
         | TurnEvent::MemoryWritten { turn_id, .. } => Some(turn_id),
         TurnEvent::Error { turn_id, .. } => turn_id.as_deref(),

@@ -35,6 +35,9 @@ pub enum EngineError {
     Actor { actor: &'static str, reason: String },
 }
 
+/// How long [`Engine::shutdown`] waits for the actors' threads.
+const ARBITER_JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A running engine.
 pub struct Engine {
     pub bus: SharedBus,
@@ -290,6 +293,15 @@ impl Engine {
             router.clone().recipient(),
         )
         .await?;
+        // Async jobs' completions wake the sessions waiting on them.
+        adapter::forward(
+            &deps.io,
+            deps.bus.clone(),
+            subjects::JOB_ALL,
+            Some(subjects::groups::SESSION),
+            router.clone().recipient(),
+        )
+        .await?;
         self.router = Some(router);
         Ok(())
     }
@@ -302,10 +314,23 @@ impl Engine {
         }
     }
 
-    /// Stop the actors' threads and flush the store.
+    /// Stop the actors' threads, wait for them to end (so their handles on the store are
+    /// gone and the data directory can be opened again) and flush the store.
     pub async fn shutdown(self) {
         for a in &self.arbiters {
             a.stop();
+        }
+        let arbiters = self.arbiters;
+        let joined = tokio::task::spawn_blocking(move || {
+            for a in arbiters {
+                let _ = a.join();
+            }
+        });
+        if tokio::time::timeout(ARBITER_JOIN_TIMEOUT, joined)
+            .await
+            .is_err()
+        {
+            tracing::warn!("actor threads did not end in time; shutting down without them");
         }
         if let Some(db) = &self.db {
             if let Err(e) = crate::store::flush::flush(db).await {

@@ -1,5 +1,7 @@
-//! The session router: receives every inbound message (`hermes.in.>`, queue `session`),
-//! checks it, and hands it to the session's actor, starting (and reloading) it on demand.
+//! The session router: receives every inbound message (`hermes.in.>`, queue `session`) —
+//! user messages and confirmations — checks it, and hands it to the session's actor,
+//! starting (and reloading) it on demand. It also hears async jobs' final events
+//! (`hermes.job.*`) and wakes the session whose turn waits on that job.
 //!
 //! Bad input — malformed or oversized envelopes, invalid ids, unknown agents, empty or
 //! too-long texts — is answered with an error (reply and `error` event) and audited on
@@ -13,8 +15,8 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::adapter::Incoming;
-use super::session::{Deliver, Retire, SessionActor, TurnDone};
-use crate::bus::messages::{kinds, TurnEvent, UserMessage};
+use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor, TurnDone};
+use crate::bus::messages::{kinds, Confirmation, JobEvent, TurnEvent, UserMessage};
 use crate::bus::{subjects, SharedBus};
 use crate::envelope::{error_envelope, Envelope};
 use crate::turn::TurnEnv;
@@ -73,39 +75,28 @@ impl SessionRouter {
         });
     }
 
-    fn check(
-        &self,
-        msg: &Incoming,
-    ) -> Result<(String, String, String, Envelope<UserMessage>), Refusal> {
+    fn check(&self, msg: &Incoming) -> Result<Checked, Refusal> {
         let (agent, session) = subjects::parse_inbound(&msg.subject)
             .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
         let at = Some((agent.clone(), session.clone()));
         let max = self.env.config.engine.max_envelope_bytes;
         let raw = Envelope::decode(&msg.payload, max)
             .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
+        if raw.kind == kinds::CONFIRMATION {
+            let envelope: Envelope<Confirmation> = raw
+                .into_typed(kinds::CONFIRMATION)
+                .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
+            let user = self.addressed(&envelope, &agent, &session)?;
+            return Ok(Checked {
+                key: (agent, session),
+                user,
+                inbound: Inbound::Confirmation(envelope),
+            });
+        }
         let envelope: Envelope<UserMessage> = raw
             .into_typed(kinds::USER_MESSAGE)
             .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
-        if envelope.agent.as_deref().is_some_and(|a| a != agent)
-            || envelope.session.as_deref().is_some_and(|s| s != session)
-        {
-            return Err(Refusal::new(
-                "address_mismatch",
-                "the envelope's agent/session differ from the subject's; send to hermes.in.<agent>.<session> of the envelope",
-                at,
-            ));
-        }
-        self.env
-            .config
-            .agent(&agent)
-            .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
-        let user = envelope.user.clone().ok_or_else(|| {
-            Refusal::new(
-                "missing_user",
-                "the envelope has no `user`; every message must name its user",
-                at.clone(),
-            )
-        })?;
+        let user = self.addressed(&envelope, &agent, &session)?;
         let text = envelope.body.text.trim();
         if text.is_empty() {
             return Err(Refusal::new(
@@ -123,8 +114,81 @@ impl SessionRouter {
                 at,
             ));
         }
-        Ok((agent, session, user, envelope))
+        Ok(Checked {
+            key: (agent, session),
+            user,
+            inbound: Inbound::Message(envelope),
+        })
     }
+
+    /// The envelope agrees with its subject, names a configured agent and a user (returned).
+    fn addressed<B>(
+        &self,
+        envelope: &Envelope<B>,
+        agent: &str,
+        session: &str,
+    ) -> Result<String, Refusal> {
+        let at = Some((agent.to_string(), session.to_string()));
+        if envelope.agent.as_deref().is_some_and(|a| a != agent)
+            || envelope.session.as_deref().is_some_and(|s| s != session)
+        {
+            return Err(Refusal::new(
+                "address_mismatch",
+                "the envelope's agent/session differ from the subject's; send to hermes.in.<agent>.<session> of the envelope",
+                at,
+            ));
+        }
+        self.env
+            .config
+            .agent(agent)
+            .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
+        envelope.user.clone().ok_or_else(|| {
+            Refusal::new(
+                "missing_user",
+                "the envelope has no `user`; every message must name its user",
+                at,
+            )
+        })
+    }
+
+    /// A job's final event wakes the session whose turn waits on it (started if needed).
+    fn job_event(&mut self, msg: &Incoming, ctx: &mut Context<Self>) {
+        let max = self.env.config.engine.max_envelope_bytes;
+        let event = match Envelope::decode(&msg.payload, max).and_then(|raw| {
+            let kind = raw.kind.clone();
+            raw.into_typed::<JobEvent>(&kind)
+        }) {
+            Ok(env) => env.body,
+            Err(e) => {
+                tracing::warn!(subject = %msg.subject, error = %e, "unreadable job event ignored");
+                return;
+            }
+        };
+        if !event.status.is_final() || event.turn_id.is_none() {
+            return;
+        }
+        let (Some(agent), Some(session)) = (event.agent.clone(), event.session.clone()) else {
+            return;
+        };
+        if self.env.config.agent(&agent).is_err() {
+            return;
+        }
+        let live = self.actor((agent, session), ctx);
+        live.in_flight += 1;
+        live.addr.do_send(JobFinished { event });
+    }
+}
+
+/// An inbound message that passed the checks.
+struct Checked {
+    key: (String, String),
+    user: String,
+    inbound: Inbound,
+}
+
+enum Inbound {
+    Message(Envelope<UserMessage>),
+    Confirmation(Envelope<Confirmation>),
 }
 
 struct Refusal {
@@ -195,15 +259,27 @@ impl Handler<Incoming> for SessionRouter {
     type Result = Option<Bytes>;
 
     fn handle(&mut self, msg: Incoming, ctx: &mut Self::Context) -> Self::Result {
+        if msg.subject.starts_with(subjects::JOB_PREFIX) {
+            self.job_event(&msg, ctx);
+            return None;
+        }
         match self.check(&msg) {
-            Ok((agent, session, user, envelope)) => {
-                let live = self.actor((agent, session), ctx);
+            Ok(checked) => {
+                let live = self.actor(checked.key, ctx);
                 live.in_flight += 1;
-                live.addr.do_send(Deliver {
-                    envelope,
-                    user,
-                    reply: msg.reply,
-                });
+                let (user, reply) = (checked.user, msg.reply);
+                match checked.inbound {
+                    Inbound::Message(envelope) => live.addr.do_send(Deliver {
+                        envelope,
+                        user,
+                        reply,
+                    }),
+                    Inbound::Confirmation(envelope) => live.addr.do_send(Decide {
+                        envelope,
+                        user,
+                        reply,
+                    }),
+                }
             }
             Err(refusal) => {
                 tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");

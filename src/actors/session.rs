@@ -9,11 +9,13 @@ use std::sync::Arc;
 use actix::prelude::*;
 use chrono::Utc;
 
-use crate::bus::messages::{kinds, Accepted, UserMessage};
+use crate::bus::messages::{
+    kinds, Accepted, Confirmation, ConfirmationAccepted, JobEvent, UserMessage,
+};
 use crate::envelope::{error_envelope, Envelope};
 use crate::llm::ChatMessage;
 use crate::store::sessions::{SessionMeta, StoredMessage};
-use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
+use crate::store::tasks::{Decision, TaskState, TurnPhase, TurnRecord};
 use crate::turn::{self, TurnEnv};
 
 /// Sent to the router after every turn (and after a resume), so it knows the actor is idle.
@@ -89,7 +91,7 @@ impl Actor for SessionActor {
                 act.meta = meta;
                 act.history = Arc::new(messages);
                 act.task = task;
-                if let Some(t) = act.task.unfinished_turn() {
+                if let Some(t) = act.task.resumable_turn() {
                     tracing::info!(session = %act.session, turn = %t.turn_id, phase = ?t.phase, "resuming an interrupted turn");
                     act.run(ctx);
                 }
@@ -113,6 +115,22 @@ pub struct Deliver {
     pub envelope: Envelope<UserMessage>,
     pub user: String,
     pub reply: Option<String>,
+}
+
+/// The user's decision on the high-risk call(s) the session's turn waits on.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Decide {
+    pub envelope: Envelope<Confirmation>,
+    pub user: String,
+    pub reply: Option<String>,
+}
+
+/// The final event of an async job a call of this session submitted.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct JobFinished {
+    pub event: JobEvent,
 }
 
 impl Handler<Retire> for SessionActor {
@@ -158,6 +176,157 @@ impl Handler<Deliver> for SessionActor {
     }
 }
 
+impl Handler<Decide> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
+        let Some(mut meta) = self.meta.take() else {
+            let env = self.env.clone();
+            let text = format!(
+                "session `{}` does not exist, so nothing waits for a confirmation",
+                self.session
+            );
+            let reply_to = msg.reply;
+            let done = self.done.clone();
+            let key = self.key();
+            ctx.wait(
+                async move {
+                    let err = error_envelope("unknown_session", text);
+                    reply(&env, reply_to.as_deref(), &err).await;
+                    done.do_send(TurnDone { key });
+                }
+                .into_actor(self),
+            );
+            return;
+        };
+        let env = self.env.clone();
+        let mut task = std::mem::take(&mut self.task);
+        let fut = async move {
+            let decided = decide(&env, &mut meta, &mut task, &msg).await;
+            (meta, task, decided)
+        };
+        ctx.wait(fut.into_actor(self).map(|(meta, task, decided), act, ctx| {
+            act.meta = Some(meta);
+            act.task = task;
+            if decided {
+                act.run(ctx);
+            } else {
+                act.done.do_send(TurnDone { key: act.key() });
+            }
+        }));
+    }
+}
+
+impl Handler<JobFinished> for SessionActor {
+    type Result = ();
+
+    /// Record the job's result in the waiting turn and let the turn go on. The result is
+    /// stored with the turn's next write; a crash before that is covered by the turn asking
+    /// the executor for the job's state when it resumes.
+    fn handle(&mut self, msg: JobFinished, ctx: &mut Self::Context) {
+        let awaited = self.task.unfinished_turn_mut().and_then(|t| {
+            t.jobs
+                .iter_mut()
+                .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
+        });
+        let Some(job) = awaited else {
+            self.done.do_send(TurnDone { key: self.key() });
+            return;
+        };
+        match turn::finished_by(job, &msg.event) {
+            Some(result) => {
+                tracing::info!(session = %self.session, job = %job.job_id, "job finished; the waiting turn goes on");
+                job.result = Some(result);
+                self.run(ctx);
+            }
+            None => self.done.do_send(TurnDone { key: self.key() }),
+        }
+    }
+}
+
+/// Record the user's decision on the turn's undecided high-risk calls, flushed before it is
+/// acknowledged. Returns whether the turn can go on.
+async fn decide(env: &TurnEnv, meta: &mut SessionMeta, task: &mut TaskState, msg: &Decide) -> bool {
+    let to = msg.reply.as_deref();
+    if meta.user != msg.user {
+        let text = format!(
+            "session `{}` belongs to another user; only its user can confirm its calls",
+            meta.session
+        );
+        reply(env, to, &error_envelope("wrong_user", text)).await;
+        return false;
+    }
+    let wanted = msg.envelope.body.call_id.as_deref();
+    let Some(turn) = task.unfinished_turn_mut() else {
+        let text = format!(
+            "session `{}` has no turn waiting for a confirmation",
+            meta.session
+        );
+        reply(env, to, &error_envelope("nothing_to_confirm", text)).await;
+        return false;
+    };
+    let undecided: Vec<String> = turn.undecided().map(|c| c.call_id.clone()).collect();
+    let chosen: Vec<String> = undecided
+        .iter()
+        .filter(|id| wanted.is_none_or(|w| w == id.as_str()))
+        .cloned()
+        .collect();
+    if chosen.is_empty() {
+        let text = match wanted {
+            Some(w) if !undecided.is_empty() => format!(
+                "no call `{w}` waits for a confirmation; waiting: {}",
+                undecided.join(", ")
+            ),
+            _ => format!(
+                "session `{}` has no call waiting for a confirmation",
+                meta.session
+            ),
+        };
+        reply(env, to, &error_envelope("nothing_to_confirm", text)).await;
+        return false;
+    }
+    let approve = msg.envelope.body.approve;
+    let decision = if approve {
+        Decision::Approved
+    } else {
+        Decision::Denied
+    };
+    for c in turn.confirmations.iter_mut() {
+        if chosen.contains(&c.call_id) {
+            c.decision = Some(decision);
+        }
+    }
+    turn.updated_at = Utc::now();
+    let turn_id = turn.turn_id.clone();
+    if let Err(e) = env.store.save(meta, &[], task).await {
+        tracing::error!(session = %meta.session, error = %e, "decision not persisted; refused");
+        if let Some(turn) = task.unfinished_turn_mut() {
+            for c in turn.confirmations.iter_mut() {
+                if chosen.contains(&c.call_id) {
+                    c.decision = None;
+                }
+            }
+        }
+        let err = error_envelope(
+            "store_failed",
+            format!("decision not stored: {e}; send it again"),
+        );
+        reply(env, to, &err).await;
+        return false;
+    }
+    let accepted = Envelope::new(
+        kinds::CONFIRMATION_ACCEPTED,
+        ConfirmationAccepted {
+            turn_id,
+            call_ids: chosen,
+            approve,
+        },
+    )
+    .in_trace(&msg.envelope.trace_id);
+    reply(env, to, &accepted).await;
+    true
+}
+
 /// Persist the user message with a new turn in state `received`, then acknowledge it.
 async fn accept(
     env: &TurnEnv,
@@ -179,9 +348,9 @@ async fn accept(
         return None;
     }
     if let Some(t) = task.unfinished_turn() {
-        // Cannot happen while the mailbox serialises turns; refuse rather than interleave.
-        let text = format!("turn {} is still in progress ({:?})", t.turn_id, t.phase);
-        reply(env, msg.reply.as_deref(), &error_envelope("busy", text)).await;
+        // One turn at a time: a new message never interleaves with a paused turn.
+        let (code, text) = busy(t);
+        reply(env, msg.reply.as_deref(), &error_envelope(code, text)).await;
         return None;
     }
     let text = msg.envelope.body.text.clone();
@@ -200,15 +369,11 @@ async fn accept(
         task.goal_tokens = turn::goal_tokens(&env.tokens, &goal);
         task.goal = Some(goal);
     }
-    task.turn = Some(TurnRecord {
+    task.turn = Some(TurnRecord::received(
         turn_id,
-        message_id: stored.id.clone(),
-        trace_id: msg.envelope.trace_id.clone(),
-        phase: TurnPhase::Received,
-        step: 0,
-        updated_at: Utc::now(),
-        error: None,
-    });
+        stored.id.clone(),
+        msg.envelope.trace_id.clone(),
+    ));
     if let Err(e) = env
         .store
         .save(meta, std::slice::from_ref(&stored), task)
@@ -231,6 +396,46 @@ async fn accept(
     .in_trace(&msg.envelope.trace_id);
     reply(env, msg.reply.as_deref(), &accepted).await;
     Some(stored)
+}
+
+/// Why a new message cannot start a turn now, and what to do.
+fn busy(t: &TurnRecord) -> (&'static str, String) {
+    match t.phase {
+        TurnPhase::WaitingUser => {
+            let calls: Vec<String> = t
+                .undecided()
+                .map(|c| format!("`{}` (call {})", c.tool, c.call_id))
+                .collect();
+            (
+                "awaiting_confirmation",
+                format!(
+                    "turn {} waits for your decision on {}; answer with `hermes send --confirm` \
+                     or `--deny` (a `user.confirmation` message) before sending a new one",
+                    t.turn_id,
+                    calls.join(", ")
+                ),
+            )
+        }
+        TurnPhase::WaitingJob => {
+            let jobs: Vec<String> = t
+                .unfinished_jobs()
+                .map(|j| format!("`{}` (job {})", j.tool, j.job_id))
+                .collect();
+            (
+                "awaiting_job",
+                format!(
+                    "turn {} waits for {}; it goes on by itself when the job finishes — send \
+                     the new message after its answer",
+                    t.turn_id,
+                    jobs.join(", ")
+                ),
+            )
+        }
+        phase => (
+            "busy",
+            format!("turn {} is still in progress ({phase:?})", t.turn_id),
+        ),
+    }
 }
 
 async fn reply<B: serde::Serialize>(env: &TurnEnv, to: Option<&str>, envelope: &Envelope<B>) {

@@ -14,6 +14,8 @@ use crate::tools::ToolError;
 pub mod kinds {
     pub const USER_MESSAGE: &str = "user.message";
     pub const ACCEPTED: &str = "accepted";
+    pub const CONFIRMATION: &str = "user.confirmation";
+    pub const CONFIRMATION_ACCEPTED: &str = "confirmation.accepted";
     pub const PLAN_REQUEST: &str = "plan.request";
     pub const PLAN_REPLY: &str = "plan.reply";
     pub const SUMMARISE_REQUEST: &str = "summarise.request";
@@ -57,6 +59,25 @@ pub struct Accepted {
     pub session: String,
     /// Position of the message in the session's log.
     pub seq: u64,
+}
+
+/// The user's answer to `confirmation.required`, sent like a message to
+/// `hermes.in.<agent>.<session>` with kind `user.confirmation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// `true` runs the call, `false` declines it (the model is told the user said no).
+    pub approve: bool,
+    /// The call to decide; absent decides every call the turn waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// The reply to a `user.confirmation`: the decision is persisted and the turn resumes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmationAccepted {
+    pub turn_id: String,
+    pub call_ids: Vec<String>,
+    pub approve: bool,
 }
 
 /// One planning step.
@@ -290,6 +311,26 @@ pub enum TurnEvent {
         turn_id: String,
         result: ToolCallResult,
     },
+    /// A `risk = high` call waits for the user: answer with a `user.confirmation`
+    /// (`hermes send --confirm` / `--deny`). The turn is in `waiting_user` until then.
+    #[serde(rename = "confirmation.required")]
+    ConfirmationRequired {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        arguments: Value,
+        /// What will happen, for the person who decides.
+        message: String,
+    },
+    /// An async tool's job runs; the turn is in `waiting_job` and continues by itself when
+    /// the job's completion arrives on `hermes.job.<id>`.
+    #[serde(rename = "job.waiting")]
+    JobWaiting {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        job_id: String,
+    },
     #[serde(rename = "answer")]
     Answer { turn_id: String, text: String },
     #[serde(rename = "memory.written")]
@@ -324,6 +365,8 @@ impl TurnEvent {
             TurnEvent::Delta { .. } => "delta",
             TurnEvent::ToolCall { .. } => "tool.call",
             TurnEvent::ToolResult { .. } => "tool.result",
+            TurnEvent::ConfirmationRequired { .. } => "confirmation.required",
+            TurnEvent::JobWaiting { .. } => "job.waiting",
             TurnEvent::Answer { .. } => "answer",
             TurnEvent::MemoryWritten { .. } => "memory.written",
             TurnEvent::Error { .. } => "error",

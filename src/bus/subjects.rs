@@ -26,6 +26,10 @@ pub mod groups {
 }
 
 pub const INBOUND_ALL: &str = "hermes.in.>";
+/// Every async job's lifecycle events (sessions wait on their jobs' completion).
+pub const JOB_ALL: &str = "hermes.job.*";
+/// What every job subject starts with.
+pub const JOB_PREFIX: &str = "hermes.job.";
 pub const PLAN: &str = "hermes.plan";
 pub const SUMMARISE: &str = "hermes.summarise";
 pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";

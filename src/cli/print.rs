@@ -71,6 +71,15 @@ impl Printer {
                     None => println!("      {}", short(&result.output, 200)),
                 }
             }
+            TurnEvent::ConfirmationRequired {
+                call_id, message, ..
+            } => {
+                println!("  [confirmation.required] call {call_id}");
+                println!("      {message}");
+            }
+            TurnEvent::JobWaiting { name, job_id, .. } => {
+                println!("  [job.waiting] {name} runs as {job_id}; the turn goes on when it ends")
+            }
             TurnEvent::Answer { text, .. } => println!("  [answer] {text}"),
             TurnEvent::MemoryWritten { changes, .. } => {
                 println!("  [memory.written] {} changes", changes.len());

@@ -40,12 +40,24 @@ pub struct Target {
 }
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("decision").args(["confirm", "deny"])))]
 pub struct SendArgs {
     #[command(flatten)]
     target: Target,
     /// The message text.
-    #[arg(long)]
-    text: String,
+    #[arg(long, required_unless_present_any = ["confirm", "deny"])]
+    text: Option<String>,
+    /// Approve the high-risk call the session's paused turn waits on, and follow the turn
+    /// to its answer (a turn pauses with `confirmation.required` before such a call runs).
+    #[arg(long, conflicts_with_all = ["text", "deny"])]
+    confirm: bool,
+    /// Decline that call: it never runs, and the model is told the user said no.
+    #[arg(long, conflicts_with_all = ["text", "confirm"])]
+    deny: bool,
+    /// Decide only this call (the id printed with `confirmation.required`); default: every
+    /// call the turn waits on.
+    #[arg(long, requires = "decision")]
+    call_id: Option<String>,
     /// Print each event as one JSON line instead of text.
     #[arg(long)]
     json: bool,
@@ -93,15 +105,30 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
         let mut client = SessionClient::open(bus, &t.agent, &t.session, &t.user).await?;
         let mut printer = Printer::default();
         let json = args.json;
-        let trace = client
-            .turn(&args.text, Duration::from_secs(t.timeout), |e| {
-                if json {
-                    println!("{}", serde_json::to_string(e).unwrap_or_default());
-                } else {
-                    printer.event(e);
-                }
-            })
-            .await?;
+        let timeout = Duration::from_secs(t.timeout);
+        let on_event = |e: &TurnEvent| {
+            if json {
+                println!("{}", serde_json::to_string(e).unwrap_or_default());
+            } else {
+                printer.event(e);
+            }
+        };
+        let trace = match &args.text {
+            Some(text) => client.turn(text, timeout, on_event).await?,
+            None => {
+                let call = args.call_id.as_deref();
+                client
+                    .confirm_and_follow(args.confirm, call, timeout, on_event)
+                    .await?
+            }
+        };
+        if let Some(pending) = &trace.needs_confirmation {
+            eprintln!(
+                "hermes: the turn is paused until you decide on `{}` (call {}): run the same \
+                 command with --confirm or --deny instead of --text",
+                pending.name, pending.call_id
+            );
+        }
         if engine.is_some() {
             // Embedded: give the background memory write a moment to finish before exiting.
             wait_for_memory(&mut client, &mut printer, json).await;
@@ -158,10 +185,25 @@ pub fn run_chat(config: Config, args: ChatArgs) -> anyhow::Result<()> {
             if line.trim().is_empty() {
                 continue;
             }
-            if let Err(e) = client
-                .turn(&line, Duration::from_secs(t.timeout), |e| printer.event(e))
-                .await
+            let timeout = Duration::from_secs(t.timeout);
+            let mut result = client.turn(&line, timeout, |e| printer.event(e)).await;
+            // A paused turn asks here; the answer resumes it.
+            while let Ok(hermes::client::TurnTrace {
+                needs_confirmation: Some(pending),
+                ..
+            }) = &result
             {
+                eprint!("run `{}` (call {})? [y/N] ", pending.name, pending.call_id);
+                let approve = rx
+                    .recv()
+                    .await
+                    .is_some_and(|a| matches!(a.trim(), "y" | "Y" | "yes"));
+                let call = pending.call_id.clone();
+                result = client
+                    .confirm_and_follow(approve, Some(&call), timeout, |e| printer.event(e))
+                    .await;
+            }
+            if let Err(e) = result {
                 eprintln!("error: {e}");
             }
         }

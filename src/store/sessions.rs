@@ -134,13 +134,14 @@ impl SessionStore {
             .unwrap_or_default())
     }
 
-    /// Sessions whose last turn did not finish (a restart resumes them).
+    /// Sessions whose last turn did not finish and can go on by itself (a restart resumes
+    /// them; a turn waiting for the user's confirmation waits for that instead).
     pub fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
         let mut out = Vec::new();
         for item in self.tasks.iter() {
             let (k, v) = item?;
             let task: TaskState = decode("task state", &v)?;
-            if task.unfinished_turn().is_some() {
+            if task.resumable_turn().is_some() {
                 let key = String::from_utf8_lossy(&k).to_string();
                 if let Some((agent, session)) = key.split_once('\0') {
                     out.push((agent.to_string(), session.to_string()));

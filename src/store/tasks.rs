@@ -7,6 +7,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::bus::messages::ToolCallResult;
 
 /// Where a turn is. Persisted at every step; a restarted process resumes any turn that is not
 /// in a final state.
@@ -47,6 +50,82 @@ pub struct TurnRecord {
     pub updated_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// High-risk calls of the current step and the user's decision on each (`waiting_user`
+    /// while one is undecided).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirmations: Vec<PendingConfirmation>,
+    /// Async jobs the current step submitted, with their final result once it arrived
+    /// (`waiting_job` while one has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<AwaitedJob>,
+}
+
+impl TurnRecord {
+    /// A new turn, just received.
+    pub fn received(turn_id: String, message_id: String, trace_id: String) -> Self {
+        Self {
+            turn_id,
+            message_id,
+            trace_id,
+            phase: TurnPhase::Received,
+            step: 0,
+            updated_at: Utc::now(),
+            error: None,
+            confirmations: Vec::new(),
+            jobs: Vec::new(),
+        }
+    }
+
+    /// The confirmation entry of a call, if the call needed one.
+    pub fn confirmation(&self, call_id: &str) -> Option<&PendingConfirmation> {
+        self.confirmations.iter().find(|c| c.call_id == call_id)
+    }
+
+    /// Calls still waiting for the user's decision.
+    pub fn undecided(&self) -> impl Iterator<Item = &PendingConfirmation> {
+        self.confirmations.iter().filter(|c| c.decision.is_none())
+    }
+
+    /// The awaited job of a call, if the call submitted one.
+    pub fn job_of(&self, call_id: &str) -> Option<&AwaitedJob> {
+        self.jobs.iter().find(|j| j.call_id == call_id)
+    }
+
+    /// Jobs whose completion has not arrived yet.
+    pub fn unfinished_jobs(&self) -> impl Iterator<Item = &AwaitedJob> {
+        self.jobs.iter().filter(|j| j.result.is_none())
+    }
+}
+
+/// The user's answer to a confirmation request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approved,
+    Denied,
+}
+
+/// A `risk = high` call that runs only once the user approves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingConfirmation {
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub asked_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+/// An async job a call submitted; the turn continues when every such job has a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AwaitedJob {
+    pub call_id: String,
+    pub tool: String,
+    pub job_id: String,
+    pub submitted_at: DateTime<Utc>,
+    /// The final result (`done` or `failed`), as it enters the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ToolCallResult>,
 }
 
 /// Everything about a session's task that is not a message.
@@ -77,5 +156,17 @@ impl TaskState {
     /// A turn that a restart must pick up.
     pub fn unfinished_turn(&self) -> Option<&TurnRecord> {
         self.turn.as_ref().filter(|t| !t.phase.is_final())
+    }
+
+    /// An unfinished turn that can make progress by itself: every turn except one that waits
+    /// for the user to decide on a high-risk call.
+    pub fn resumable_turn(&self) -> Option<&TurnRecord> {
+        self.unfinished_turn()
+            .filter(|t| !(t.phase == TurnPhase::WaitingUser && t.undecided().next().is_some()))
+    }
+
+    /// The unfinished turn, to change its waiting state.
+    pub fn unfinished_turn_mut(&mut self) -> Option<&mut TurnRecord> {
+        self.turn.as_mut().filter(|t| !t.phase.is_final())
     }
 }

@@ -51,6 +51,8 @@ pub enum ToolErrorCode {
     Unavailable,
     /// A `risk = high` call arrived without the user's confirmation; it was not run.
     ConfirmationRequired,
+    /// The user was asked to confirm a `risk = high` call and said no; it was not run.
+    DeclinedByUser,
 }
 
 /// A structured error the model can act on.

@@ -1,5 +1,8 @@
 //! One turn of a session (DESIGN §3) as a durable state machine:
-//! `received → planning → awaiting_tools → planning → … → answered | failed`.
+//! `received → planning → awaiting_tools → planning → … → answered | failed`, pausing in
+//! `waiting_user` (a `risk = high` call waits for the user's decision) or `waiting_job` (an
+//! async tool's job runs) and resumed by the confirmation or the job's completion
+//! ([`tool_step`], [`waiting`]).
 //!
 //! The logic lives here, free of actix: the Session actor calls [`run_turn`] with the session's
 //! log (the turn's user message already stored) and its task state. Every message and every
@@ -10,6 +13,8 @@
 mod context;
 mod emit;
 mod tool_calls;
+mod tool_step;
+mod waiting;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 pub use emit::Emitter;
+pub use waiting::{finished_by, job_result};
 
 use crate::bus::messages::{
     kinds, ExtractJob, PlanReply, PlanRequest, RecallReply, RecallRequest, RecalledMemory,
@@ -31,7 +37,6 @@ use crate::memory::RecallHit;
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
-use crate::tools::definition::ToolDefinition;
 use crate::tools::scenes;
 
 /// What a turn needs from its session's environment.
@@ -93,14 +98,8 @@ struct TurnState<'a> {
 impl TurnState<'_> {
     fn record(&mut self) -> &mut TurnRecord {
         // `run_turn` checks there is a turn before building the state.
-        self.task.turn.get_or_insert_with(|| TurnRecord {
-            turn_id: String::new(),
-            message_id: String::new(),
-            trace_id: String::new(),
-            phase: TurnPhase::Received,
-            step: 0,
-            updated_at: Utc::now(),
-            error: None,
+        self.task.turn.get_or_insert_with(|| {
+            TurnRecord::received(String::new(), String::new(), String::new())
         })
     }
 
@@ -265,102 +264,40 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
     let fixed = context::Fixed::new(env, &agent, &hits, &tools);
     loop {
         let current = state.current();
+        if let Some(calls) = tool_step::open_calls(&current) {
+            if tool_step::run(state, &definitions, &calls, &record.turn_id).await?
+                == tool_step::Next::Wait
+            {
+                return Ok(());
+            }
+            if let Some(stuck) = loop_guard(&state.current()) {
+                // Asking the user beats a fourth identical failure.
+                state.persist(ChatMessage::assistant(stuck), None).await?;
+            }
+            continue;
+        }
         let Some(last) = current.last() else {
             return Err(TurnError::NoTurn);
         };
-        match last.message.role {
-            Role::Assistant if last.message.tool_calls.is_empty() => {
-                let text = last.message.content.clone();
-                return finish(state, record, &text).await;
-            }
-            Role::Assistant => {
-                let calls = last.message.tool_calls.clone();
-                run_tool_calls(state, &definitions, &current, &calls, &record.turn_id).await?;
-                if let Some(stuck) = loop_guard(&state.current()) {
-                    // Asking the user beats a fourth identical failure.
-                    state.persist(ChatMessage::assistant(stuck), None).await?;
-                }
-            }
-            Role::User | Role::Tool | Role::System => {
-                if state.record().step >= agent.max_steps {
-                    return Err(TurnError::StepLimit(agent.max_steps));
-                }
-                context::compact(state, &agent, &record.trace_id).await;
-                let reply = plan(state, &fixed, &current, &tools, record).await?;
-                state.record().step += 1;
-                // An answer stays `planning` until it is published and its extraction queued
-                // (`finish`), so a crash in between resumes and completes those steps.
-                if !reply.tool_calls.is_empty() {
-                    state.set_phase(TurnPhase::AwaitingTools);
-                }
-                let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
-                state.persist(msg, reply.usage).await?;
-            }
+        if last.message.role == Role::Assistant {
+            let text = last.message.content.clone();
+            return finish(state, record, &text).await;
         }
+        if state.record().step >= agent.max_steps {
+            return Err(TurnError::StepLimit(agent.max_steps));
+        }
+        context::compact(state, &agent, &record.trace_id).await;
+        let reply = plan(state, &fixed, &current, &tools, record).await?;
+        state.record().step += 1;
+        // An answer stays `planning` until it is published and its extraction queued
+        // (`finish`), so a crash in between resumes and completes those steps.
+        if !reply.tool_calls.is_empty() {
+            state.set_phase(TurnPhase::AwaitingTools);
+        }
+        let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
+        state.persist(msg, reply.usage).await?;
     }
 }
-
-/// Execute the calls of the last assistant message that have no stored result yet.
-/// Independent `read` calls run concurrently; results are stored in call order.
-async fn run_tool_calls(
-    state: &mut TurnState<'_>,
-    tools: &[ToolDefinition],
-    current: &[StoredMessage],
-    calls: &[crate::llm::ToolCall],
-    turn_id: &str,
-) -> Result<(), TurnError> {
-    let done: Vec<&str> = current
-        .iter()
-        .filter_map(|m| m.message.tool_call_id.as_deref())
-        .collect();
-    let pending: Vec<_> = calls
-        .iter()
-        .filter(|c| !done.contains(&c.id.as_str()))
-        .cloned()
-        .collect();
-    let results = if tool_calls::all_reads(tools, &pending) {
-        let (env, emitter, meta) = (state.env, &state.emitter, &*state.meta);
-        futures::future::join_all(
-            pending
-                .iter()
-                .map(|call| tool_calls::execute(env, emitter, tools, meta, turn_id, call)),
-        )
-        .await
-    } else {
-        let mut results = Vec::with_capacity(pending.len());
-        for call in &pending {
-            results.push(
-                tool_calls::execute(state.env, &state.emitter, tools, state.meta, turn_id, call)
-                    .await,
-            );
-        }
-        results
-    };
-    let total = results.len();
-    for (i, (call, result)) in pending.iter().zip(results).enumerate() {
-        for fact in tool_calls::key_facts(&result) {
-            if !state.task.key_facts.contains(&fact) {
-                state.task.key_facts.push(fact);
-            }
-        }
-        let excess = state.task.key_facts.len().saturating_sub(MAX_KEY_FACTS);
-        state.task.key_facts.drain(..excess);
-        // The last result moves the turn back to planning, in the same flush.
-        if i + 1 == total {
-            state.set_phase(TurnPhase::Planning);
-        }
-        let content = tool_calls::content_for_model(&result);
-        let msg = ChatMessage::tool(call.id.clone(), call.name.clone(), content);
-        state.persist(msg, None).await?;
-    }
-    if total == 0 {
-        state.set_phase(TurnPhase::Planning);
-    }
-    Ok(())
-}
-
-/// Most identifiers kept in the key-facts region (oldest go first).
-const MAX_KEY_FACTS: usize = 20;
 
 /// Failures of one tool in a row after which the turn asks the user instead of retrying.
 const MAX_CONSECUTIVE_FAILURES: usize = 3;

@@ -27,6 +27,7 @@ pub(super) async fn execute(
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
+    confirmed: bool,
 ) -> ToolCallResult {
     emitter
         .emit(TurnEvent::ToolCall {
@@ -43,7 +44,7 @@ pub(super) async fn execute(
                 Ok(prepared) => {
                     let mut repaired = call.clone();
                     repaired.arguments = prepared.arguments;
-                    let mut result = dispatch(env, meta, turn_id, &repaired).await;
+                    let mut result = dispatch(env, meta, turn_id, &repaired, confirmed).await;
                     result.auto_corrected |= !prepared.corrections.is_empty();
                     result.corrections.extend(prepared.corrections);
                     result
@@ -51,7 +52,7 @@ pub(super) async fn execute(
                 Err(e) => failed(call, e),
             }
         }
-        Some(_) => dispatch(env, meta, turn_id, call).await,
+        Some(_) => dispatch(env, meta, turn_id, call, confirmed).await,
         None => failed(call, unknown_tool(&call.name, tools)),
     };
     emitter
@@ -68,6 +69,7 @@ async fn dispatch(
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
+    confirmed: bool,
 ) -> ToolCallResult {
     let subject = match subjects::tool(&call.name) {
         Ok(s) => s,
@@ -87,7 +89,7 @@ async fn dispatch(
             user: Some(meta.user.clone()),
             turn_id: Some(turn_id.to_string()),
             session: Some(meta.session.clone()),
-            confirmed: false,
+            confirmed,
         },
     )
     .for_session(&meta.agent, &meta.session, Some(&meta.user));

@@ -9,3 +9,4 @@ mod sessions;
 mod tool_jobs;
 mod tool_worker;
 mod turn_loop;
+mod waiting_turns;

@@ -98,13 +98,9 @@ fn plant(dir: &std::path::Path, phase: TurnPhase, messages: Vec<ChatMessage>) {
         goal: Some("what is the sum".into()),
         goal_tokens: 12,
         turn: Some(TurnRecord {
-            turn_id: "turn-1".into(),
-            message_id: "m0".into(),
-            trace_id: "trace-1".into(),
             phase,
             step: 1,
-            updated_at: Utc::now(),
-            error: None,
+            ..TurnRecord::received("turn-1".into(), "m0".into(), "trace-1".into())
         }),
         ..TaskState::default()
     };

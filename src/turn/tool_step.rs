@@ -1,0 +1,309 @@
+//! One planning step's tool calls: which run now, which wait for the user's confirmation or
+//! an async job, and storing the results that are there — each flushed before the turn moves
+//! on, so a call whose result is stored never runs again.
+
+use std::collections::HashSet;
+
+use chrono::Utc;
+
+use super::{tool_calls, waiting, TurnError, TurnState};
+use crate::bus::messages::{ToolCallResult, TurnEvent};
+use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::store::sessions::StoredMessage;
+use crate::store::tasks::{AwaitedJob, Decision, PendingConfirmation, TurnPhase};
+use crate::tools::definition::ToolDefinition;
+
+/// Most identifiers kept in the key-facts region (oldest go first).
+const MAX_KEY_FACTS: usize = 20;
+
+/// What the turn does after a step's tool calls.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Every call has its result: plan again.
+    Plan,
+    /// A call waits for the user or a job; the turn stops here and is resumed by the
+    /// confirmation or the job's completion.
+    Wait,
+}
+
+/// The tool calls of the step in progress: the last assistant message's calls, when some of
+/// them have no stored result yet.
+pub(super) fn open_calls(current: &[StoredMessage]) -> Option<Vec<ToolCall>> {
+    let at = current
+        .iter()
+        .rposition(|m| m.message.role == Role::Assistant)?;
+    let calls = &current[at].message.tool_calls;
+    let answered: HashSet<&str> = current[at + 1..]
+        .iter()
+        .filter_map(|m| m.message.tool_call_id.as_deref())
+        .collect();
+    calls
+        .iter()
+        .any(|c| !answered.contains(c.id.as_str()))
+        .then(|| calls.clone())
+}
+
+/// Run, decline or wait for each call of `calls` that has no stored result.
+pub(super) async fn run(
+    state: &mut TurnState<'_>,
+    tools: &[ToolDefinition],
+    calls: &[ToolCall],
+    turn_id: &str,
+) -> Result<Next, TurnError> {
+    let answered: HashSet<String> = state
+        .current()
+        .iter()
+        .filter_map(|m| m.message.tool_call_id.clone())
+        .collect();
+    let open: Vec<&ToolCall> = calls.iter().filter(|c| !answered.contains(&c.id)).collect();
+    let plan = classify(state, tools, &open);
+    let mut ready = plan.ready;
+    let mut submitted = Vec::new();
+    for (call, result) in execute(state, tools, &plan.to_run, turn_id).await {
+        match waiting::submitted_job(tools, &result) {
+            Some(job_id) => {
+                state.record().jobs.push(AwaitedJob {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    job_id: job_id.clone(),
+                    submitted_at: Utc::now(),
+                    result: None,
+                });
+                submitted.push((call, job_id));
+            }
+            None => ready.push((call, result, false)),
+        }
+    }
+    ready.extend(poll_jobs(state, &open).await);
+    // Results are stored in the order the model asked for them.
+    ready.sort_by_key(|(call, _, _)| calls.iter().position(|c| c.id == call.id));
+    let waits = waiting_phase(state);
+    store(state, ready, waits.unwrap_or(TurnPhase::Planning), turn_id).await?;
+    let Some(_) = waits else {
+        return Ok(Next::Plan);
+    };
+    for call in plan.asked {
+        state
+            .emitter
+            .emit(TurnEvent::ConfirmationRequired {
+                turn_id: turn_id.to_string(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                message: waiting::confirmation_message(&call),
+            })
+            .await;
+    }
+    for (call, job_id) in submitted {
+        state
+            .emitter
+            .emit(TurnEvent::JobWaiting {
+                turn_id: turn_id.to_string(),
+                call_id: call.id,
+                name: call.name,
+                job_id,
+            })
+            .await;
+    }
+    Ok(Next::Wait)
+}
+
+/// Calls sorted by what happens to them now.
+struct Classified {
+    /// Calls to execute, with whether the user confirmed them.
+    to_run: Vec<(ToolCall, bool)>,
+    /// Results that exist without executing (declined calls, finished jobs), and whether
+    /// they still need a `tool.result` event.
+    ready: Vec<(ToolCall, ToolCallResult, bool)>,
+    /// High-risk calls asked about for the first time.
+    asked: Vec<ToolCall>,
+}
+
+fn classify(state: &mut TurnState<'_>, tools: &[ToolDefinition], open: &[&ToolCall]) -> Classified {
+    let mut out = Classified {
+        to_run: Vec::new(),
+        ready: Vec::new(),
+        asked: Vec::new(),
+    };
+    let record = state.record();
+    for &call in open {
+        if let Some(job) = record.job_of(&call.id) {
+            if let Some(result) = &job.result {
+                out.ready.push((call.clone(), result.clone(), true));
+            }
+            continue;
+        }
+        if !waiting::needs_confirmation(tools, call) {
+            out.to_run.push((call.clone(), false));
+            continue;
+        }
+        match record.confirmation(&call.id).map(|c| c.decision) {
+            None => {
+                record.confirmations.push(PendingConfirmation {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    asked_at: Utc::now(),
+                    decision: None,
+                });
+                out.asked.push(call.clone());
+            }
+            Some(None) => {}
+            Some(Some(Decision::Approved)) => out.to_run.push((call.clone(), true)),
+            Some(Some(Decision::Denied)) => {
+                out.ready
+                    .push((call.clone(), waiting::declined(call), true));
+            }
+        }
+    }
+    out
+}
+
+/// Execute calls; independent `read` calls run concurrently, the rest one after another.
+async fn execute(
+    state: &TurnState<'_>,
+    tools: &[ToolDefinition],
+    to_run: &[(ToolCall, bool)],
+    turn_id: &str,
+) -> Vec<(ToolCall, ToolCallResult)> {
+    let (env, emitter, meta) = (state.env, &state.emitter, &*state.meta);
+    let calls: Vec<ToolCall> = to_run.iter().map(|(c, _)| c.clone()).collect();
+    let results = if tool_calls::all_reads(tools, &calls) {
+        futures::future::join_all(to_run.iter().map(|(call, confirmed)| {
+            tool_calls::execute(env, emitter, tools, meta, turn_id, call, *confirmed)
+        }))
+        .await
+    } else {
+        let mut results = Vec::with_capacity(to_run.len());
+        for (call, confirmed) in to_run {
+            results.push(
+                tool_calls::execute(env, emitter, tools, meta, turn_id, call, *confirmed).await,
+            );
+        }
+        results
+    };
+    calls.into_iter().zip(results).collect()
+}
+
+/// Ask the executor about awaited jobs of open calls whose completion has not arrived: the
+/// event may have been missed while this session was not running.
+async fn poll_jobs(
+    state: &mut TurnState<'_>,
+    open: &[&ToolCall],
+) -> Vec<(ToolCall, ToolCallResult, bool)> {
+    let unfinished: Vec<AwaitedJob> = state.record().unfinished_jobs().cloned().collect();
+    let mut out = Vec::new();
+    for job in unfinished {
+        let Some(call) = open.iter().find(|c| c.id == job.call_id) else {
+            continue;
+        };
+        let Some(result) = waiting::poll(state.env, state.meta, &job).await else {
+            continue;
+        };
+        if let Some(j) = state
+            .record()
+            .jobs
+            .iter_mut()
+            .find(|j| j.job_id == job.job_id)
+        {
+            j.result = Some(result.clone());
+        }
+        out.push(((*call).clone(), result, true));
+    }
+    out
+}
+
+/// The phase the turn waits in, if anything is still missing.
+fn waiting_phase(state: &mut TurnState<'_>) -> Option<TurnPhase> {
+    let record = state.record();
+    if record.undecided().next().is_some() {
+        Some(TurnPhase::WaitingUser)
+    } else if record.unfinished_jobs().next().is_some() {
+        Some(TurnPhase::WaitingJob)
+    } else {
+        None
+    }
+}
+
+/// Store each result as a tool message; the last write also carries the turn's next phase.
+async fn store(
+    state: &mut TurnState<'_>,
+    results: Vec<(ToolCall, ToolCallResult, bool)>,
+    phase: TurnPhase,
+    turn_id: &str,
+) -> Result<(), TurnError> {
+    let total = results.len();
+    for (i, (call, result, announce)) in results.into_iter().enumerate() {
+        if announce {
+            state
+                .emitter
+                .emit(TurnEvent::ToolResult {
+                    turn_id: turn_id.to_string(),
+                    result: result.clone(),
+                })
+                .await;
+        }
+        for fact in tool_calls::key_facts(&result) {
+            if !state.task.key_facts.contains(&fact) {
+                state.task.key_facts.push(fact);
+            }
+        }
+        let excess = state.task.key_facts.len().saturating_sub(MAX_KEY_FACTS);
+        state.task.key_facts.drain(..excess);
+        if i + 1 == total {
+            state.set_phase(phase);
+        }
+        let content = tool_calls::content_for_model(&result);
+        state
+            .persist(ChatMessage::tool(call.id, call.name, content), None)
+            .await?;
+    }
+    if total == 0 {
+        state.set_phase(phase);
+        state.save_task().await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
+        StoredMessage {
+            seq,
+            id: format!("m{seq}"),
+            turn_id: "t".into(),
+            ts: Utc::now(),
+            tokens: 1,
+            usage: None,
+            message,
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "add".into(),
+            arguments: json!({"a": 1, "b": 2}),
+        }
+    }
+
+    #[test]
+    fn calls_without_a_stored_result_keep_the_step_open() {
+        let ask = ChatMessage::assistant_calls(String::new(), vec![call("c1"), call("c2")]);
+        let log = vec![
+            stored(0, ChatMessage::user("sum")),
+            stored(1, ask),
+            stored(2, ChatMessage::tool("c1", "add", "3")),
+        ];
+        let open = open_calls(&log).unwrap();
+        assert_eq!(open.len(), 2, "the whole step is returned; run() skips c1");
+        let mut done = log.clone();
+        done.push(stored(3, ChatMessage::tool("c2", "add", "3")));
+        assert!(open_calls(&done).is_none());
+        done.push(stored(4, ChatMessage::assistant("3 and 3")));
+        assert!(open_calls(&done).is_none());
+    }
+}

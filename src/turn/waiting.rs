@@ -1,0 +1,230 @@
+//! What a turn waits for between steps: the user's decision on a `risk = high` call
+//! (`waiting_user`) and the completion of an async tool's job (`waiting_job`).
+//!
+//! The waits themselves are persisted in the turn's [`TurnRecord`]; this module builds the
+//! results they end in (a declined call, a finished job) and asks the tool-executor for the
+//! state of jobs whose completion event may have been missed (the session was not running,
+//! or the job finished before the turn recorded it).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::{json, Value};
+
+use super::TurnEnv;
+use crate::bus::messages::{kinds, JobEvent, ToolCallRequest, ToolCallResult, ToolStatus};
+use crate::bus::{rpc, subjects};
+use crate::envelope::Envelope;
+use crate::llm::ToolCall;
+use crate::store::sessions::SessionMeta;
+use crate::store::tasks::AwaitedJob;
+use crate::tools::builtin::JOB_STATUS;
+use crate::tools::definition::{ToolDefinition, ToolMode, ToolRisk};
+use crate::tools::jobs::JobStatus;
+use crate::tools::{ToolError, ToolErrorCode};
+
+/// Does this call need the user's confirmation before it runs?
+pub(super) fn needs_confirmation(tools: &[ToolDefinition], call: &ToolCall) -> bool {
+    tools
+        .iter()
+        .any(|t| t.name == call.name && t.risk == ToolRisk::High)
+}
+
+/// What the person deciding is told about a high-risk call.
+pub(super) fn confirmation_message(call: &ToolCall) -> String {
+    let args = call.arguments.to_string();
+    let args: String = args.chars().take(300).collect();
+    format!(
+        "`{}` is a high-risk tool; it runs with {args} only if you approve \
+         (hermes send --confirm, or --deny to decline)",
+        call.name
+    )
+}
+
+/// The result a declined call enters the conversation with; it never ran.
+pub(super) fn declined(call: &ToolCall) -> ToolCallResult {
+    ToolCallResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        status: ToolStatus::Error,
+        output: Value::Null,
+        error: Some(
+            ToolError::new(
+                ToolErrorCode::DeclinedByUser,
+                format!("the user declined to run `{}`; it was not run", call.name),
+            )
+            .with_hint("do not call it again for this request; ask what the user wants instead"),
+        ),
+        auto_corrected: false,
+        corrections: Vec::new(),
+        via: "user".into(),
+        duration_ms: 0,
+        raw_reference: None,
+    }
+}
+
+/// The job id when `result` is an async tool's `{job_id, status: "submitted"}` answer.
+pub(super) fn submitted_job(tools: &[ToolDefinition], result: &ToolCallResult) -> Option<String> {
+    let is_async = tools
+        .iter()
+        .any(|t| t.name == result.name && t.mode == ToolMode::Async);
+    if !is_async || result.status != ToolStatus::Ok || result.output["status"] != "submitted" {
+        return None;
+    }
+    result.output["job_id"].as_str().map(str::to_string)
+}
+
+/// The result a finished job enters the conversation with.
+pub fn job_result(
+    job: &AwaitedJob,
+    status: JobStatus,
+    output: Option<Value>,
+    error: Option<ToolError>,
+) -> ToolCallResult {
+    let elapsed = (Utc::now() - job.submitted_at).num_milliseconds().max(0);
+    let (status, error) = match status {
+        JobStatus::Done => (ToolStatus::Ok, None),
+        _ => (
+            ToolStatus::Error,
+            Some(error.unwrap_or_else(|| {
+                ToolError::new(
+                    ToolErrorCode::ExecutionFailed,
+                    format!(
+                        "job {} of `{}` failed without a reason",
+                        job.job_id, job.tool
+                    ),
+                )
+            })),
+        ),
+    };
+    ToolCallResult {
+        call_id: job.call_id.clone(),
+        name: job.tool.clone(),
+        status,
+        output: output.unwrap_or(Value::Null),
+        error,
+        auto_corrected: false,
+        corrections: Vec::new(),
+        via: format!("job:{}", job.job_id),
+        duration_ms: u64::try_from(elapsed).unwrap_or(0),
+        raw_reference: None,
+    }
+}
+
+/// The final result a job event carries for `job`, if the event is that job's end.
+pub fn finished_by(job: &AwaitedJob, event: &JobEvent) -> Option<ToolCallResult> {
+    (event.job_id == job.job_id && event.status.is_final())
+        .then(|| job_result(job, event.status, event.result.clone(), event.error.clone()))
+}
+
+/// Ask the tool-executor (`job_status`) for a job's state; `Some` when it has ended.
+/// A failing ask is logged and answered `None`: the completion event still wakes the turn.
+pub(super) async fn poll(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    job: &AwaitedJob,
+) -> Option<ToolCallResult> {
+    let request = Envelope::new(
+        kinds::TOOL_CALL,
+        ToolCallRequest {
+            call_id: format!("poll-{}", job.call_id),
+            name: JOB_STATUS.into(),
+            arguments: json!({"job_id": job.job_id}),
+            user: Some(meta.user.clone()),
+            turn_id: None,
+            session: Some(meta.session.clone()),
+            confirmed: false,
+        },
+    )
+    .for_session(&meta.agent, &meta.session, Some(&meta.user));
+    let subject = subjects::tool(JOB_STATUS).ok()?;
+    let timeout = Duration::from_secs(env.config.engine.request_timeout_secs);
+    let reply: Envelope<ToolCallResult> = match rpc::call(
+        env.bus.as_ref(),
+        &subject,
+        &request,
+        kinds::TOOL_RESULT,
+        timeout,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
+            return None;
+        }
+    };
+    let out = reply.body.output;
+    let status: JobStatus = serde_json::from_value(out["status"].clone()).ok()?;
+    if !status.is_final() {
+        return None;
+    }
+    let error = serde_json::from_value(out["error"].clone()).ok();
+    let output = Some(out["result"].clone()).filter(|v| !v.is_null());
+    Some(job_result(job, status, output, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn awaited() -> AwaitedJob {
+        AwaitedJob {
+            call_id: "c1".into(),
+            tool: "generate_report".into(),
+            job_id: "job-1".into(),
+            submitted_at: Utc::now(),
+            result: None,
+        }
+    }
+
+    fn event(job_id: &str, status: JobStatus) -> JobEvent {
+        JobEvent {
+            job_id: job_id.into(),
+            tool: "generate_report".into(),
+            call_id: "c1".into(),
+            agent: None,
+            session: None,
+            user: None,
+            turn_id: None,
+            status,
+            progress: None,
+            result: Some(json!({"topic": "phones"})),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn only_the_final_event_of_the_awaited_job_finishes_it() {
+        let job = awaited();
+        assert!(finished_by(&job, &event("job-1", JobStatus::Running)).is_none());
+        assert!(finished_by(&job, &event("job-2", JobStatus::Done)).is_none());
+        let done = finished_by(&job, &event("job-1", JobStatus::Done)).unwrap();
+        assert_eq!(done.status, ToolStatus::Ok);
+        assert_eq!(done.call_id, "c1");
+        assert_eq!(done.output["topic"], "phones");
+        assert_eq!(done.via, "job:job-1");
+    }
+
+    #[test]
+    fn a_failed_job_without_a_reason_still_explains_itself() {
+        let failed = job_result(&awaited(), JobStatus::Failed, None, None);
+        assert_eq!(failed.status, ToolStatus::Error);
+        let error = failed.error.unwrap();
+        assert_eq!(error.code, ToolErrorCode::ExecutionFailed);
+        assert!(error.message.contains("job-1"), "{}", error.message);
+    }
+
+    #[test]
+    fn a_declined_call_is_an_error_that_says_not_to_retry() {
+        let call = ToolCall {
+            id: "c9".into(),
+            name: "order_cancel".into(),
+            arguments: json!({"order_id": "A1"}),
+        };
+        let result = declined(&call);
+        let error = result.error.unwrap();
+        assert_eq!(error.code, ToolErrorCode::DeclinedByUser);
+        assert!(error.hint.unwrap().contains("do not call it again"));
+    }
+}
