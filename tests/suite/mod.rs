@@ -5,6 +5,7 @@ mod mcp_client;
 mod memory;
 mod multi_process;
 mod openai_provider;
+mod parallel_reads;
 mod sessions;
 mod tool_jobs;
 mod tool_worker;

@@ -162,6 +162,60 @@ async fn read_tools_run_every_time() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
+/// A tool slower than its one-second timeout.
+struct Hanging {
+    effect: ToolEffect,
+}
+
+#[async_trait]
+impl Tool for Hanging {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "hang".into(),
+            description: "never answers in time".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        let mut d = ToolDefinition::from_spec(self.spec(), Duration::from_secs(1));
+        d.effect = self.effect;
+        d
+    }
+
+    async fn call(&self, _: Value) -> Result<Value, ToolError> {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(json!({}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
+    for (effect, retry_advice) in [
+        (ToolEffect::Read, "retry once"),
+        (ToolEffect::Write, "do not retry"),
+    ] {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
+        let c = core(&db, bus, vec![Arc::new(Hanging { effect })]);
+        let r = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
+        assert_eq!(r.status, ToolStatus::Error);
+        let e = r.error.unwrap();
+        assert_eq!(e.code, ToolErrorCode::Timeout);
+        assert!(
+            e.message.contains("`hang`") && e.message.contains("1s"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("slow or down"),
+            "likely causes: {}",
+            e.message
+        );
+        assert!(e.hint.unwrap().contains(retry_advice), "{effect:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn high_risk_call_without_confirmation_is_refused_and_counted() {
     let db = sled::Config::new().temporary(true).open().unwrap();
