@@ -30,6 +30,20 @@ pub fn peak_rss_mb() -> f64 {
     usage.ru_maxrss as f64 / 1024.0
 }
 
+/// Resident set size of this process now, MiB (`VmRSS` of `/proc/self/status`; 0 where
+/// there is no procfs).
+pub fn current_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 /// `nproc` and the load average.
 pub fn host_info() -> Value {
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());

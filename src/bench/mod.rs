@@ -1,6 +1,8 @@
 //! `hermes bench`: the engine workloads of `shared/bench/WORKLOAD.md` (W1 tool loop, W2
-//! history growth, W3 message passing), run through the whole engine on either bus.
+//! history growth, W3 message passing) and our idle-sessions memory row, run through the
+//! whole engine on either bus.
 
+mod idle;
 mod measure;
 mod w1;
 mod w2;
@@ -15,6 +17,7 @@ use crate::actors::ActorSet;
 use crate::config::{Config, ModelConfig};
 use crate::engine::Engine;
 
+pub use idle::DEFAULT_SESSIONS as IDLE_DEFAULT_SESSIONS;
 pub use measure::{host_info, Stats};
 
 /// The bench scenario for the extractor and summariser roles.
@@ -42,6 +45,8 @@ pub enum Workload {
     W1,
     W2,
     W3,
+    /// This many sessions left idle in memory.
+    Idle(usize),
 }
 
 /// Turn the user's config into the bench config: bench model, `add` tool, no MCP servers,
@@ -79,6 +84,7 @@ pub async fn run(
             Workload::W1 => rows.extend(w1::run(&engine, progress).await?),
             Workload::W2 => rows.push(w2::run(&engine, progress).await?),
             Workload::W3 => rows.push(w3::run(&engine, progress).await?),
+            Workload::Idle(n) => rows.push(idle::run(&engine, *n, progress).await?),
         }
     }
     let bus = config.bus.url.clone();

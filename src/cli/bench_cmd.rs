@@ -14,14 +14,20 @@ enum Which {
     W1,
     W2,
     W3,
+    /// Memory of live idle sessions (not part of `all`).
+    Idle,
     All,
 }
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Workload: w1 (tool loop), w2 (history growth), w3 (message passing) or all.
+    /// Workload: w1 (tool loop), w2 (history growth), w3 (message passing), all (w1–w3), or
+    /// idle (RSS with many live idle sessions; see --sessions).
     #[arg(value_enum, default_value = "all")]
     workload: Which,
+    /// Sessions for the `idle` workload.
+    #[arg(long, default_value_t = bench::IDLE_DEFAULT_SESSIONS)]
+    sessions: usize,
     /// Bus: `embedded` or `nats://host:port` (a nats-server started with -js).
     #[arg(long, default_value = "embedded")]
     bus: String,
@@ -44,6 +50,7 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         Which::W1 => vec![Workload::W1],
         Which::W2 => vec![Workload::W2],
         Which::W3 => vec![Workload::W3],
+        Which::Idle => vec![Workload::Idle(args.sessions)],
         Which::All => vec![Workload::W1, Workload::W2, Workload::W3],
     };
     let json = args.json;
