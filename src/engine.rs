@@ -53,7 +53,7 @@ impl Engine {
         io: Handle,
     ) -> Result<Self, EngineError> {
         let embedded = config.bus.url == "embedded";
-        let db = if embedded || actors.session || actors.memory_extractor {
+        let db = if embedded || actors.session || actors.memory_extractor || actors.mcp_bridge {
             let dir = config.engine.data_dir.clone();
             Some(
                 io.spawn_blocking(move || crate::store::open(&dir))
@@ -91,7 +91,7 @@ impl Engine {
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
             let (_, catalog) =
-                McpBridge::start(deps.clone(), &arbiter)
+                McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
                     .await
                     .map_err(|reason| EngineError::Actor {
                         actor: "mcp-bridge",

@@ -3,9 +3,11 @@
 //!
 //! Every call passes the whitelist and schema validation (with safe repair) before it runs, and
 //! runs under its timeout on the I/O runtime. MCP tools are mounted from the MCP-bridge's
-//! catalog as proxy tools, so they get the same checks.
+//! catalog as proxy tools, so they get the same checks, and re-mounted when the bridge
+//! announces a change on `hermes.mcp.changed`.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -21,7 +23,7 @@ use crate::bus::{rpc, subjects, BusError};
 use crate::envelope::Envelope;
 use crate::tools::builtin::{self, BuiltinData};
 use crate::tools::registry::ToolRegistry;
-use crate::tools::remote::McpProxyTool;
+use crate::tools::remote::{McpProxyTool, McpReadResourceTool, MCP_SEPARATOR};
 use crate::tools::{Tool, ToolError, ToolErrorCode};
 
 pub struct ToolExecutor {
@@ -95,17 +97,54 @@ async fn subscribe_tool(
     .map(|_| ())
 }
 
-/// Ask the MCP-bridge for its catalog (retrying while it starts, up to `wait`) and mount
-/// every tool of every ready server. Returns how many tools were mounted.
+/// Ask the MCP-bridge for its catalog (retrying while it starts, up to `wait`), mount every
+/// tool of every ready server plus `mcp_read_resource`, and keep the mounts in step with the
+/// catalogs the bridge publishes on `hermes.mcp.changed` (a server that reconnects or changes
+/// its tool list). Returns how many MCP tools were mounted at first.
 pub async fn mount_mcp_tools(
     deps: ActorDeps,
     registry: ToolRegistry,
     addr: Addr<ToolExecutor>,
     wait: Duration,
 ) -> Result<usize, String> {
+    // Subscribe before asking, so no change between the answer and the subscription is lost.
+    let mut changes = deps
+        .bus
+        .subscribe(subjects::MCP_CHANGED)
+        .await
+        .map_err(|e| e.to_string())?;
+    let catalog = fetch_mcp_catalog(&deps, wait).await?;
+    let mounts = McpMounts {
+        deps: deps.clone(),
+        registry,
+        recipient: addr.recipient(),
+        subscribed: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let reader = McpReadResourceTool::new(
+        Duration::from_secs(deps.config.tools.default_timeout_secs),
+        deps.bus.clone(),
+    );
+    mounts.add(Arc::new(reader)).await?;
+    let mounted = mounts.sync(&catalog).await?;
+    deps.io.spawn(async move {
+        while let Some(msg) = changes.next().await {
+            match Envelope::decode_as::<McpCatalog>(&msg.payload, usize::MAX, kinds::MCP_CATALOG) {
+                Ok(catalog) => {
+                    if let Err(e) = mounts.sync(&catalog.body).await {
+                        tracing::warn!(error = %e, "re-mounting MCP tools failed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "malformed MCP catalog change ignored"),
+            }
+        }
+    });
+    Ok(mounted)
+}
+
+async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalog, String> {
     let deadline = Instant::now() + wait;
     let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
-    let catalog: McpCatalog = loop {
+    loop {
         match rpc::call::<_, McpCatalog>(
             deps.bus.as_ref(),
             subjects::MCP_CATALOG,
@@ -115,43 +154,81 @@ pub async fn mount_mcp_tools(
         )
         .await
         {
-            Ok(env) => break env.body,
+            Ok(env) => return Ok(env.body),
             Err(e) if Instant::now() < deadline => {
                 tracing::debug!(error = %e, "MCP bridge not ready yet");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => return Err(format!("MCP bridge did not answer: {e}")),
         }
-    };
-    let mut mounted = 0;
-    let recipient = addr.recipient();
-    for server in &catalog.servers {
-        if server.status != "ready" {
-            tracing::error!(server = %server.name, error = ?server.error, "MCP server is not ready; its tools are not available");
-            continue;
+    }
+}
+
+/// The MCP proxy tools this executor has mounted, and the subjects it already serves.
+struct McpMounts {
+    deps: ActorDeps,
+    registry: ToolRegistry,
+    recipient: Recipient<Incoming>,
+    subscribed: Arc<Mutex<HashSet<String>>>,
+}
+
+impl McpMounts {
+    /// Register `tool` (if new) and serve its subject (once).
+    async fn add(&self, tool: Arc<dyn Tool>) -> Result<bool, String> {
+        let name = tool.spec().name;
+        if self.registry.contains(&name) {
+            return Ok(false);
         }
-        for tool in &server.tools {
-            let timeout = Duration::from_secs(server.timeout_secs.max(1));
-            let Some(proxy) = McpProxyTool::new(&server.name, tool, timeout, deps.bus.clone())
-            else {
-                tracing::warn!(server = %server.name, tool = %tool.name, "MCP tool name cannot be used as a subject; skipped");
-                continue;
-            };
-            let name = proxy.spec().name;
-            if registry.get(&name).is_some() {
-                continue;
-            }
-            if let Err(e) = registry.register(Arc::new(proxy)) {
-                tracing::warn!(tool = %name, error = %e, "MCP tool rejected");
-                continue;
-            }
-            subscribe_tool(&deps, &name, recipient.clone())
+        if let Err(e) = self.registry.register(tool) {
+            tracing::warn!(tool = %name, error = %e, "MCP tool rejected");
+            return Ok(false);
+        }
+        let first = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone());
+        if first {
+            subscribe_tool(&self.deps, &name, self.recipient.clone())
                 .await
                 .map_err(|e| e.to_string())?;
-            mounted += 1;
         }
+        Ok(true)
     }
-    Ok(mounted)
+
+    /// Mount the tools of every ready server and unmount the ones a ready server no longer
+    /// lists. Tools of a server that is down stay mounted: calls fail fast with the reason.
+    async fn sync(&self, catalog: &McpCatalog) -> Result<usize, String> {
+        let mut mounted = 0;
+        for server in &catalog.servers {
+            if server.status != "ready" {
+                tracing::error!(server = %server.name, status = %server.status, error = ?server.error, "MCP server is not ready; its tools fail until it is back");
+                continue;
+            }
+            let timeout = Duration::from_secs(server.timeout_secs.max(1));
+            let mut listed = HashSet::new();
+            for tool in &server.tools {
+                let Some(proxy) =
+                    McpProxyTool::new(&server.name, tool, timeout, self.deps.bus.clone())
+                else {
+                    tracing::warn!(server = %server.name, tool = %tool.name, "MCP tool name cannot be used as a subject; skipped");
+                    continue;
+                };
+                listed.insert(proxy.spec().name);
+                if self.add(Arc::new(proxy)).await? {
+                    mounted += 1;
+                }
+            }
+            let prefix = format!("{}{MCP_SEPARATOR}", server.name);
+            for name in self.registry.names() {
+                if name.starts_with(&prefix) && !listed.contains(&name) {
+                    self.registry.unregister(&name);
+                    tracing::info!(tool = %name, "MCP tool unmounted (its server no longer lists it)");
+                }
+            }
+        }
+        Ok(mounted)
+    }
 }
 
 impl Handler<Incoming> for ToolExecutor {

@@ -38,6 +38,7 @@ pub fn everything_server_config(name: &str) -> McpServerConfig {
         args: vec!["stdio".to_owned()],
         env: BTreeMap::new(),
         timeout_secs: 30,
+        ..Default::default()
     }
 }
 
@@ -49,5 +50,6 @@ pub fn command_config(name: &str, command: &str, args: &[&str]) -> McpServerConf
         args: args.iter().map(|arg| (*arg).to_owned()).collect(),
         env: BTreeMap::new(),
         timeout_secs: 30,
+        ..Default::default()
     }
 }
