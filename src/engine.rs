@@ -202,6 +202,12 @@ impl Engine {
             reason: e.to_string(),
         })?;
         let arbiter = self.arbiter();
+        crate::actors::memory_reader::MemoryReader::start(deps.clone(), store.clone(), &arbiter)
+            .await
+            .map_err(|reason| EngineError::Actor {
+                actor: "memory-reader",
+                reason,
+            })?;
         MemoryExtractor::start(deps.clone(), store, model, &arbiter)
             .await
             .map_err(|reason| EngineError::Actor {

@@ -11,6 +11,7 @@
 pub mod adapter;
 pub mod mcp_bridge;
 pub mod memory_extractor;
+pub mod memory_reader;
 pub mod planner;
 pub mod router;
 pub mod session;

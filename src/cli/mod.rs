@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod demo;
+mod mcp;
 mod print;
 mod runtime;
 mod send;
@@ -62,15 +63,9 @@ enum Command {
     Chat(send::ChatArgs),
     /// Measure the engine itself: the workloads of shared/bench/WORKLOAD.md.
     Bench(bench_cmd::BenchArgs),
-    /// MCP utilities.
+    /// MCP: Hermes' own MCP server, mounted servers' status, the audit trail.
     #[command(subcommand)]
-    Mcp(McpCommand),
-}
-
-#[derive(Subcommand)]
-enum McpCommand {
-    /// Run the demo's product-catalog MCP server on stdio (the MCP-bridge starts it).
-    CatalogServer,
+    Mcp(mcp::McpCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -82,10 +77,7 @@ pub fn main() -> ExitCode {
         Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
         Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
         Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
-        Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
-            rt.block_on(hermes::mcp::catalog_server::run_stdio())
-                .map_err(anyhow::Error::from)
-        }),
+        Command::Mcp(command) => mcp::run(cli.config, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,7 @@ pub mod audit;
 pub mod catalog_server;
 pub mod client;
 pub mod pool;
-// pub mod server;
+pub mod server;
 
 use std::time::Duration;
 
