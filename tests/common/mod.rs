@@ -2,8 +2,10 @@
 //! Test helpers: real nats-server, real MCP servers, a fake OpenAI-compatible server, the
 //! engine in-process and `hermes` as a child process.
 
+pub mod dynamic_mcp;
 pub mod engine;
 pub mod fake_openai;
 pub mod hermes_proc;
 pub mod mcp_servers;
+pub mod memory_writes;
 pub mod nats_server;
