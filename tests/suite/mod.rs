@@ -3,6 +3,7 @@ mod bus_contract;
 mod demo_cli;
 mod mcp_bridge;
 mod mcp_client;
+mod mcp_server;
 mod multi_process;
 mod openai_provider;
 mod turn_loop;
