@@ -269,3 +269,21 @@ async fn hermes_own_server_over_stdio_answers_the_rmcp_client() {
     assert!(client.list_resources().await.unwrap().is_empty());
     client.shutdown().await;
 }
+
+#[test]
+fn exposed_hermes_tools_are_offered_and_run_for_the_principal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = secured_config(dir.path());
+    config.mcp.server.expose_tools = vec!["add".into()];
+    with_engine(config, |engine| async move {
+        let server = start_http(&engine).await;
+        let alice = client_as(&server, Some("alice")).await.unwrap();
+        let tools = alice.list_tools().await.unwrap();
+        let add = tools.iter().find(|t| t.name == "add").expect("add is exposed");
+        assert!(add.input_schema["properties"].get("a").is_some());
+        let sum = call(&alice, "add", json!({"a": 2, "b": 40})).await.unwrap();
+        assert!(sum.to_string().contains("42"), "{sum}");
+        let carol = client_as(&server, Some("carol")).await.unwrap();
+        assert!(call(&carol, "add", json!({"a": 1, "b": 1})).await.unwrap_err().contains("forbidden"));
+    });
+}

@@ -4,6 +4,7 @@ mod demo_cli;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;
+mod mcp_shared_memory;
 mod multi_process;
 mod openai_provider;
 mod turn_loop;
