@@ -8,3 +8,5 @@ bash scripts/setup-test-deps.sh
 # shellcheck source=/dev/null
 source .tools/env.sh
 cargo test --all-targets -- --test-threads=2
+# The MCP conformance suite both ways (about 30 s once hermes is built).
+bash scripts/conformance.sh

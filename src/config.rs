@@ -194,7 +194,8 @@ pub struct McpHostConfig {
     /// Host names accepted in `Host` besides loopback ones (DNS-rebinding protection).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted in `Origin` (e.g. `http://localhost:*`); others are refused.
+    /// Browser origins accepted in `Origin` besides loopback ones (e.g. `https://app.example:443`);
+    /// others are refused.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     /// Hermes tools also offered over MCP (forwarded to `hermes.tool.<name>`).

@@ -2,7 +2,8 @@
 //! `StreamableHttpService` on its own hyper listener (not actix-web), behind three checks:
 //!
 //! 1. **DNS rebinding**: `Host` must be a loopback name or one of `allowed_hosts`, and a
-//!    browser `Origin`, when sent, must be one of `allowed_origins` (rmcp enforces both; 403).
+//!    browser `Origin`, when sent, must be a loopback origin or one of `allowed_origins` (rmcp
+//!    enforces both; 403).
 //! 2. **Authentication**: `Authorization: Bearer <token>` must match a configured token
 //!    (compared by sha256; never logged) → a [`Principal`] attached to the request. Without a
 //!    header the `anonymous` principal is used only on a loopback listener; else 401.
@@ -85,9 +86,15 @@ pub async fn start(listen: &str, deps: ServerDeps, host: &McpHostConfig) -> Resu
 fn rmcp_service(deps: ServerDeps, host: &McpHostConfig, cancel: CancellationToken) -> Service {
     let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), "[::1]".to_owned()];
     hosts.extend(host.allowed_hosts.iter().cloned());
+    // A page served from this machine may call; any other browser origin must be listed.
+    let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
+        .collect();
+    origins.extend(host.allowed_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_allowed_origins(host.allowed_origins.clone())
+        .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_cancellation_token(cancel);
     let deps = Arc::new(deps);
