@@ -432,7 +432,11 @@ mod tests {
         assert!(e.contains("exactly one of `command`"), "{e}");
         std::fs::write(&p, "[[mcp.servers]]\nname = \"x\"\n").unwrap();
         assert!(Config::load(Some(&p)).is_err());
-        std::fs::write(&p, "[[mcp.servers]]\nname = \"x\"\nurl = \"http://h/mcp\"\n").unwrap();
+        std::fs::write(
+            &p,
+            "[[mcp.servers]]\nname = \"x\"\nurl = \"http://h/mcp\"\n",
+        )
+        .unwrap();
         let c = Config::load(Some(&p)).unwrap();
         assert_eq!(c.mcp.servers[0].url.as_deref(), Some("http://h/mcp"));
     }

@@ -90,13 +90,12 @@ impl Engine {
         };
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
-            let (_, catalog) =
-                McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
-                    .await
-                    .map_err(|reason| EngineError::Actor {
-                        actor: "mcp-bridge",
-                        reason,
-                    })?;
+            let (_, catalog) = McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
+                .await
+                .map_err(|reason| EngineError::Actor {
+                    actor: "mcp-bridge",
+                    reason,
+                })?;
             engine.mcp = Some(catalog);
         }
         if actors.tool_executor {

@@ -105,7 +105,9 @@ async fn announce_changes(deps: ActorDeps, pool: Arc<McpPool>) {
     let mut changes = pool.changes();
     while changes.changed().await.is_ok() {
         let envelope = Envelope::new(kinds::MCP_CATALOG, pool.catalog());
-        if let Err(e) = crate::bus::rpc::publish(deps.bus.as_ref(), subjects::MCP_CHANGED, &envelope).await {
+        if let Err(e) =
+            crate::bus::rpc::publish(deps.bus.as_ref(), subjects::MCP_CHANGED, &envelope).await
+        {
             tracing::warn!(error = %e, "could not announce an MCP catalog change");
         }
     }
@@ -123,7 +125,8 @@ async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(),
         let log = log.clone();
         deps.io.spawn(async move {
             while let Some(msg) = sub.next().await {
-                match Envelope::decode_as::<AuditRecord>(&msg.payload, 1 << 20, kinds::AUDIT_EVENT) {
+                match Envelope::decode_as::<AuditRecord>(&msg.payload, 1 << 20, kinds::AUDIT_EVENT)
+                {
                     Ok(envelope) => {
                         if let Err(e) = log.record(&envelope.body) {
                             tracing::warn!(error = %e, "could not store an MCP audit record");
@@ -162,11 +165,18 @@ async fn answer(
     msg: Incoming,
 ) -> Option<Bytes> {
     let max = deps.config.engine.max_envelope_bytes;
-    let ctx = CallContext { deps: &deps, audit: audit.as_ref() };
+    let ctx = CallContext {
+        deps: &deps,
+        audit: audit.as_ref(),
+    };
     match msg.subject.as_str() {
         subjects::MCP_CATALOG => reply_bytes(&Envelope::new(kinds::MCP_CATALOG, pool.catalog())),
         subjects::MCP_AUDIT => {
-            let request = match Envelope::decode_as::<McpAuditRequest>(&msg.payload, max, kinds::MCP_AUDIT_REQUEST) {
+            let request = match Envelope::decode_as::<McpAuditRequest>(
+                &msg.payload,
+                max,
+                kinds::MCP_AUDIT_REQUEST,
+            ) {
                 Ok(r) => r,
                 Err(e) => return error_bytes("bad_request", e.to_string()),
             };
@@ -177,26 +187,30 @@ async fn answer(
             }
         }
         subjects::MCP_READ => {
-            let request = match Envelope::decode_as::<McpReadRequest>(&msg.payload, max, kinds::MCP_READ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
+            let request =
+                match Envelope::decode_as::<McpReadRequest>(&msg.payload, max, kinds::MCP_READ) {
+                    Ok(r) => r,
+                    Err(e) => return error_bytes("bad_request", e.to_string()),
+                };
             let reply = ctx.read(&pool, request.body).await;
             reply_bytes(&Envelope::new(kinds::MCP_READ_RESULT, reply).in_trace(&request.trace_id))
         }
         subjects::MCP_PROMPT => {
-            let request = match Envelope::decode_as::<McpPromptRequest>(&msg.payload, max, kinds::MCP_PROMPT) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
+            let request =
+                match Envelope::decode_as::<McpPromptRequest>(&msg.payload, max, kinds::MCP_PROMPT)
+                {
+                    Ok(r) => r,
+                    Err(e) => return error_bytes("bad_request", e.to_string()),
+                };
             let reply = ctx.prompt(&pool, request.body).await;
             reply_bytes(&Envelope::new(kinds::MCP_PROMPT_RESULT, reply).in_trace(&request.trace_id))
         }
         _ => {
-            let request = match Envelope::decode_as::<McpCallRequest>(&msg.payload, max, kinds::MCP_CALL) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
+            let request =
+                match Envelope::decode_as::<McpCallRequest>(&msg.payload, max, kinds::MCP_CALL) {
+                    Ok(r) => r,
+                    Err(e) => return error_bytes("bad_request", e.to_string()),
+                };
             let reply = ctx.call(&pool, request.body).await;
             reply_bytes(&Envelope::new(kinds::MCP_RESULT, reply).in_trace(&request.trace_id))
         }
@@ -212,7 +226,13 @@ struct CallContext<'a> {
 impl CallContext<'_> {
     async fn call(&self, pool: &McpPool, body: McpCallRequest) -> McpCallReply {
         let started = Instant::now();
-        let record = AuditRecord::new("client", body.user.as_deref(), &body.server, "tools/call", &body.tool);
+        let record = AuditRecord::new(
+            "client",
+            body.user.as_deref(),
+            &body.server,
+            "tools/call",
+            &body.tool,
+        );
         let outcome = match pool.client(&body.server) {
             Ok((client, timeout)) => client
                 .call_tool(&body.tool, body.arguments, timeout)
@@ -221,42 +241,83 @@ impl CallContext<'_> {
             Err(e) => Err(e),
         };
         let error = match &outcome {
-            Ok(result) if result.is_error => Some(format!("the tool reported an error: {}", first_line(&result.text))),
+            Ok(result) if result.is_error => Some(format!(
+                "the tool reported an error: {}",
+                first_line(&result.text)
+            )),
             Ok(_) => None,
             Err(e) => Some(e.clone()),
         };
         self.audited(record.outcome(started, error)).await;
         match outcome {
-            Ok(result) => McpCallReply { result: Some(result), error: None },
-            Err(e) => McpCallReply { result: None, error: Some(e) },
+            Ok(result) => McpCallReply {
+                result: Some(result),
+                error: None,
+            },
+            Err(e) => McpCallReply {
+                result: None,
+                error: Some(e),
+            },
         }
     }
 
     async fn read(&self, pool: &McpPool, body: McpReadRequest) -> McpReadReply {
         let started = Instant::now();
-        let record = AuditRecord::new("client", body.user.as_deref(), &body.server, "resources/read", &body.uri);
+        let record = AuditRecord::new(
+            "client",
+            body.user.as_deref(),
+            &body.server,
+            "resources/read",
+            &body.uri,
+        );
         let outcome = match pool.client(&body.server) {
-            Ok((client, timeout)) => client.read_resource(&body.uri, timeout).await.map_err(|e| e.to_string()),
+            Ok((client, timeout)) => client
+                .read_resource(&body.uri, timeout)
+                .await
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
-        self.audited(record.outcome(started, outcome.as_ref().err().cloned())).await;
+        self.audited(record.outcome(started, outcome.as_ref().err().cloned()))
+            .await;
         match outcome {
-            Ok(contents) => McpReadReply { contents, error: None },
-            Err(e) => McpReadReply { contents: Vec::new(), error: Some(e) },
+            Ok(contents) => McpReadReply {
+                contents,
+                error: None,
+            },
+            Err(e) => McpReadReply {
+                contents: Vec::new(),
+                error: Some(e),
+            },
         }
     }
 
     async fn prompt(&self, pool: &McpPool, body: McpPromptRequest) -> McpPromptReply {
         let started = Instant::now();
-        let record = AuditRecord::new("client", body.user.as_deref(), &body.server, "prompts/get", &body.name);
+        let record = AuditRecord::new(
+            "client",
+            body.user.as_deref(),
+            &body.server,
+            "prompts/get",
+            &body.name,
+        );
         let outcome = match pool.client(&body.server) {
-            Ok((client, timeout)) => client.get_prompt(&body.name, body.arguments, timeout).await.map_err(|e| e.to_string()),
+            Ok((client, timeout)) => client
+                .get_prompt(&body.name, body.arguments, timeout)
+                .await
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
-        self.audited(record.outcome(started, outcome.as_ref().err().cloned())).await;
+        self.audited(record.outcome(started, outcome.as_ref().err().cloned()))
+            .await;
         match outcome {
-            Ok(prompt) => McpPromptReply { prompt: Some(prompt), error: None },
-            Err(e) => McpPromptReply { prompt: None, error: Some(e) },
+            Ok(prompt) => McpPromptReply {
+                prompt: Some(prompt),
+                error: None,
+            },
+            Err(e) => McpPromptReply {
+                prompt: None,
+                error: Some(e),
+            },
         }
     }
 
@@ -272,5 +333,10 @@ impl CallContext<'_> {
 }
 
 fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().chars().take(200).collect()
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
 }

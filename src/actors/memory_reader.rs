@@ -22,8 +22,15 @@ impl Actor for MemoryReader {
 }
 
 impl MemoryReader {
-    pub async fn start(deps: ActorDeps, store: MemoryStore, arbiter: &ArbiterHandle) -> Result<Addr<MemoryReader>, String> {
-        let reader = MemoryReader { deps: deps.clone(), store };
+    pub async fn start(
+        deps: ActorDeps,
+        store: MemoryStore,
+        arbiter: &ArbiterHandle,
+    ) -> Result<Addr<MemoryReader>, String> {
+        let reader = MemoryReader {
+            deps: deps.clone(),
+            store,
+        };
         let addr = MemoryReader::start_in_arbiter(arbiter, |_| reader);
         adapter::serve(
             &deps.io,
@@ -39,14 +46,22 @@ impl MemoryReader {
 }
 
 /// The records a list request asks for.
-pub fn list(store: &MemoryStore, request: &MemoryListRequest) -> Result<Vec<MemoryRecord>, MemoryError> {
+pub fn list(
+    store: &MemoryStore,
+    request: &MemoryListRequest,
+) -> Result<Vec<MemoryRecord>, MemoryError> {
     let records = match &request.id {
         Some(id) => store.get(&request.user, id)?.into_iter().collect(),
         None => store.list(&request.user)?,
     };
     Ok(records
         .into_iter()
-        .filter(|record| request.namespace.as_ref().is_none_or(|n| &record.namespace == n))
+        .filter(|record| {
+            request
+                .namespace
+                .as_ref()
+                .is_none_or(|n| &record.namespace == n)
+        })
         .collect())
 }
 
@@ -55,13 +70,15 @@ impl Handler<Incoming> for MemoryReader {
 
     fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
         let max = self.deps.config.engine.max_envelope_bytes;
-        let request = match Envelope::decode_as::<MemoryListRequest>(&msg.payload, max, kinds::MEMORY_LIST) {
-            Ok(r) => r,
-            Err(e) => return error_bytes("bad_request", e.to_string()),
-        };
+        let request =
+            match Envelope::decode_as::<MemoryListRequest>(&msg.payload, max, kinds::MEMORY_LIST) {
+                Ok(r) => r,
+                Err(e) => return error_bytes("bad_request", e.to_string()),
+            };
         match list(&self.store, &request.body) {
             Ok(records) => reply_bytes(
-                &Envelope::new(kinds::MEMORY_LISTED, MemoryListReply { records }).in_trace(&request.trace_id),
+                &Envelope::new(kinds::MEMORY_LISTED, MemoryListReply { records })
+                    .in_trace(&request.trace_id),
             ),
             Err(e) => error_bytes("list_failed", e.to_string()),
         }

@@ -121,13 +121,19 @@ fn load(path: &Option<PathBuf>, args: &BusArgs) -> anyhow::Result<Config> {
 }
 
 /// The bus, and the engine when it runs here (embedded bus: `actors` start in this process).
-async fn bus_for(config: Arc<Config>, actors: ActorSet, io: tokio::runtime::Handle) -> anyhow::Result<(SharedBus, Option<Engine>)> {
+async fn bus_for(
+    config: Arc<Config>,
+    actors: ActorSet,
+    io: tokio::runtime::Handle,
+) -> anyhow::Result<(SharedBus, Option<Engine>)> {
     if config.bus.url == "embedded" {
         let engine = Engine::start(config, actors, io).await?;
         Ok((engine.bus.clone(), Some(engine)))
     } else {
         let url = config.bus.url.clone();
-        let bus = io.spawn(async move { hermes::bus::connect(&url, None).await }).await??;
+        let bus = io
+            .spawn(async move { hermes::bus::connect(&url, None).await })
+            .await??;
         Ok((bus, None))
     }
 }
@@ -145,7 +151,9 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         config.mcp.server.http_listen = Some(http.clone());
     }
     if !args.stdio && config.mcp.server.http_listen.is_none() {
-        anyhow::bail!("say how to serve: --stdio, or --http 127.0.0.1:8765 (or [mcp.server] http_listen)");
+        anyhow::bail!(
+            "say how to serve: --stdio, or --http 127.0.0.1:8765 (or [mcp.server] http_listen)"
+        );
     }
     let config = Arc::new(config);
     with_engine_runtime(|io| async move {
@@ -158,11 +166,15 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
                 Principal::with_roles(&args.user, &args.roles, &config.mcp.server.roles)
             };
             let transport = rmcp::transport::stdio_pipes();
-            io.spawn(server::serve_as(deps, principal, transport)).await??;
+            io.spawn(server::serve_as(deps, principal, transport))
+                .await??;
         } else {
             let listen = config.mcp.server.http_listen.clone().unwrap_or_default();
             let host = config.mcp.server.clone();
-            let http = io.spawn(async move { server::http::start(&listen, deps, &host).await }).await?.map_err(anyhow::Error::msg)?;
+            let http = io
+                .spawn(async move { server::http::start(&listen, deps, &host).await })
+                .await?
+                .map_err(anyhow::Error::msg)?;
             eprintln!("hermes: MCP server at {}; Ctrl-C stops", http.url());
             println!("ready {}", http.url());
             super::serve::wait_for_stop_signal().await?;
@@ -198,7 +210,12 @@ fn status(config: Config) -> anyhow::Result<()> {
         Ok(reply.body)
     })?;
     print_status(&catalog);
-    let down: Vec<_> = catalog.servers.iter().filter(|s| s.status != "ready").map(|s| s.name.clone()).collect();
+    let down: Vec<_> = catalog
+        .servers
+        .iter()
+        .filter(|s| s.status != "ready")
+        .map(|s| s.name.clone())
+        .collect();
     if down.is_empty() {
         Ok(())
     } else {
@@ -214,7 +231,13 @@ fn print_status(catalog: &McpCatalog) {
         let pid = s.pid.map(|p| format!(" pid {p}")).unwrap_or_default();
         println!(
             "{:<16} {:<12} {:<5}{pid}  tools {}  resources {}  prompts {}  reconnects {}",
-            s.name, s.status.to_uppercase(), s.transport, s.tools.len(), s.resources.len(), s.prompts.len(), s.reconnects
+            s.name,
+            s.status.to_uppercase(),
+            s.transport,
+            s.tools.len(),
+            s.resources.len(),
+            s.prompts.len(),
+            s.reconnects
         );
         if let Some(error) = &s.error {
             println!("    error: {error}");
@@ -239,9 +262,15 @@ fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
             let bus = hermes::bus::connect(&config.bus.url, None).await?;
             let request = Envelope::new(kinds::MCP_AUDIT_REQUEST, McpAuditRequest { limit });
             let timeout = Duration::from_secs(config.engine.request_timeout_secs);
-            let reply = rpc::call::<_, McpAuditReply>(bus.as_ref(), subjects::MCP_AUDIT, &request, kinds::MCP_AUDIT, timeout)
-                .await
-                .context("no MCP bridge answered on hermes.mcp.audit")?;
+            let reply = rpc::call::<_, McpAuditReply>(
+                bus.as_ref(),
+                subjects::MCP_AUDIT,
+                &request,
+                kinds::MCP_AUDIT,
+                timeout,
+            )
+            .await
+            .context("no MCP bridge answered on hermes.mcp.audit")?;
             anyhow::Ok(reply.body.records)
         })?
     };
@@ -256,11 +285,21 @@ fn print_audit(records: &[AuditRecord], json: bool) {
         }
         return;
     }
-    println!("{:<24} {:<6} {:<12} {:<10} {:<14} {:<28} {:>6} {:<7} error", "time", "side", "who", "server", "method", "target", "ms", "status");
+    println!(
+        "{:<24} {:<6} {:<12} {:<10} {:<14} {:<28} {:>6} {:<7} error",
+        "time", "side", "who", "server", "method", "target", "ms", "status"
+    );
     for r in records {
         println!(
             "{:<24} {:<6} {:<12} {:<10} {:<14} {:<28} {:>6} {:<7} {}",
-            r.ts.format("%Y-%m-%d %H:%M:%S%.3f"), r.side, r.who, r.server, r.method, r.target, r.duration_ms, r.status,
+            r.ts.format("%Y-%m-%d %H:%M:%S%.3f"),
+            r.side,
+            r.who,
+            r.server,
+            r.method,
+            r.target,
+            r.duration_ms,
+            r.status,
             r.error.as_deref().unwrap_or("")
         );
     }
@@ -270,17 +309,34 @@ fn print_audit(records: &[AuditRecord], json: bool) {
 async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let (tool, arguments) = match (args.call, scenario.as_str()) {
-        (Some(tool), _) => (Some(tool), serde_json::from_str::<Value>(&args.args).context("--args is not JSON")?),
+        (Some(tool), _) => (
+            Some(tool),
+            serde_json::from_str::<Value>(&args.args).context("--args is not JSON")?,
+        ),
         (None, "tools_call") => (Some("add_numbers".to_owned()), json!({"a": 5, "b": 3})),
         (None, "sse-retry") => (Some("test_reconnection".to_owned()), json!({})),
         (None, _) => (None, Value::Null),
     };
-    let config = McpServerConfig { name: "probe".into(), url: Some(args.url.clone()), timeout_secs: 20, ..Default::default() };
+    let config = McpServerConfig {
+        name: "probe".into(),
+        url: Some(args.url.clone()),
+        timeout_secs: 20,
+        ..Default::default()
+    };
     let client = RmcpClient::connect_http(&config, &args.url).await?;
     let tools = client.list_tools().await?;
-    println!("tools: {}", tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "));
+    println!(
+        "tools: {}",
+        tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if let Some(tool) = tool {
-        let result = client.call_tool(&tool, arguments, Duration::from_secs(20)).await?;
+        let result = client
+            .call_tool(&tool, arguments, Duration::from_secs(20))
+            .await?;
         println!("{tool}: {}", result.text);
     }
     client.shutdown().await;

@@ -107,7 +107,11 @@ impl McpPool {
     /// Every server's status, in name order.
     pub fn catalog(&self) -> McpCatalog {
         McpCatalog {
-            servers: self.read().iter().map(|(name, slot)| slot.status(name)).collect(),
+            servers: self
+                .read()
+                .iter()
+                .map(|(name, slot)| slot.status(name))
+                .collect(),
         }
     }
 
@@ -151,7 +155,10 @@ impl McpPool {
         futures::future::join_all(clients.iter().map(|client| client.shutdown())).await;
     }
 
-    async fn connect(&self, config: &McpServerConfig) -> Result<(Arc<dyn McpClient>, Listing), String> {
+    async fn connect(
+        &self,
+        config: &McpServerConfig,
+    ) -> Result<(Arc<dyn McpClient>, Listing), String> {
         let client = RmcpClient::connect(config, &self.self_exe)
             .await
             .map_err(|error| error.to_string())?;
@@ -171,7 +178,11 @@ impl McpPool {
             let (client, config, attempts) = {
                 let slots = self.read();
                 let Some(slot) = slots.get(&name) else { return };
-                (slot.client.clone(), slot.config.clone(), slot.failed_attempts)
+                (
+                    slot.client.clone(),
+                    slot.config.clone(),
+                    slot.failed_attempts,
+                )
             };
             match client {
                 Some(client) => self.watch_live(&name, client).await,
@@ -220,7 +231,9 @@ impl McpPool {
 
     fn after_attempt(&self, name: &str, outcome: Result<(Arc<dyn McpClient>, Listing), String>) {
         let mut slots = self.write();
-        let Some(slot) = slots.get_mut(name) else { return };
+        let Some(slot) = slots.get_mut(name) else {
+            return;
+        };
         match outcome {
             Ok((client, listing)) => {
                 slot.mount(client, listing);
@@ -271,7 +284,12 @@ impl Slot {
             timeout_secs: self.config.timeout_secs,
             resources: self.resources.clone(),
             prompts: self.prompts.clone(),
-            transport: if self.config.url.is_some() { "http" } else { "stdio" }.to_owned(),
+            transport: if self.config.url.is_some() {
+                "http"
+            } else {
+                "stdio"
+            }
+            .to_owned(),
             pid: self.client.as_ref().and_then(|client| client.pid()),
             reconnects: self.connections.saturating_sub(1),
         }
@@ -280,7 +298,10 @@ impl Slot {
 
 /// Tools (required), resources and prompts (a failure there is logged and left empty).
 async fn list_everything(client: &dyn McpClient) -> Result<Listing, String> {
-    let tools = client.list_tools().await.map_err(|error| error.to_string())?;
+    let tools = client
+        .list_tools()
+        .await
+        .map_err(|error| error.to_string())?;
     let resources = client.list_resources().await.unwrap_or_else(|error| {
         tracing::warn!(server = client.server(), %error, "resources/list failed; no resources mounted");
         Vec::new()
@@ -331,7 +352,10 @@ mod tests {
             .as_deref()
             .is_some_and(|e| e.contains("no-such-mcp-server")));
         let error = pool.client("ghost").err().unwrap();
-        assert!(error.contains("is down") && error.contains("reconnecting"), "{error}");
+        assert!(
+            error.contains("is down") && error.contains("reconnecting"),
+            "{error}"
+        );
         let unknown = pool.client("nope").err().unwrap();
         assert!(unknown.contains("mounted: ghost"), "{unknown}");
         pool.shutdown().await;

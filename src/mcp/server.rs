@@ -52,7 +52,11 @@ impl ServerDeps {
 }
 
 /// Serve one session over `transport` as `principal`, until the client closes it.
-pub async fn serve_as<T, E, A>(deps: ServerDeps, principal: Principal, transport: T) -> Result<(), McpError>
+pub async fn serve_as<T, E, A>(
+    deps: ServerDeps,
+    principal: Principal,
+    transport: T,
+) -> Result<(), McpError>
 where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -62,8 +66,12 @@ where
         server: SERVER_NAME.to_owned(),
         reason: format!("no MCP client initialized a session ({error}); start `hermes mcp serve --stdio` from an MCP client"),
     })?;
-    running.waiting().await.map(|_| ()).map_err(|error| McpError::Dead {
-        server: SERVER_NAME.to_owned(),
-        reason: format!("the server task failed: {error}"),
-    })
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|error| McpError::Dead {
+            server: SERVER_NAME.to_owned(),
+            reason: format!("the server task failed: {error}"),
+        })
 }

@@ -201,8 +201,9 @@ impl Tool for McpReadResourceTool {
         )
         .await
         .map_err(|e| {
-            ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {e}"))
-                .with_hint("the MCP bridge is not reachable; tell the user the resource is unavailable")
+            ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {e}")).with_hint(
+                "the MCP bridge is not reachable; tell the user the resource is unavailable",
+            )
         })?;
         match reply.body.error {
             Some(error) => Err(ToolError::new(ToolErrorCode::ExecutionFailed, error)

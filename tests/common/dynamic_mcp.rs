@@ -19,22 +19,44 @@ struct Growing {
 }
 
 fn tool(name: &str) -> Tool {
-    Tool::new(name.to_owned(), "test tool", Arc::new(serde_json::json!({"type": "object"}).as_object().unwrap().clone()))
+    Tool::new(
+        name.to_owned(),
+        "test tool",
+        Arc::new(
+            serde_json::json!({"type": "object"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
+    )
 }
 
 impl ServerHandler for Growing {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
     }
 
-    async fn list_tools(&self, _r: Option<PaginatedRequestParams>, _c: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let extra = *self.extra.lock().unwrap();
         let mut tools = vec![tool("grow")];
         tools.extend((1..=extra).map(|n| tool(&format!("extra_{n}"))));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let text = if request.name == "grow" {
             let n = {
                 let mut extra = self.extra.lock().unwrap();

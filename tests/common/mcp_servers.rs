@@ -50,7 +50,11 @@ pub struct EverythingHttp {
 impl EverythingHttp {
     /// Start it and wait until the port accepts connections.
     pub fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = std::process::Command::new(everything_server_path())
             .arg("streamableHttp")
             .env("PORT", port.to_string())
@@ -60,10 +64,16 @@ impl EverythingHttp {
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "everything HTTP server did not listen on {port}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "everything HTTP server did not listen on {port}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Self { child, url: format!("http://127.0.0.1:{port}/mcp") }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
     }
 }
 

@@ -15,9 +15,11 @@ use hermes::mcp::client::RmcpClient;
 use hermes::mcp::McpClient;
 use serde_json::{json, Value};
 
-use crate::common::engine::{test_config, with_engine};
-use crate::common::mcp_servers::{everything_server_config, filesystem_server_path, EverythingHttp};
 use crate::common::dynamic_mcp;
+use crate::common::engine::{test_config, with_engine};
+use crate::common::mcp_servers::{
+    everything_server_config, filesystem_server_path, EverythingHttp,
+};
 
 pub const SCENARIO: &str = r#"
 name = "mcp"
@@ -44,18 +46,30 @@ pub async fn call_tool(bus: &dyn Bus, name: &str, arguments: Value, user: &str) 
         },
     );
     let subject = subjects::tool(name).unwrap();
-    rpc::call::<_, ToolCallResult>(bus, &subject, &request, kinds::TOOL_RESULT, Duration::from_secs(40))
-        .await
-        .unwrap()
-        .body
+    rpc::call::<_, ToolCallResult>(
+        bus,
+        &subject,
+        &request,
+        kinds::TOOL_RESULT,
+        Duration::from_secs(40),
+    )
+    .await
+    .unwrap()
+    .body
 }
 
 pub async fn catalog(bus: &dyn Bus) -> McpCatalog {
     let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
-    rpc::call::<_, McpCatalog>(bus, subjects::MCP_CATALOG, &request, kinds::MCP_CATALOG, WAIT)
-        .await
-        .unwrap()
-        .body
+    rpc::call::<_, McpCatalog>(
+        bus,
+        subjects::MCP_CATALOG,
+        &request,
+        kinds::MCP_CATALOG,
+        WAIT,
+    )
+    .await
+    .unwrap()
+    .body
 }
 
 pub async fn audit(bus: &dyn Bus, limit: usize) -> McpAuditReply {
@@ -68,28 +82,44 @@ pub async fn audit(bus: &dyn Bus, limit: usize) -> McpAuditReply {
 
 async fn tool_names(bus: &dyn Bus) -> Vec<String> {
     let request = Envelope::new(kinds::TOOLS_LIST, Value::Null);
-    let catalog = rpc::call::<_, ToolsCatalog>(bus, subjects::TOOLS_LIST, &request, kinds::TOOLS_CATALOG, WAIT)
-        .await
-        .unwrap()
-        .body;
+    let catalog = rpc::call::<_, ToolsCatalog>(
+        bus,
+        subjects::TOOLS_LIST,
+        &request,
+        kinds::TOOLS_CATALOG,
+        WAIT,
+    )
+    .await
+    .unwrap()
+    .body;
     catalog.tools.into_iter().map(|t| t.name).collect()
 }
 
 /// Poll until `check` holds (or panic after `within`).
-async fn eventually<F: Fn(&McpCatalog) -> bool>(bus: &dyn Bus, within: Duration, check: F) -> McpCatalog {
+async fn eventually<F: Fn(&McpCatalog) -> bool>(
+    bus: &dyn Bus,
+    within: Duration,
+    check: F,
+) -> McpCatalog {
     let deadline = Instant::now() + within;
     loop {
         let current = catalog(bus).await;
         if check(&current) {
             return current;
         }
-        assert!(Instant::now() < deadline, "catalog never reached the state: {current:?}");
+        assert!(
+            Instant::now() < deadline,
+            "catalog never reached the state: {current:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 fn kill_9(pid: u32) {
-    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -105,11 +135,17 @@ fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_au
         assert_eq!(first.via, "mcp:every");
 
         let before = catalog(bus).await;
-        let pid = before.servers[0].pid.expect("the bridge reports the child's pid");
+        let pid = before.servers[0]
+            .pid
+            .expect("the bridge reports the child's pid");
         kill_9(pid);
         let started = Instant::now();
         let down = call_tool(bus, "every__echo", json!({"message": "two"}), "alice").await;
-        assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "took {:?}",
+            started.elapsed()
+        );
         assert_eq!(down.status, ToolStatus::Error);
         let message = down.error.as_ref().unwrap().message.clone();
         assert!(
@@ -127,9 +163,14 @@ fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_au
         assert!(again.output.to_string().contains("three"));
 
         let records = audit(bus, 10).await.records;
-        let calls: Vec<_> = records.iter().filter(|r| r.server == "every" && r.method == "tools/call").collect();
+        let calls: Vec<_> = records
+            .iter()
+            .filter(|r| r.server == "every" && r.method == "tools/call")
+            .collect();
         assert_eq!(calls.len(), 3, "{records:?}");
-        assert!(calls.iter().all(|r| r.who == "alice" && r.target == "echo" && r.side == "client"));
+        assert!(calls
+            .iter()
+            .all(|r| r.who == "alice" && r.target == "echo" && r.side == "client"));
         let statuses: Vec<_> = calls.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["ok", "error", "ok"], "newest first");
     });
@@ -143,15 +184,38 @@ fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
     with_engine(config, |engine| async move {
         let bus = engine.bus.as_ref();
         let server = catalog(bus).await.servers.remove(0);
-        let resource = server.resources.first().expect("everything lists resources").clone();
-        let read = call_tool(bus, "mcp_read_resource", json!({"server": "every", "uri": resource.uri}), "bob").await;
+        let resource = server
+            .resources
+            .first()
+            .expect("everything lists resources")
+            .clone();
+        let read = call_tool(
+            bus,
+            "mcp_read_resource",
+            json!({"server": "every", "uri": resource.uri}),
+            "bob",
+        )
+        .await;
         assert_eq!(read.status, ToolStatus::Ok, "{read:?}");
         assert_eq!(read.output["contents"][0]["uri"], json!(resource.uri));
-        assert!(!read.output["contents"][0]["text"].as_str().unwrap().is_empty());
+        assert!(!read.output["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .is_empty());
 
-        let missing = call_tool(bus, "mcp_read_resource", json!({"server": "nope", "uri": "x://y"}), "bob").await;
+        let missing = call_tool(
+            bus,
+            "mcp_read_resource",
+            json!({"server": "nope", "uri": "x://y"}),
+            "bob",
+        )
+        .await;
         assert_eq!(missing.status, ToolStatus::Error);
-        assert!(missing.error.unwrap().message.contains("no MCP server named `nope`"));
+        assert!(missing
+            .error
+            .unwrap()
+            .message
+            .contains("no MCP server named `nope`"));
 
         let prompt = server
             .prompts
@@ -160,18 +224,34 @@ fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
             .expect("a prompt without required arguments");
         let request = Envelope::new(
             kinds::MCP_PROMPT,
-            McpPromptRequest { server: "every".into(), name: prompt.name.clone(), arguments: Value::Null, user: Some("bob".into()) },
+            McpPromptRequest {
+                server: "every".into(),
+                name: prompt.name.clone(),
+                arguments: Value::Null,
+                user: Some("bob".into()),
+            },
         );
-        let reply = rpc::call::<_, McpPromptReply>(bus, subjects::MCP_PROMPT, &request, kinds::MCP_PROMPT_RESULT, WAIT)
-            .await
-            .unwrap()
-            .body;
+        let reply = rpc::call::<_, McpPromptReply>(
+            bus,
+            subjects::MCP_PROMPT,
+            &request,
+            kinds::MCP_PROMPT_RESULT,
+            WAIT,
+        )
+        .await
+        .unwrap()
+        .body;
         let got = reply.prompt.unwrap_or_else(|| panic!("{:?}", reply.error));
         assert!(!got.messages.is_empty());
 
         let records = audit(bus, 10).await.records;
-        assert!(records.iter().any(|r| r.method == "resources/read" && r.who == "bob" && r.target == resource.uri && r.status == "ok"));
-        assert!(records.iter().any(|r| r.method == "prompts/get" && r.status == "ok"));
+        assert!(records.iter().any(|r| r.method == "resources/read"
+            && r.who == "bob"
+            && r.target == resource.uri
+            && r.status == "ok"));
+        assert!(records
+            .iter()
+            .any(|r| r.method == "prompts/get" && r.status == "ok"));
     });
 }
 
@@ -181,7 +261,11 @@ fn tool_list_changed_is_refreshed_and_the_new_tool_mounted() {
     let mut config = test_config(dir.path(), SCENARIO);
     let io = tokio::runtime::Runtime::new().unwrap();
     let url = io.block_on(dynamic_mcp::start());
-    config.mcp.servers = vec![McpServerConfig { name: "dyn".into(), url: Some(url), ..Default::default() }];
+    config.mcp.servers = vec![McpServerConfig {
+        name: "dyn".into(),
+        url: Some(url),
+        ..Default::default()
+    }];
     with_engine(config, |engine| async move {
         let bus = engine.bus.as_ref();
         assert!(!tool_names(bus).await.contains(&"dyn__extra_1".to_owned()));
@@ -202,16 +286,28 @@ fn tool_list_changed_is_refreshed_and_the_new_tool_mounted() {
 #[tokio::test]
 async fn everything_server_over_streamable_http_lists_and_echoes() {
     let server = EverythingHttp::start();
-    let config = McpServerConfig { name: "every-http".into(), url: Some(server.url.clone()), ..Default::default() };
-    let client = RmcpClient::connect(&config, std::path::Path::new("/nonexistent")).await.unwrap();
+    let config = McpServerConfig {
+        name: "every-http".into(),
+        url: Some(server.url.clone()),
+        ..Default::default()
+    };
+    let client = RmcpClient::connect(&config, std::path::Path::new("/nonexistent"))
+        .await
+        .unwrap();
     let tools = client.list_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"));
-    let result = client.call_tool("echo", json!({"message": "over http"}), WAIT).await.unwrap();
+    let result = client
+        .call_tool("echo", json!({"message": "over http"}), WAIT)
+        .await
+        .unwrap();
     assert!(result.text.contains("over http"), "{}", result.text);
     assert!(!client.list_resources().await.unwrap().is_empty());
     assert!(!client.list_prompts().await.unwrap().is_empty());
     client.shutdown().await;
-    let error = client.call_tool("echo", json!({"message": "x"}), WAIT).await.unwrap_err();
+    let error = client
+        .call_tool("echo", json!({"message": "x"}), WAIT)
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("shut down"), "{error}");
 }
 
@@ -229,20 +325,43 @@ async fn filesystem_server_reads_inside_its_directory_and_refuses_outside() {
         args: vec![allowed.path().to_string_lossy().into_owned()],
         ..Default::default()
     };
-    let client = RmcpClient::connect(&config, std::path::Path::new("/nonexistent")).await.unwrap();
-    let tools = client.list_tools().await.unwrap();
-    let read_tool = if tools.iter().any(|t| t.name == "read_text_file") { "read_text_file" } else { "read_file" };
-    let ok = client
-        .call_tool(read_tool, json!({"path": inside_file.to_string_lossy()}), WAIT)
+    let client = RmcpClient::connect(&config, std::path::Path::new("/nonexistent"))
         .await
         .unwrap();
-    assert!(!ok.is_error && ok.text.contains("inside the sandbox"), "{ok:?}");
+    let tools = client.list_tools().await.unwrap();
+    let read_tool = if tools.iter().any(|t| t.name == "read_text_file") {
+        "read_text_file"
+    } else {
+        "read_file"
+    };
+    let ok = client
+        .call_tool(
+            read_tool,
+            json!({"path": inside_file.to_string_lossy()}),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(
+        !ok.is_error && ok.text.contains("inside the sandbox"),
+        "{ok:?}"
+    );
     let refused = client
-        .call_tool(read_tool, json!({"path": outside_file.to_string_lossy()}), WAIT)
+        .call_tool(
+            read_tool,
+            json!({"path": outside_file.to_string_lossy()}),
+            WAIT,
+        )
         .await;
     match refused {
-        Ok(result) => assert!(result.is_error && !result.text.contains("secret\n") && result.text != "secret", "{result:?}"),
-        Err(error) => assert!(error.to_string().contains("denied") || error.to_string().contains("outside"), "{error}"),
+        Ok(result) => assert!(
+            result.is_error && !result.text.contains("secret\n") && result.text != "secret",
+            "{result:?}"
+        ),
+        Err(error) => assert!(
+            error.to_string().contains("denied") || error.to_string().contains("outside"),
+            "{error}"
+        ),
     }
     client.shutdown().await;
 }

@@ -51,7 +51,11 @@ pub fn secured_config(dir: &std::path::Path) -> Config {
         ("reader".to_owned(), role(&["memory_search"], &[])),
         ("team".to_owned(), role(&["*"], &["team"])),
     ]);
-    host.tokens = vec![token("alice", "writer"), token("carol", "reader"), token("bot", "team")];
+    host.tokens = vec![
+        token("alice", "writer"),
+        token("carol", "reader"),
+        token("bot", "team"),
+    ];
     config
 }
 
@@ -60,13 +64,22 @@ pub async fn start_http(engine: &Engine) -> HttpServer {
     let store = MemoryStore::open(engine.db.as_ref().unwrap()).unwrap();
     memory_writes::serve(engine.bus.clone(), store).await;
     let deps = ServerDeps::from_config(engine.bus.clone(), &engine.config);
-    http::start("127.0.0.1:0", deps, &engine.config.mcp.server).await.unwrap()
+    http::start("127.0.0.1:0", deps, &engine.config.mcp.server)
+        .await
+        .unwrap()
 }
 
 pub async fn client_as(server: &HttpServer, user: Option<&str>) -> Result<RmcpClient, McpError> {
-    let mut config = McpServerConfig { name: "hermes".into(), url: Some(server.url()), timeout_secs: 15, ..Default::default() };
+    let mut config = McpServerConfig {
+        name: "hermes".into(),
+        url: Some(server.url()),
+        timeout_secs: 15,
+        ..Default::default()
+    };
     if let Some(user) = user {
-        config.headers.insert("Authorization".into(), format!("Bearer {user}-secret"));
+        config
+            .headers
+            .insert("Authorization".into(), format!("Bearer {user}-secret"));
     }
     RmcpClient::connect_http(&config, &server.url()).await
 }
@@ -85,11 +98,27 @@ async fn write_directly(bus: &dyn Bus, user: &str, content: &str) {
         MemoryWriteRequest {
             user: user.into(),
             namespace: "default".into(),
-            update: MemoryUpdate { op: UpdateOp::Add, kind: MemoryKind::Fact, key: "secret_plan".into(), content: content.into(), importance: 0.9, expiry_days: None, topics: vec![] },
+            update: MemoryUpdate {
+                op: UpdateOp::Add,
+                kind: MemoryKind::Fact,
+                key: "secret_plan".into(),
+                content: content.into(),
+                importance: 0.9,
+                expiry_days: None,
+                topics: vec![],
+            },
             source: "test".into(),
         },
     );
-    rpc::call::<_, MemoryWriteReply>(bus, subjects::MEMORY_WRITE, &request, kinds::MEMORY_WRITTEN, WAIT).await.unwrap();
+    rpc::call::<_, MemoryWriteReply>(
+        bus,
+        subjects::MEMORY_WRITE,
+        &request,
+        kinds::MEMORY_WRITTEN,
+        WAIT,
+    )
+    .await
+    .unwrap();
 }
 
 /// Send raw HTTP to the server and return the status line.
@@ -111,7 +140,9 @@ fn unauthenticated_or_unknown_token_is_refused_and_audited() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(secured_config(dir.path()), |engine| async move {
         let server = start_http(&engine).await;
-        let error = client_as(&server, None).await.err().expect("refused without a token");
+        let error = client_as(&server, None)
+            .await
+            .expect_err("refused without a token");
         assert!(matches!(error, McpError::Handshake { .. }), "{error:?}");
         let addr = server.addr;
         let statuses = tokio::task::spawn_blocking(move || {
@@ -125,9 +156,17 @@ fn unauthenticated_or_unknown_token_is_refused_and_audited() {
         assert!(statuses.1.contains("401"), "{statuses:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
         let records = audit(engine.bus.as_ref(), 20).await.records;
-        let refusals: Vec<_> = records.iter().filter(|r| r.method == "auth" && r.status == "denied").collect();
+        let refusals: Vec<_> = records
+            .iter()
+            .filter(|r| r.method == "auth" && r.status == "denied")
+            .collect();
         assert!(refusals.len() >= 3, "{records:?}");
-        assert!(records.iter().all(|r| !r.error.clone().unwrap_or_default().contains("guessed")), "a token reached the audit");
+        assert!(
+            records
+                .iter()
+                .all(|r| !r.error.clone().unwrap_or_default().contains("guessed")),
+            "a token reached the audit"
+        );
     });
 }
 
@@ -141,7 +180,11 @@ fn foreign_host_header_is_refused_as_dns_rebinding() {
             let auth = "Authorization: Bearer alice-secret\r\n";
             let evil = raw_status(addr, "evil.example", auth);
             let good = raw_status(addr, &format!("127.0.0.1:{}", addr.port()), auth);
-            let origin = raw_status(addr, "127.0.0.1", &format!("{auth}Origin: http://evil.example\r\n"));
+            let origin = raw_status(
+                addr,
+                "127.0.0.1",
+                &format!("{auth}Origin: http://evil.example\r\n"),
+            );
             (evil, good, origin)
         })
         .await
@@ -158,30 +201,77 @@ fn own_memories_are_written_searched_read_as_resources_prompted_and_forgotten() 
     with_engine(secured_config(dir.path()), |engine| async move {
         let server = start_http(&engine).await;
         let alice = client_as(&server, Some("alice")).await.unwrap();
-        let names: Vec<_> = alice.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
-        assert_eq!(names, vec!["memory_write", "memory_search", "memory_forget"]);
-        let written = call(&alice, "memory_write", json!({"content": "Alice prefers green tea", "key": "drink", "kind": "preference"})).await.unwrap();
+        let names: Vec<_> = alice
+            .list_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(
+            names,
+            vec!["memory_write", "memory_search", "memory_forget"]
+        );
+        let written = call(
+            &alice,
+            "memory_write",
+            json!({"content": "Alice prefers green tea", "key": "drink", "kind": "preference"}),
+        )
+        .await
+        .unwrap();
         assert_eq!(written["changes"][0]["op"], json!("added"), "{written}");
-        let found = call(&alice, "memory_search", json!({"query": "green tea"})).await.unwrap();
+        let found = call(&alice, "memory_search", json!({"query": "green tea"}))
+            .await
+            .unwrap();
         let hit = &found["memories"][0];
         assert_eq!(hit["content"], json!("Alice prefers green tea"), "{found}");
         let uri = hit["uri"].as_str().unwrap().to_owned();
         assert!(uri.starts_with("memory://alice/"));
 
         let resources = alice.list_resources().await.unwrap();
-        assert_eq!(resources.iter().map(|r| r.uri.clone()).collect::<Vec<_>>(), vec![uri.clone()]);
+        assert_eq!(
+            resources.iter().map(|r| r.uri.clone()).collect::<Vec<_>>(),
+            vec![uri.clone()]
+        );
         let contents = alice.read_resource(&uri, WAIT).await.unwrap();
         assert!(contents[0].text.contains("green tea"));
-        let prompt = alice.get_prompt("memory_qa", json!({"question": "what does she drink? green tea?"}), WAIT).await.unwrap();
-        assert!(prompt.messages[0].text.contains("Alice prefers green tea"), "{prompt:?}");
+        let prompt = alice
+            .get_prompt(
+                "memory_qa",
+                json!({"question": "what does she drink? green tea?"}),
+                WAIT,
+            )
+            .await
+            .unwrap();
+        assert!(
+            prompt.messages[0].text.contains("Alice prefers green tea"),
+            "{prompt:?}"
+        );
 
-        let forgotten = call(&alice, "memory_forget", json!({"key": "drink"})).await.unwrap();
-        assert_eq!(forgotten["changes"][0]["op"], json!("deleted"), "{forgotten}");
-        let after = call(&alice, "memory_search", json!({"query": "green tea"})).await.unwrap();
+        let forgotten = call(&alice, "memory_forget", json!({"key": "drink"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            forgotten["changes"][0]["op"],
+            json!("deleted"),
+            "{forgotten}"
+        );
+        let after = call(&alice, "memory_search", json!({"query": "green tea"}))
+            .await
+            .unwrap();
         assert_eq!(after["memories"], json!([]));
         let records = audit(engine.bus.as_ref(), 20).await.records;
-        assert!(records.iter().any(|r| r.side == "server" && r.who == "alice" && r.method == "tools/call" && r.target == "memory_write" && r.status == "ok"), "{records:?}");
-        assert!(records.iter().any(|r| r.method == "resources/read" && r.who == "alice"));
+        assert!(
+            records.iter().any(|r| r.side == "server"
+                && r.who == "alice"
+                && r.method == "tools/call"
+                && r.target == "memory_write"
+                && r.status == "ok"),
+            "{records:?}"
+        );
+        assert!(records
+            .iter()
+            .any(|r| r.method == "resources/read" && r.who == "alice"));
         alice.shutdown().await;
     });
 }
@@ -191,23 +281,56 @@ fn another_users_memories_are_refused_and_the_refusal_audited() {
     let dir = tempfile::tempdir().unwrap();
     with_engine(secured_config(dir.path()), |engine| async move {
         let server = start_http(&engine).await;
-        write_directly(engine.bus.as_ref(), "bob", "Bob's surprise party is on Friday").await;
+        write_directly(
+            engine.bus.as_ref(),
+            "bob",
+            "Bob's surprise party is on Friday",
+        )
+        .await;
         let alice = client_as(&server, Some("alice")).await.unwrap();
-        let search = call(&alice, "memory_search", json!({"query": "party", "user": "bob"})).await.unwrap_err();
-        assert!(search.contains("forbidden") && search.contains("bob"), "{search}");
-        let write = call(&alice, "memory_write", json!({"content": "x", "user": "bob"})).await.unwrap_err();
+        let search = call(
+            &alice,
+            "memory_search",
+            json!({"query": "party", "user": "bob"}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            search.contains("forbidden") && search.contains("bob"),
+            "{search}"
+        );
+        let write = call(
+            &alice,
+            "memory_write",
+            json!({"content": "x", "user": "bob"}),
+        )
+        .await
+        .unwrap_err();
         assert!(write.contains("forbidden"), "{write}");
         let store = MemoryStore::open(engine.db.as_ref().unwrap()).unwrap();
         let bob_id = store.list("bob").unwrap()[0].id.clone();
-        let read = alice.read_resource(&format!("memory://bob/{bob_id}"), WAIT).await.unwrap_err().to_string();
+        let read = alice
+            .read_resource(&format!("memory://bob/{bob_id}"), WAIT)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(read.contains("forbidden"), "{read}");
         assert!(!read.contains("surprise"), "{read}");
-        let own = call(&alice, "memory_search", json!({"query": "party"})).await.unwrap();
-        assert_eq!(own["memories"], json!([]), "bob's memory leaked into alice's search");
+        let own = call(&alice, "memory_search", json!({"query": "party"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            own["memories"],
+            json!([]),
+            "bob's memory leaked into alice's search"
+        );
 
         tokio::time::sleep(Duration::from_millis(200)).await;
         let records = audit(engine.bus.as_ref(), 20).await.records;
-        let denied: Vec<_> = records.iter().filter(|r| r.status == "denied" && r.who == "alice").collect();
+        let denied: Vec<_> = records
+            .iter()
+            .filter(|r| r.status == "denied" && r.who == "alice")
+            .collect();
         assert_eq!(denied.len(), 3, "{records:?}");
         assert!(denied.iter().any(|r| r.method == "resources/read"));
     });
@@ -219,14 +342,32 @@ fn role_without_the_tool_neither_sees_nor_calls_it() {
     with_engine(secured_config(dir.path()), |engine| async move {
         let server = start_http(&engine).await;
         let carol = client_as(&server, Some("carol")).await.unwrap();
-        let names: Vec<_> = carol.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+        let names: Vec<_> = carol
+            .list_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         assert_eq!(names, vec!["memory_search"]);
-        let refused = call(&carol, "memory_write", json!({"content": "x"})).await.unwrap_err();
-        assert!(refused.contains("forbidden") && refused.contains("memory_write"), "{refused}");
-        assert!(call(&carol, "memory_search", json!({"query": "x"})).await.is_ok());
+        let refused = call(&carol, "memory_write", json!({"content": "x"}))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.contains("forbidden") && refused.contains("memory_write"),
+            "{refused}"
+        );
+        assert!(call(&carol, "memory_search", json!({"query": "x"}))
+            .await
+            .is_ok());
         tokio::time::sleep(Duration::from_millis(200)).await;
         let records = audit(engine.bus.as_ref(), 20).await.records;
-        assert!(records.iter().any(|r| r.who == "carol" && r.target == "memory_write" && r.status == "denied"), "{records:?}");
+        assert!(
+            records
+                .iter()
+                .any(|r| r.who == "carol" && r.target == "memory_write" && r.status == "denied"),
+            "{records:?}"
+        );
     });
 }
 
@@ -236,10 +377,28 @@ fn shared_namespace_grant_opens_that_namespace_for_any_user_and_nothing_else() {
     with_engine(secured_config(dir.path()), |engine| async move {
         let server = start_http(&engine).await;
         let bot = client_as(&server, Some("bot")).await.unwrap();
-        call(&bot, "memory_write", json!({"content": "Team standup moved to 10:00", "user": "bob", "namespace": "team"})).await.unwrap();
-        let found = call(&bot, "memory_search", json!({"query": "standup", "user": "bob", "namespace": "team"})).await.unwrap();
+        call(
+            &bot,
+            "memory_write",
+            json!({"content": "Team standup moved to 10:00", "user": "bob", "namespace": "team"}),
+        )
+        .await
+        .unwrap();
+        let found = call(
+            &bot,
+            "memory_search",
+            json!({"query": "standup", "user": "bob", "namespace": "team"}),
+        )
+        .await
+        .unwrap();
         assert_eq!(found["memories"][0]["namespace"], json!("team"), "{found}");
-        let refused = call(&bot, "memory_search", json!({"query": "standup", "user": "bob"})).await.unwrap_err();
+        let refused = call(
+            &bot,
+            "memory_search",
+            json!({"query": "standup", "user": "bob"}),
+        )
+        .await
+        .unwrap_err();
         assert!(refused.contains("forbidden"), "{refused}");
     });
 }
@@ -252,16 +411,42 @@ async fn hermes_own_server_over_stdio_answers_the_rmcp_client() {
     let config = McpServerConfig {
         name: "hermes-stdio".into(),
         command: env!("CARGO_BIN_EXE_hermes").into(),
-        args: ["--config", config_path.to_str().unwrap(), "mcp", "serve", "--stdio", "--user", "dana", "--data-dir", dir.path().join("db").to_str().unwrap()]
-            .map(str::to_owned)
-            .to_vec(),
+        args: [
+            "--config",
+            config_path.to_str().unwrap(),
+            "mcp",
+            "serve",
+            "--stdio",
+            "--user",
+            "dana",
+            "--data-dir",
+            dir.path().join("db").to_str().unwrap(),
+        ]
+        .map(str::to_owned)
+        .to_vec(),
         timeout_secs: 30,
         ..Default::default()
     };
-    let client = Arc::new(RmcpClient::connect(&config, std::path::Path::new("/nonexistent")).await.unwrap());
-    let names: Vec<_> = client.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
-    assert_eq!(names, vec!["memory_write", "memory_search", "memory_forget"]);
-    let found = client.call_tool("memory_search", json!({"query": "anything"}), WAIT).await.unwrap();
+    let client = Arc::new(
+        RmcpClient::connect(&config, std::path::Path::new("/nonexistent"))
+            .await
+            .unwrap(),
+    );
+    let names: Vec<_> = client
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["memory_write", "memory_search", "memory_forget"]
+    );
+    let found = client
+        .call_tool("memory_search", json!({"query": "anything"}), WAIT)
+        .await
+        .unwrap();
     assert!(!found.is_error, "{found:?}");
     assert_eq!(found.structured, Some(json!({"memories": []})));
     let prompts = client.list_prompts().await.unwrap();
@@ -279,11 +464,17 @@ fn exposed_hermes_tools_are_offered_and_run_for_the_principal() {
         let server = start_http(&engine).await;
         let alice = client_as(&server, Some("alice")).await.unwrap();
         let tools = alice.list_tools().await.unwrap();
-        let add = tools.iter().find(|t| t.name == "add").expect("add is exposed");
+        let add = tools
+            .iter()
+            .find(|t| t.name == "add")
+            .expect("add is exposed");
         assert!(add.input_schema["properties"].get("a").is_some());
         let sum = call(&alice, "add", json!({"a": 2, "b": 40})).await.unwrap();
         assert!(sum.to_string().contains("42"), "{sum}");
         let carol = client_as(&server, Some("carol")).await.unwrap();
-        assert!(call(&carol, "add", json!({"a": 1, "b": 1})).await.unwrap_err().contains("forbidden"));
+        assert!(call(&carol, "add", json!({"a": 1, "b": 1}))
+            .await
+            .unwrap_err()
+            .contains("forbidden"));
     });
 }

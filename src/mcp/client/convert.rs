@@ -3,8 +3,8 @@
 //! summarised), resource contents, prompt messages, arguments.
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, Resource,
-    ResourceContents, Tool,
+    CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, Resource, ResourceContents,
+    Tool,
 };
 use serde_json::Value;
 

@@ -52,7 +52,11 @@ pub enum Denied {
 
 impl Principal {
     /// A principal with the tools and namespaces its roles grant (unknown roles grant nothing).
-    pub fn with_roles(user: &str, roles: &[String], defined: &BTreeMap<String, McpRoleConfig>) -> Self {
+    pub fn with_roles(
+        user: &str,
+        roles: &[String],
+        defined: &BTreeMap<String, McpRoleConfig>,
+    ) -> Self {
         let mut tools = Some(BTreeSet::new());
         let mut namespaces = BTreeSet::new();
         for role in roles.iter().filter_map(|name| defined.get(name)) {
@@ -94,7 +98,11 @@ impl Principal {
         } else {
             Err(Denied::Tool {
                 user: self.user.clone(),
-                roles: if self.roles.is_empty() { "none".into() } else { self.roles.join(", ") },
+                roles: if self.roles.is_empty() {
+                    "none".into()
+                } else {
+                    self.roles.join(", ")
+                },
                 tool: tool.to_owned(),
             })
         }
@@ -147,13 +155,19 @@ impl TokenTable {
                     ))
                 }
             };
-            by_digest.insert(digest, Principal::with_roles(&token.user, &token.roles, &config.roles));
+            by_digest.insert(
+                digest,
+                Principal::with_roles(&token.user, &token.roles, &config.roles),
+            );
         }
         let anonymous = config
             .anonymous
             .as_ref()
             .map(|p| Principal::with_roles(&p.user, &p.roles, &config.roles));
-        Ok(Self { by_digest, anonymous })
+        Ok(Self {
+            by_digest,
+            anonymous,
+        })
     }
 
     /// The principal of an `Authorization` header value (or of its absence).
@@ -196,11 +210,17 @@ mod tests {
         let mut roles = BTreeMap::new();
         roles.insert(
             "reader".to_owned(),
-            McpRoleConfig { tools: vec!["memory_search".into()], namespaces: vec![] },
+            McpRoleConfig {
+                tools: vec!["memory_search".into()],
+                namespaces: vec![],
+            },
         );
         roles.insert(
             "team".to_owned(),
-            McpRoleConfig { tools: vec!["*".into()], namespaces: vec!["shared".into()] },
+            McpRoleConfig {
+                tools: vec!["*".into()],
+                namespaces: vec!["shared".into()],
+            },
         );
         McpHostConfig {
             tokens: vec![
@@ -235,7 +255,10 @@ mod tests {
         let table = TokenTable::from_config(&host()).unwrap();
         let alice = table.authenticate(Some("Bearer alice-token")).unwrap();
         assert_eq!(alice.user, "alice");
-        assert_eq!(table.authenticate(Some("Bearer nope")), Err(Denied::BadToken));
+        assert_eq!(
+            table.authenticate(Some("Bearer nope")),
+            Err(Denied::BadToken)
+        );
         assert_eq!(table.authenticate(Some("Basic xyz")), Err(Denied::BadToken));
         assert_eq!(table.authenticate(None), Err(Denied::NoToken));
     }
@@ -243,11 +266,20 @@ mod tests {
     #[test]
     fn anonymous_principal_is_used_only_without_a_header_and_can_be_dropped() {
         let mut config = host();
-        config.anonymous = Some(McpPrincipalConfig { user: "local".into(), roles: vec![] });
+        config.anonymous = Some(McpPrincipalConfig {
+            user: "local".into(),
+            roles: vec![],
+        });
         let table = TokenTable::from_config(&config).unwrap();
         assert_eq!(table.authenticate(None).unwrap().user, "local");
-        assert_eq!(table.authenticate(Some("Bearer nope")), Err(Denied::BadToken));
-        assert_eq!(table.without_anonymous().authenticate(None), Err(Denied::NoToken));
+        assert_eq!(
+            table.authenticate(Some("Bearer nope")),
+            Err(Denied::BadToken)
+        );
+        assert_eq!(
+            table.without_anonymous().authenticate(None),
+            Err(Denied::NoToken)
+        );
     }
 
     #[test]
@@ -255,9 +287,15 @@ mod tests {
         let table = TokenTable::from_config(&host()).unwrap();
         let alice = table.authenticate(Some("Bearer alice-token")).unwrap();
         assert!(alice.check_tool("memory_search").is_ok());
-        assert!(matches!(alice.check_tool("memory_write"), Err(Denied::Tool { .. })));
+        assert!(matches!(
+            alice.check_tool("memory_write"),
+            Err(Denied::Tool { .. })
+        ));
         assert!(alice.check_data("alice", "default").is_ok());
-        assert!(matches!(alice.check_data("bob", "default"), Err(Denied::Data { .. })));
+        assert!(matches!(
+            alice.check_data("bob", "default"),
+            Err(Denied::Data { .. })
+        ));
         let bot = table.authenticate(Some("Bearer bot-token")).unwrap();
         assert!(bot.check_tool("anything").is_ok());
         assert!(bot.check_data("bob", "shared").is_ok());
@@ -270,6 +308,9 @@ mod tests {
         config.tokens[0].token_sha256 = None;
         config.tokens[0].token_env = Some("HERMES_TEST_UNSET_TOKEN_VARIABLE".into());
         let error = TokenTable::from_config(&config).unwrap_err();
-        assert!(error.contains("HERMES_TEST_UNSET_TOKEN_VARIABLE"), "{error}");
+        assert!(
+            error.contains("HERMES_TEST_UNSET_TOKEN_VARIABLE"),
+            "{error}"
+        );
     }
 }

@@ -47,7 +47,12 @@ pub(super) async fn list(deps: &ServerDeps) -> Vec<Tool> {
 }
 
 /// Call `name` for `who` on `hermes.tool.<name>`.
-pub(super) async fn call(deps: &ServerDeps, who: &Principal, name: &str, arguments: Value) -> Result<Value, String> {
+pub(super) async fn call(
+    deps: &ServerDeps,
+    who: &Principal,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, String> {
     let subject = subjects::tool(name).map_err(|e| e.to_string())?;
     let request = Envelope::new(
         kinds::TOOL_CALL,

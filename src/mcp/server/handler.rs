@@ -69,16 +69,31 @@ impl HermesMcpServer {
             .denied(&denied.to_string());
         audit::publish(self.deps.bus.as_ref(), audit_kinds::AUTH_DENIED, &record).await;
         tracing::warn!(user = %who.user, method, target, reason = %denied, "MCP request refused");
-        ErrorData::invalid_request(format!("forbidden: {denied}"), Some(json!({"forbidden": true})))
+        ErrorData::invalid_request(
+            format!("forbidden: {denied}"),
+            Some(json!({"forbidden": true})),
+        )
     }
 
-    async fn audited(&self, who: &Principal, method: &str, target: &str, started: Instant, error: Option<String>) {
+    async fn audited(
+        &self,
+        who: &Principal,
+        method: &str,
+        target: &str,
+        started: Instant,
+        error: Option<String>,
+    ) {
         let record = AuditRecord::new("server", Some(&who.user), SERVER_NAME, method, target)
             .outcome(started, error);
         audit::publish(self.deps.bus.as_ref(), audit_kinds::MCP_SERVER, &record).await;
     }
 
-    async fn run_tool(&self, who: &Principal, name: &str, arguments: Value) -> Result<Outcome, Denied> {
+    async fn run_tool(
+        &self,
+        who: &Principal,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Outcome, Denied> {
         match name {
             WRITE => self.write(who, memory::parse(name, arguments)).await,
             SEARCH => self.search(who, memory::parse(name, arguments)).await,
@@ -87,7 +102,11 @@ impl HermesMcpServer {
         }
     }
 
-    async fn write(&self, who: &Principal, args: Result<WriteArgs, String>) -> Result<Outcome, Denied> {
+    async fn write(
+        &self,
+        who: &Principal,
+        args: Result<WriteArgs, String>,
+    ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
             Err(e) => return Ok(Err(e)),
@@ -97,13 +116,21 @@ impl HermesMcpServer {
         who.check_data(&user, &namespace)?;
         let source = format!("mcp:{}", who.user);
         let outcome = match memory::write_request(args, &user, &namespace, &source) {
-            Ok(request) => self.memory().write(request).await.map(|reply| json!({"changes": reply.changes})),
+            Ok(request) => self
+                .memory()
+                .write(request)
+                .await
+                .map(|reply| json!({"changes": reply.changes})),
             Err(e) => Err(e),
         };
         Ok(outcome)
     }
 
-    async fn search(&self, who: &Principal, args: Result<SearchArgs, String>) -> Result<Outcome, Denied> {
+    async fn search(
+        &self,
+        who: &Principal,
+        args: Result<SearchArgs, String>,
+    ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
             Err(e) => return Ok(Err(e)),
@@ -122,7 +149,11 @@ impl HermesMcpServer {
             let hits: Vec<Value> = reply
                 .hits
                 .iter()
-                .filter(|hit| namespace.as_ref().is_none_or(|n| &hit.record.namespace == n))
+                .filter(|hit| {
+                    namespace
+                        .as_ref()
+                        .is_none_or(|n| &hit.record.namespace == n)
+                })
                 .map(|hit| memory::hit_json(&hit.record, hit.score))
                 .collect();
             json!({ "memories": hits })
@@ -130,19 +161,34 @@ impl HermesMcpServer {
         Ok(outcome)
     }
 
-    async fn forget(&self, who: &Principal, args: Result<ForgetArgs, String>) -> Result<Outcome, Denied> {
+    async fn forget(
+        &self,
+        who: &Principal,
+        args: Result<ForgetArgs, String>,
+    ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
             Err(e) => return Ok(Err(e)),
         };
         if args.id.is_none() && args.key.is_none() {
-            return Ok(Err("give the memory's `id` (from memory_search) or its `key`".into()));
+            return Ok(Err(
+                "give the memory's `id` (from memory_search) or its `key`".into(),
+            ));
         }
         let user = args.user.clone().unwrap_or_else(|| who.user.clone());
         let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
         who.check_data(&user, &namespace)?;
-        let request = MemoryForgetRequest { user, namespace, id: args.id, key: args.key };
-        Ok(self.memory().forget(request).await.map(|reply| json!({"changes": reply.changes})))
+        let request = MemoryForgetRequest {
+            user,
+            namespace,
+            id: args.id,
+            key: args.key,
+        };
+        Ok(self
+            .memory()
+            .forget(request)
+            .await
+            .map(|reply| json!({"changes": reply.changes})))
     }
 
     fn memory_tools() -> Vec<Tool> {
@@ -153,30 +199,57 @@ impl HermesMcpServer {
         ]
     }
 
-    async fn read_memory(&self, who: &Principal, uri: &str) -> Result<Result<ReadResourceResult, String>, Denied> {
+    async fn read_memory(
+        &self,
+        who: &Principal,
+        uri: &str,
+    ) -> Result<Result<ReadResourceResult, String>, Denied> {
         let Some((user, id)) = memory::parse_uri(uri) else {
-            return Ok(Err(format!("`{uri}` is not a memory URI; use memory://<user>/<id> from resources/list")));
+            return Ok(Err(format!(
+                "`{uri}` is not a memory URI; use memory://<user>/<id> from resources/list"
+            )));
         };
         if user != who.user {
             // Only a granted namespace opens another user's record: look it up, then check.
-            let records = self.memory().list(MemoryListRequest { user: user.clone(), namespace: None, id: Some(id.clone()) }).await;
+            let records = self
+                .memory()
+                .list(MemoryListRequest {
+                    user: user.clone(),
+                    namespace: None,
+                    id: Some(id.clone()),
+                })
+                .await;
             let namespace = match &records {
                 Ok(records) => records.first().map(|r| r.namespace.clone()),
                 Err(_) => None,
             };
-            who.check_data(&user, namespace.as_deref().unwrap_or(memory::namespace_or_default(None)))?;
+            who.check_data(
+                &user,
+                namespace
+                    .as_deref()
+                    .unwrap_or(memory::namespace_or_default(None)),
+            )?;
         }
-        let records = self.memory().list(MemoryListRequest { user, namespace: None, id: Some(id) }).await;
+        let records = self
+            .memory()
+            .list(MemoryListRequest {
+                user,
+                namespace: None,
+                id: Some(id),
+            })
+            .await;
         Ok(match records {
             Ok(records) => match records.into_iter().next() {
                 Some(record) => {
                     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
-                    Ok(ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
-                        uri: uri.to_owned(),
-                        mime_type: Some("application/json".into()),
-                        text,
-                        meta: None,
-                    }]))
+                    Ok(ReadResourceResult::new(vec![
+                        ResourceContents::TextResourceContents {
+                            uri: uri.to_owned(),
+                            mime_type: Some("application/json".into()),
+                            text,
+                            meta: None,
+                        },
+                    ]))
                 }
                 None => Err(format!("no memory at `{uri}`; it may have been forgotten")),
             },
@@ -184,16 +257,26 @@ impl HermesMcpServer {
         })
     }
 
-    async fn qa_prompt(&self, who: &Principal, arguments: Option<JsonObject>) -> Result<GetPromptResult, ErrorData> {
+    async fn qa_prompt(
+        &self,
+        who: &Principal,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, ErrorData> {
         let question = arguments
             .as_ref()
             .and_then(|args| args.get("question"))
             .and_then(Value::as_str)
-            .ok_or_else(|| ErrorData::invalid_params("memory_qa needs the argument `question`", None))?
+            .ok_or_else(|| {
+                ErrorData::invalid_params("memory_qa needs the argument `question`", None)
+            })?
             .to_owned();
         let recalled = self
             .memory()
-            .recall(RecallRequest { user: who.user.clone(), query: question.clone(), limit: 5 })
+            .recall(RecallRequest {
+                user: who.user.clone(),
+                query: question.clone(),
+                limit: 5,
+            })
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;
         let memories: Vec<String> = recalled
@@ -201,30 +284,48 @@ impl HermesMcpServer {
             .iter()
             .map(|hit| format!("- [{}] {}", hit.record.key, hit.record.content))
             .collect();
-        let listed = if memories.is_empty() { "(none found)".to_owned() } else { memories.join("\n") };
+        let listed = if memories.is_empty() {
+            "(none found)".to_owned()
+        } else {
+            memories.join("\n")
+        };
         let text = format!(
             "Answer the question about user `{}` using only the memories below. If they do not \
              contain the answer, say that you do not know.\n\nMemories:\n{listed}\n\nQuestion: {question}",
             who.user
         );
-        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-            .with_description(format!("Memory QA for `{}` ({} memories)", who.user, memories.len())))
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).with_description(
+                format!("Memory QA for `{}` ({} memories)", who.user, memories.len()),
+            ),
+        )
     }
 }
 
 impl ServerHandler for HermesMcpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder().enable_prompts().enable_resources().enable_tools().build(),
+            ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_tools()
+                .build(),
         )
-        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")).with_title("Hermes memory and tools"))
+        .with_server_info(
+            Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"))
+                .with_title("Hermes memory and tools"),
+        )
         .with_instructions(
             "Hermes' shared memory: memory_search before answering about a user, memory_write to \
              remember, memory_forget to forget. Memories are also resources memory://<user>/<id>.",
         )
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         let who = self.principal(&ctx)?;
         let mut tools = Self::memory_tools();
         tools.extend(exposed::list(&self.deps).await);
@@ -232,12 +333,20 @@ impl ServerHandler for HermesMcpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let who = self.principal(&ctx)?;
         let name = request.name.to_string();
-        let known = [WRITE, SEARCH, FORGET].contains(&name.as_str()) || self.deps.expose_tools.contains(&name);
+        let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
+            || self.deps.expose_tools.contains(&name);
         if !known {
-            return Err(ErrorData::invalid_params(format!("unknown tool `{name}`; call tools/list"), None));
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`; call tools/list"),
+                None,
+            ));
         }
         if let Err(denied) = who.check_tool(&name) {
             return Err(self.deny(&who, "tools/call", &name, denied).await);
@@ -248,10 +357,18 @@ impl ServerHandler for HermesMcpServer {
             Ok(outcome) => outcome,
             Err(denied) => return Err(self.deny(&who, "tools/call", &name, denied).await),
         };
-        self.audited(&who, "tools/call", &name, started, outcome.as_ref().err().cloned()).await;
+        self.audited(
+            &who,
+            "tools/call",
+            &name,
+            started,
+            outcome.as_ref().err().cloned(),
+        )
+        .await;
         Ok(match outcome {
             Ok(value) => {
-                let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
                 result.structured_content = Some(value);
                 result
             }
@@ -260,11 +377,19 @@ impl ServerHandler for HermesMcpServer {
         .into())
     }
 
-    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         let who = self.principal(&ctx)?;
         let records = self
             .memory()
-            .list(MemoryListRequest { user: who.user.clone(), namespace: None, id: None })
+            .list(MemoryListRequest {
+                user: who.user.clone(),
+                namespace: None,
+                id: None,
+            })
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;
         let resources = records
@@ -278,26 +403,51 @@ impl ServerHandler for HermesMcpServer {
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
-    async fn list_resource_templates(&self, _request: Option<PaginatedRequestParams>, _ctx: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new("memory://{user}/{id}", "memory")
-            .with_description("One memory record of a user, as JSON")
-            .with_mime_type("application/json")]))
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("memory://{user}/{id}", "memory")
+                .with_description("One memory record of a user, as JSON")
+                .with_mime_type("application/json"),
+        ]))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, ctx: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let who = self.principal(&ctx)?;
         let started = Instant::now();
         let outcome = match self.read_memory(&who, &request.uri).await {
             Ok(outcome) => outcome,
-            Err(denied) => return Err(self.deny(&who, "resources/read", &request.uri, denied).await),
+            Err(denied) => {
+                return Err(self
+                    .deny(&who, "resources/read", &request.uri, denied)
+                    .await)
+            }
         };
-        self.audited(&who, "resources/read", &request.uri, started, outcome.as_ref().err().cloned()).await;
+        self.audited(
+            &who,
+            "resources/read",
+            &request.uri,
+            started,
+            outcome.as_ref().err().cloned(),
+        )
+        .await;
         outcome
             .map(Into::into)
             .map_err(|e| ErrorData::resource_not_found(e, None))
     }
 
-    async fn list_prompts(&self, _request: Option<PaginatedRequestParams>, _ctx: RequestContext<RoleServer>) -> Result<ListPromptsResult, ErrorData> {
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
         let question = PromptArgument::new("question")
             .with_description("The question about the user to answer from memory")
             .with_required(true);
@@ -308,11 +458,23 @@ impl ServerHandler for HermesMcpServer {
         )]))
     }
 
-    async fn get_prompt(&self, request: GetPromptRequestParams, ctx: RequestContext<RoleServer>) -> Result<GetPromptResponse, ErrorData> {
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
         let who = self.principal(&ctx)?;
         if request.name != QA_PROMPT {
-            return Err(ErrorData::invalid_params(format!("unknown prompt `{}`; the prompt is `{QA_PROMPT}`", request.name), None));
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown prompt `{}`; the prompt is `{QA_PROMPT}`",
+                    request.name
+                ),
+                None,
+            ));
         }
-        self.qa_prompt(&who, request.arguments).await.map(Into::into)
+        self.qa_prompt(&who, request.arguments)
+            .await
+            .map(Into::into)
     }
 }

@@ -63,7 +63,11 @@ impl Drop for HttpServer {
 }
 
 /// Bind `listen` and serve until stopped. Must run on the I/O runtime.
-pub async fn start(listen: &str, deps: ServerDeps, host: &McpHostConfig) -> Result<HttpServer, String> {
+pub async fn start(
+    listen: &str,
+    deps: ServerDeps,
+    host: &McpHostConfig,
+) -> Result<HttpServer, String> {
     let listener = TcpListener::bind(listen).await.map_err(|e| {
         format!("the MCP HTTP server cannot listen on {listen}: {e}; choose a free port in [mcp.server] http_listen")
     })?;
@@ -77,14 +81,23 @@ pub async fn start(listen: &str, deps: ServerDeps, host: &McpHostConfig) -> Resu
     }
     let cancel = CancellationToken::new();
     let service = rmcp_service(deps.clone(), host, cancel.child_token());
-    let gate = Arc::new(Gate { service, tokens, deps });
+    let gate = Arc::new(Gate {
+        service,
+        tokens,
+        deps,
+    });
     tokio::spawn(accept(listener, gate, cancel.clone()));
     tracing::info!(url = %format!("http://{addr}{PATH}"), "MCP server listening");
     Ok(HttpServer { addr, cancel })
 }
 
 fn rmcp_service(deps: ServerDeps, host: &McpHostConfig, cancel: CancellationToken) -> Service {
-    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), "[::1]".to_owned()];
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+        "[::1]".to_owned(),
+    ];
     hosts.extend(host.allowed_hosts.iter().cloned());
     // A page served from this machine may call; any other browser origin must be listed.
     let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
@@ -148,7 +161,10 @@ async fn accept(listener: TcpListener, gate: Arc<Gate>, cancel: CancellationToke
 impl Gate {
     async fn handle(&self, mut request: Request<Incoming>) -> Response<Body> {
         if request.uri().path() != PATH {
-            return plain(StatusCode::NOT_FOUND, &format!("Hermes serves MCP at {PATH}"));
+            return plain(
+                StatusCode::NOT_FOUND,
+                &format!("Hermes serves MCP at {PATH}"),
+            );
         }
         let authorization = request
             .headers()
@@ -173,7 +189,8 @@ impl Gate {
 
     async fn audit_refusal(&self, denied: &Denied) {
         tracing::warn!(reason = %denied, "MCP HTTP request refused");
-        let record = AuditRecord::new("server", None, SERVER_NAME, "auth", PATH).denied(&denied.to_string());
+        let record =
+            AuditRecord::new("server", None, SERVER_NAME, "auth", PATH).denied(&denied.to_string());
         audit::publish(self.deps.bus.as_ref(), audit_kinds::AUTH_DENIED, &record).await;
     }
 }

@@ -90,7 +90,12 @@ pub fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, Str
 }
 
 /// `memory_write` as a [`MemoryWriteRequest`] for `user`.
-pub fn write_request(args: WriteArgs, user: &str, namespace: &str, source: &str) -> Result<MemoryWriteRequest, String> {
+pub fn write_request(
+    args: WriteArgs,
+    user: &str,
+    namespace: &str,
+    source: &str,
+) -> Result<MemoryWriteRequest, String> {
     if args.content.trim().is_empty() {
         return Err("`content` is empty; say what to remember".into());
     }
@@ -146,7 +151,8 @@ pub fn uri(record: &MemoryRecord) -> String {
 pub fn parse_uri(uri: &str) -> Option<(String, String)> {
     let rest = uri.strip_prefix("memory://")?;
     let (user, id) = rest.split_once('/')?;
-    (!user.is_empty() && !id.is_empty() && !id.contains('/')).then(|| (user.to_owned(), id.to_owned()))
+    (!user.is_empty() && !id.is_empty() && !id.contains('/'))
+        .then(|| (user.to_owned(), id.to_owned()))
 }
 
 /// What a search returns for one record.
@@ -166,24 +172,34 @@ pub struct MemoryClient<'a> {
 
 impl MemoryClient<'_> {
     pub async fn write(&self, request: MemoryWriteRequest) -> Result<MemoryWriteReply, String> {
-        self.call(subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, request).await
+        self.call(subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, request)
+            .await
     }
 
     pub async fn forget(&self, request: MemoryForgetRequest) -> Result<MemoryWriteReply, String> {
-        self.call(subjects::MEMORY_FORGET, kinds::MEMORY_FORGET, request).await
+        self.call(subjects::MEMORY_FORGET, kinds::MEMORY_FORGET, request)
+            .await
     }
 
     pub async fn recall(&self, request: RecallRequest) -> Result<RecallReply, String> {
-        self.call(subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, request).await
+        self.call(subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, request)
+            .await
     }
 
     pub async fn list(&self, request: MemoryListRequest) -> Result<Vec<MemoryRecord>, String> {
-        let reply: MemoryListReply = self.call(subjects::MEMORY_LIST, kinds::MEMORY_LIST, request).await?;
+        let reply: MemoryListReply = self
+            .call(subjects::MEMORY_LIST, kinds::MEMORY_LIST, request)
+            .await?;
         Ok(reply.records)
     }
 
     /// One request; any reply kind but `error` is decoded as `R`.
-    async fn call<Q: Serialize, R: DeserializeOwned>(&self, subject: &str, kind: &str, body: Q) -> Result<R, String> {
+    async fn call<Q: Serialize, R: DeserializeOwned>(
+        &self,
+        subject: &str,
+        kind: &str,
+        body: Q,
+    ) -> Result<R, String> {
         let payload = Envelope::new(kind, body)
             .encode()
             .map_err(|e| e.to_string())?;
@@ -194,16 +210,23 @@ impl MemoryClient<'_> {
             .map_err(|e| format!("the memory service did not answer on {subject}: {e}; is a memory-extractor running on this bus?"))?;
         let envelope = Envelope::<Value>::decode(&reply, 16 << 20).map_err(|e| e.to_string())?;
         if envelope.kind == ERROR_KIND {
-            let error: ErrorBody = serde_json::from_value(envelope.body).map_err(|e| e.to_string())?;
-            return Err(format!("the memory service refused: {} ({})", error.message, error.code));
+            let error: ErrorBody =
+                serde_json::from_value(envelope.body).map_err(|e| e.to_string())?;
+            return Err(format!(
+                "the memory service refused: {} ({})",
+                error.message, error.code
+            ));
         }
-        serde_json::from_value(envelope.body).map_err(|e| format!("unexpected answer on {subject}: {e}"))
+        serde_json::from_value(envelope.body)
+            .map_err(|e| format!("unexpected answer on {subject}: {e}"))
     }
 }
 
 /// The namespace of a request (`default` when none).
 pub fn namespace_or_default(namespace: Option<&str>) -> &str {
-    namespace.filter(|n| !n.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
+    namespace
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_NAMESPACE)
 }
 
 #[cfg(test)]
@@ -212,13 +235,19 @@ mod tests {
 
     #[test]
     fn keys_are_derived_from_the_first_words() {
-        assert_eq!(derived_key("Prefers Sony headphones, not Bose!"), "prefers_sony_headphones_not_bose");
+        assert_eq!(
+            derived_key("Prefers Sony headphones, not Bose!"),
+            "prefers_sony_headphones_not_bose"
+        );
         assert_eq!(derived_key("..."), "note");
     }
 
     #[test]
     fn memory_uris_round_trip_and_bad_ones_are_rejected() {
-        assert_eq!(parse_uri("memory://alice/m-1"), Some(("alice".into(), "m-1".into())));
+        assert_eq!(
+            parse_uri("memory://alice/m-1"),
+            Some(("alice".into(), "m-1".into()))
+        );
         assert_eq!(parse_uri("memory://alice/"), None);
         assert_eq!(parse_uri("memory://alice/a/b"), None);
         assert_eq!(parse_uri("file:///x"), None);
@@ -227,14 +256,28 @@ mod tests {
     #[test]
     fn write_request_checks_kind_and_content() {
         let args = |kind: &str, content: &str| WriteArgs {
-            content: content.into(), key: None, kind: Some(kind.into()), importance: Some(3.0),
-            expiry_days: None, topics: vec![], user: None, namespace: None,
+            content: content.into(),
+            key: None,
+            kind: Some(kind.into()),
+            importance: Some(3.0),
+            expiry_days: None,
+            topics: vec![],
+            user: None,
+            namespace: None,
         };
-        let request = write_request(args("preference", "Likes tea"), "alice", "default", "mcp:alice").unwrap();
+        let request = write_request(
+            args("preference", "Likes tea"),
+            "alice",
+            "default",
+            "mcp:alice",
+        )
+        .unwrap();
         assert_eq!(request.update.kind, MemoryKind::Preference);
         assert_eq!(request.update.key, "likes_tea");
         assert_eq!(request.update.importance, 1.0);
-        assert!(write_request(args("mood", "x"), "a", "default", "s").unwrap_err().contains("unknown kind"));
+        assert!(write_request(args("mood", "x"), "a", "default", "s")
+            .unwrap_err()
+            .contains("unknown kind"));
         assert!(write_request(args("fact", " "), "a", "default", "s").is_err());
     }
 }
