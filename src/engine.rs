@@ -55,7 +55,12 @@ impl Engine {
         io: Handle,
     ) -> Result<Self, EngineError> {
         let embedded = config.bus.url == "embedded";
-        let db = if embedded || actors.session || actors.memory_extractor || actors.tool_executor {
+        let db = if embedded
+            || actors.session
+            || actors.memory_extractor
+            || actors.tool_executor
+            || actors.mcp_bridge
+        {
             let dir = config.engine.data_dir.clone();
             Some(
                 io.spawn_blocking(move || crate::store::open(&dir))
@@ -93,13 +98,12 @@ impl Engine {
         };
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
-            let (_, catalog) =
-                McpBridge::start(deps.clone(), &arbiter)
-                    .await
-                    .map_err(|reason| EngineError::Actor {
-                        actor: "mcp-bridge",
-                        reason,
-                    })?;
+            let (_, catalog) = McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
+                .await
+                .map_err(|reason| EngineError::Actor {
+                    actor: "mcp-bridge",
+                    reason,
+                })?;
             engine.mcp = Some(catalog);
         }
         if actors.tool_executor {
