@@ -38,19 +38,32 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$hermes" --config "$work/hermes.toml" mcp serve --http "127.0.0.1:$port" --data-dir "$work/db" \
   > "$work/serve.out" 2> "$work/serve.err" &
 server_pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   grep -q '^ready' "$work/serve.out" 2>/dev/null && break
   sleep 0.1
 done
 grep -q '^ready' "$work/serve.out" || { cat "$work/serve.err" >&2; echo "conformance: hermes did not start" >&2; exit 1; }
 
+# One direction: the suite's exit code is kept (a summary filter must not hide a crash); on a
+# failure the end of the full log is shown too.
+run_suite() {
+  local name=$1
+  shift
+  local rc=0
+  "$@" > "$work/$name.log" 2>&1 || rc=$?
+  grep -E '^(✓|✗)|^Total|Baseline|Unexpected|Stale|  [✗~] ' "$work/$name.log" || true
+  if [ "$rc" -ne 0 ]; then
+    echo "conformance $name: failed (exit $rc); end of its log:" >&2
+    tail -n 40 "$work/$name.log" >&2
+  fi
+  return "$rc"
+}
+
 status=0
 echo "== conformance server (Hermes' Streamable HTTP server at http://127.0.0.1:$port/mcp)"
-conformance server --url "http://127.0.0.1:$port/mcp" --expected-failures "$baseline" \
-  2>&1 | tee "$work/server.log" | grep -E '^(✓|✗)|^Total|Baseline|Unexpected|Stale|  [✗~] ' || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+run_suite server conformance server --url "http://127.0.0.1:$port/mcp" \
+  --expected-failures "$baseline" || status=1
 echo "== conformance client (hermes mcp probe)"
-conformance client --command "$hermes mcp probe" --suite all --expected-failures "$baseline" \
-  2>&1 | tee "$work/client.log" | grep -E '^(✓|✗)|^Total|Baseline|Unexpected|Stale|  [✗~] ' || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+run_suite client conformance client --command "$hermes mcp probe" --suite all \
+  --expected-failures "$baseline" || status=1
 exit $status
