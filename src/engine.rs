@@ -118,6 +118,9 @@ impl Engine {
         if actors.session {
             engine.start_sessions(&deps).await?;
         }
+        // On NATS a subscription is live once the server has read it: a flush (PING/PONG)
+        // after all of them makes a started engine reachable from any other connection.
+        engine.bus.flush().await?;
         Ok(engine)
     }
 
