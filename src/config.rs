@@ -217,24 +217,118 @@ pub struct ToolsConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
+    /// Servers the MCP-bridge mounts (`[[mcp.servers]]`).
     #[serde(default)]
     pub servers: Vec<McpServerConfig>,
+    /// Hermes' own MCP server (`[mcp.server]`).
+    #[serde(default)]
+    pub server: McpHostConfig,
 }
 
+/// One MCP server to mount: either a `command` (stdio child) or a `url` (Streamable HTTP).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// Prefix of its tools: `<name>__<tool>`. Letters, digits, `_`, `-`.
     pub name: String,
-    /// Program to start; `self` means this hermes executable.
+    /// Program to start; `self` means this hermes executable. Empty when `url` is set.
+    #[serde(default)]
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp` (instead of `command`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (`url` servers).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// HTTP headers whose value is read from an environment variable: header → variable.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
     /// Timeout of one call to this server, seconds.
     #[serde(default = "default_mcp_timeout")]
     pub timeout_secs: u64,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            command: String::new(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
+            timeout_secs: default_mcp_timeout(),
+        }
+    }
+}
+
+/// Hermes' own MCP server (`[mcp.server]`): where it listens and who may do what.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpHostConfig {
+    /// Streamable HTTP listen address while `hermes serve` runs (path `/mcp`); none = off.
+    #[serde(default)]
+    pub http_listen: Option<String>,
+    /// Host names accepted in `Host` besides loopback ones (DNS-rebinding protection).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in `Origin` besides loopback ones (e.g. `https://app.example:443`);
+    /// others are refused.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Hermes tools also offered over MCP (forwarded to `hermes.tool.<name>`).
+    #[serde(default)]
+    pub expose_tools: Vec<String>,
+    /// Bearer tokens and the principal each one stands for.
+    #[serde(default)]
+    pub tokens: Vec<McpTokenConfig>,
+    /// What each role may do.
+    #[serde(default)]
+    pub roles: BTreeMap<String, McpRoleConfig>,
+    /// The principal of HTTP requests without a token; none = such requests are refused.
+    /// Only honoured when `http_listen` is a loopback address.
+    #[serde(default)]
+    pub anonymous: Option<McpPrincipalConfig>,
+}
+
+/// A bearer token (from an environment variable, or its sha256 in hex) and its principal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpTokenConfig {
+    pub user: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Environment variable holding the token.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Lower-case hex sha256 of the token (`printf %s TOKEN | sha256sum`).
+    #[serde(default)]
+    pub token_sha256: Option<String>,
+}
+
+/// A role: the MCP tools it may call (`*` = all) and the shared memory namespaces it may use
+/// for any user.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpRoleConfig {
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}
+
+/// A principal named in config.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpPrincipalConfig {
+    pub user: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 fn default_mcp_timeout() -> u64 {
@@ -311,6 +405,14 @@ impl Config {
                         .into(),
                 });
             }
+            if server.command.is_empty() == server.url.is_none() {
+                return Err(ConfigError::Invalid {
+                    key: format!("mcp.servers.{}", server.name),
+                    message: "set exactly one of `command` (a stdio server) or `url` (a \
+                              Streamable HTTP server)"
+                        .into(),
+                });
+            }
         }
         let fusion = self.memory.fusion;
         let weights_ok = |w: f64| w.is_finite() && w >= 0.0;
@@ -323,12 +425,44 @@ impl Config {
                 message: "bm25_weight and vector_weight must be ≥ 0 and not both 0".into(),
             });
         }
+        self.check_mcp_host()?;
         for (name, agent) in &self.agents {
             if agent.reply_reserve >= agent.context_window {
                 return Err(ConfigError::Invalid {
                     key: format!("agents.{name}.reply_reserve"),
                     message: "must be smaller than context_window".into(),
                 });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_mcp_host(&self) -> Result<(), ConfigError> {
+        let host = &self.mcp.server;
+        for (i, token) in host.tokens.iter().enumerate() {
+            if token.token_env.is_some() == token.token_sha256.is_some() {
+                return Err(ConfigError::Invalid {
+                    key: format!("mcp.server.tokens[{i}]"),
+                    message: "set exactly one of `token_env` or `token_sha256`".into(),
+                });
+            }
+            if let Some(hash) = &token.token_sha256 {
+                if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(ConfigError::Invalid {
+                        key: format!("mcp.server.tokens[{i}].token_sha256"),
+                        message: "must be 64 hex digits (`printf %s TOKEN | sha256sum`)".into(),
+                    });
+                }
+            }
+            for role in &token.roles {
+                if !host.roles.contains_key(role) {
+                    return Err(ConfigError::Invalid {
+                        key: format!("mcp.server.tokens[{i}].roles"),
+                        message: format!(
+                            "role `{role}` is not defined; add [mcp.server.roles.{role}]"
+                        ),
+                    });
+                }
             }
         }
         Ok(())
@@ -380,6 +514,35 @@ mod tests {
         let c = Config::load(Some(&p)).unwrap();
         assert_eq!(c.bus.url, "nats://127.0.0.1:4222");
         assert!(c.agents.contains_key("assistant"));
+    }
+
+    #[test]
+    fn mcp_server_needs_exactly_one_of_command_and_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        let both = "[[mcp.servers]]\nname = \"x\"\ncommand = \"a\"\nurl = \"http://h/mcp\"\n";
+        std::fs::write(&p, both).unwrap();
+        let e = Config::load(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("exactly one of `command`"), "{e}");
+        std::fs::write(&p, "[[mcp.servers]]\nname = \"x\"\n").unwrap();
+        assert!(Config::load(Some(&p)).is_err());
+        std::fs::write(
+            &p,
+            "[[mcp.servers]]\nname = \"x\"\nurl = \"http://h/mcp\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&p)).unwrap();
+        assert_eq!(c.mcp.servers[0].url.as_deref(), Some("http://h/mcp"));
+    }
+
+    #[test]
+    fn mcp_token_roles_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        let text = "[[mcp.server.tokens]]\nuser = \"a\"\nroles = [\"ghost\"]\ntoken_env = \"T\"\n";
+        std::fs::write(&p, text).unwrap();
+        let e = Config::load(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("role `ghost` is not defined"), "{e}");
     }
 
     #[test]

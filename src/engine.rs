@@ -58,7 +58,12 @@ impl Engine {
         io: Handle,
     ) -> Result<Self, EngineError> {
         let embedded = config.bus.url == "embedded";
-        let db = if embedded || actors.session || actors.memory_extractor || actors.tool_executor {
+        let db = if embedded
+            || actors.session
+            || actors.memory_extractor
+            || actors.tool_executor
+            || actors.mcp_bridge
+        {
             let dir = config.engine.data_dir.clone();
             Some(
                 io.spawn_blocking(move || crate::store::open(&dir))
@@ -96,13 +101,12 @@ impl Engine {
         };
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
-            let (_, catalog) =
-                McpBridge::start(deps.clone(), &arbiter)
-                    .await
-                    .map_err(|reason| EngineError::Actor {
-                        actor: "mcp-bridge",
-                        reason,
-                    })?;
+            let (_, catalog) = McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
+                .await
+                .map_err(|reason| EngineError::Actor {
+                    actor: "mcp-bridge",
+                    reason,
+                })?;
             engine.mcp = Some(catalog);
         }
         if actors.tool_executor {
@@ -117,6 +121,9 @@ impl Engine {
         if actors.session {
             engine.start_sessions(&deps).await?;
         }
+        // On NATS a subscription is live once the server has read it: a flush (PING/PONG)
+        // after all of them makes a started engine reachable from any other connection.
+        engine.bus.flush().await?;
         Ok(engine)
     }
 

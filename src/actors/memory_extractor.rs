@@ -2,8 +2,10 @@
 //!
 //! Serves (queue group `memory`): `hermes.memory.recall` ([`RecallRequest`] →
 //! `memory.recalled` [`RecallReply`]), `hermes.memory.write` ([`MemoryWriteRequest`] →
-//! `memory.written` [`MemoryWriteReply`]) and `hermes.memory.forget` ([`MemoryForgetRequest`] →
-//! `memory.written` [`MemoryWriteReply`]); a write or forget is on disk before it is answered.
+//! `memory.written` [`MemoryWriteReply`]), `hermes.memory.forget` ([`MemoryForgetRequest`] →
+//! `memory.written` [`MemoryWriteReply`]) and `hermes.memory.list` ([`MemoryListRequest`] →
+//! `memory.listed` [`MemoryListReply`], a user's live records, e.g. for Hermes' MCP server's
+//! resources); a write or forget is on disk before it is answered.
 //! The requests run on the I/O runtime, and their record scans in `spawn_blocking`
 //! ([`MemoryService`]), never on the actor's arbiter.
 //!
@@ -24,8 +26,8 @@ use bytes::Bytes;
 use super::adapter::{self, Incoming};
 use super::{error_bytes, reply_bytes, ActorDeps};
 use crate::bus::messages::{
-    kinds, ExtractJob, MemoryChange, MemoryForgetRequest, MemoryWriteReply, MemoryWriteRequest,
-    RecallReply, RecallRequest, TurnEvent,
+    kinds, ExtractJob, MemoryChange, MemoryForgetRequest, MemoryListReply, MemoryListRequest,
+    MemoryWriteReply, MemoryWriteRequest, RecallReply, RecallRequest, TurnEvent,
 };
 use crate::bus::{rpc, subjects, DurableOptions};
 use crate::envelope::Envelope;
@@ -37,7 +39,7 @@ use crate::memory::{
 };
 
 /// Namespace of memories extracted from a user's own conversations.
-pub const DEFAULT_NAMESPACE: &str = "default";
+pub use crate::memory::DEFAULT_NAMESPACE;
 
 pub struct MemoryExtractor {
     deps: ActorDeps,
@@ -82,6 +84,7 @@ impl MemoryExtractor {
             subjects::MEMORY_RECALL,
             subjects::MEMORY_WRITE,
             subjects::MEMORY_FORGET,
+            subjects::MEMORY_LIST,
         ] {
             adapter::serve(
                 &deps.io,
@@ -245,10 +248,35 @@ async fn serve_request(deps: ActorDeps, service: MemoryService, msg: Incoming) -
                 });
             written_reply(forgotten, &request.trace_id)
         }
+        subjects::MEMORY_LIST => list_reply(&service, &msg.payload, max).await,
         other => error_bytes(
             "bad_request",
             format!("the memory service does not serve `{other}`"),
         ),
+    }
+}
+
+async fn list_reply(service: &MemoryService, payload: &[u8], max: usize) -> Option<Bytes> {
+    let request = match Envelope::decode_as::<MemoryListRequest>(payload, max, kinds::MEMORY_LIST) {
+        Ok(r) => r,
+        Err(e) => return error_bytes("bad_request", e.to_string()),
+    };
+    let b = &request.body;
+    let listed = service
+        .list(
+            &b.user,
+            b.namespace.as_deref(),
+            b.id.as_deref(),
+            chrono::Utc::now(),
+        )
+        .await;
+    match listed {
+        Ok(records) => reply_bytes(
+            &Envelope::new(kinds::MEMORY_LISTED, MemoryListReply { records })
+                .in_trace(&request.trace_id),
+        ),
+        Err(e @ MemoryError::InvalidName { .. }) => error_bytes("bad_request", e.to_string()),
+        Err(e) => error_bytes("list_failed", e.to_string()),
     }
 }
 

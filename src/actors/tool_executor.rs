@@ -3,38 +3,39 @@
 //!
 //! Every call passes the whitelist and schema validation (with safe repair) before it runs
 //! ([`run::execute`]). MCP tools are mounted from the MCP-bridge's catalog as proxy tools, so
-//! they get the same checks. Worker tools declared in config (`[[tools.define]]`) are listed
+//! they get the same checks, and re-mounted when the bridge announces a change on
+//! `hermes.mcp.changed` ([`mcp_mounts`]). Worker tools declared in config (`[[tools.define]]`) are listed
 //! in the catalog but not served here: their workers answer `hermes.tool.<name>` themselves.
 //! The executor owns the sled trees `jobs`, `tool_results_idem` and `tool_raw`
 //! ([`crate::tools::stores::ToolStores`]); on start it resumes unfinished async jobs
 //! ([`jobs::resume`]).
 
 pub mod jobs;
+pub mod mcp_mounts;
 pub mod run;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::Bytes;
-use serde_json::Value;
 
 use super::adapter::{self, Incoming};
 use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{kinds, McpCatalog, ToolCallRequest, ToolsCatalog};
+use crate::bus::messages::{kinds, ToolCallRequest, ToolsCatalog};
 use crate::bus::SharedBus;
-use crate::bus::{rpc, subjects, BusError};
+use crate::bus::{subjects, BusError};
 use crate::config::ToolsConfig;
 use crate::envelope::Envelope;
 use crate::tools::builtin::{self, BuiltinData};
 use crate::tools::definition::ToolDefinition;
 use crate::tools::metrics::ExecutorMetrics;
 use crate::tools::registry::ToolRegistry;
-use crate::tools::remote::{McpProxyTool, SessionSearchTool};
+use crate::tools::remote::SessionSearchTool;
 use crate::tools::stores::ToolStores;
 use crate::tools::worker::worker_definitions;
 use crate::tools::Tool;
 
+pub use mcp_mounts::mount_mcp_tools;
 pub use run::{execute, Caller, ExecCore};
 
 pub struct ToolExecutor {
@@ -187,65 +188,6 @@ async fn subscribe_tool(
     )
     .await
     .map(|_| ())
-}
-
-/// Ask the MCP-bridge for its catalog (retrying while it starts, up to `wait`) and mount
-/// every tool of every ready server. Returns how many tools were mounted.
-pub async fn mount_mcp_tools(
-    deps: ActorDeps,
-    registry: ToolRegistry,
-    addr: Addr<ToolExecutor>,
-    wait: Duration,
-) -> Result<usize, String> {
-    let deadline = Instant::now() + wait;
-    let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
-    let catalog: McpCatalog = loop {
-        match rpc::call::<_, McpCatalog>(
-            deps.bus.as_ref(),
-            subjects::MCP_CATALOG,
-            &request,
-            kinds::MCP_CATALOG,
-            Duration::from_secs(deps.config.engine.request_timeout_secs),
-        )
-        .await
-        {
-            Ok(env) => break env.body,
-            Err(e) if Instant::now() < deadline => {
-                tracing::debug!(error = %e, "MCP bridge not ready yet");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(format!("MCP bridge did not answer: {e}")),
-        }
-    };
-    let mut mounted = 0;
-    let recipient = addr.recipient();
-    for server in &catalog.servers {
-        if server.status != "ready" {
-            tracing::error!(server = %server.name, error = ?server.error, "MCP server is not ready; its tools are not available");
-            continue;
-        }
-        for tool in &server.tools {
-            let timeout = Duration::from_secs(server.timeout_secs.max(1));
-            let Some(proxy) = McpProxyTool::new(&server.name, tool, timeout, deps.bus.clone())
-            else {
-                tracing::warn!(server = %server.name, tool = %tool.name, "MCP tool name cannot be used as a subject; skipped");
-                continue;
-            };
-            let name = proxy.spec().name;
-            if registry.get(&name).is_some() {
-                continue;
-            }
-            if let Err(e) = registry.register(Arc::new(proxy)) {
-                tracing::warn!(tool = %name, error = %e, "MCP tool rejected");
-                continue;
-            }
-            subscribe_tool(&deps, &name, recipient.clone())
-                .await
-                .map_err(|e| e.to_string())?;
-            mounted += 1;
-        }
-    }
-    Ok(mounted)
 }
 
 impl Handler<Incoming> for ToolExecutor {

@@ -42,6 +42,15 @@ pub mod kinds {
     pub const MEMORY_WRITE: &str = "memory.write";
     pub const MEMORY_FORGET: &str = "memory.forget";
     pub const MEMORY_WRITTEN: &str = "memory.written";
+    pub const MEMORY_LIST: &str = "memory.list";
+    pub const MEMORY_LISTED: &str = "memory.listed";
+    pub const MCP_READ: &str = "mcp.read";
+    pub const MCP_READ_RESULT: &str = "mcp.read.result";
+    pub const MCP_PROMPT: &str = "mcp.prompt";
+    pub const MCP_PROMPT_RESULT: &str = "mcp.prompt.result";
+    pub const MCP_AUDIT_REQUEST: &str = "mcp.audit.request";
+    pub const MCP_AUDIT: &str = "mcp.audit";
+    pub const AUDIT_EVENT: &str = "audit.event";
     pub const TURN_EVENT: &str = "turn.event";
 }
 
@@ -215,6 +224,73 @@ pub struct McpCallRequest {
     pub server: String,
     pub tool: String,
     pub arguments: Value,
+    /// Who the call is made for (the session's user or an MCP principal), for the audit.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// Read a mounted server's resource, on `hermes.mcp.read`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpReadRequest {
+    pub server: String,
+    pub uri: String,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpReadReply {
+    #[serde(default)]
+    pub contents: Vec<crate::mcp::McpResourceContent>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Get one of a mounted server's prompts, on `hermes.mcp.prompt`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpPromptRequest {
+    pub server: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpPromptReply {
+    #[serde(default)]
+    pub prompt: Option<crate::mcp::McpPromptResult>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Ask for the latest MCP audit records, on `hermes.mcp.audit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpAuditRequest {
+    pub limit: usize,
+}
+
+/// Newest first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpAuditReply {
+    pub records: Vec<crate::mcp::audit::AuditRecord>,
+}
+
+/// A user's memories, or the one with `id`, on `hermes.memory.list` (read-only).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemoryListRequest {
+    pub user: String,
+    /// Only this namespace (all when none).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MemoryListReply {
+    pub records: Vec<crate::memory::MemoryRecord>,
 }
 
 /// The bridge's answer: the server's result, or why there is none.
@@ -235,14 +311,28 @@ pub struct McpCatalog {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct McpServerStatus {
     pub name: String,
-    /// `ready` or `failed`.
+    /// `ready`, `failed` (never connected; retrying) or `reconnecting` (was up, died).
     pub status: String,
+    /// Why it is not ready (the last connection error or how it died).
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
     pub tools: Vec<crate::mcp::McpTool>,
     #[serde(default)]
     pub timeout_secs: u64,
+    #[serde(default)]
+    pub resources: Vec<crate::mcp::McpResource>,
+    #[serde(default)]
+    pub prompts: Vec<crate::mcp::McpPrompt>,
+    /// `stdio` or `http`.
+    #[serde(default)]
+    pub transport: String,
+    /// The child's process id while a stdio server runs.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Successful connections after the first.
+    #[serde(default)]
+    pub reconnects: u32,
 }
 
 /// Ask memory for what it knows about the current message. Besides the user, recall can be
@@ -405,7 +495,7 @@ pub struct MemoryWriteReply {
 }
 
 fn default_namespace() -> String {
-    "default".into()
+    crate::memory::DEFAULT_NAMESPACE.into()
 }
 
 /// Fold older turns into the running summary, on `hermes.summarise`.

@@ -11,8 +11,11 @@
 //! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas, definitions, metrics) |
 //! | `hermes.tools.metrics` | req/reply | the tool-executor's counters |
 //! | `hermes.job.<id>` | pub | async job lifecycle |
-//! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers |
-//! | `hermes.memory.recall` / `.write` / `.forget` | req/reply, queue `memory` | memory service |
+//! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers (tools, resources, prompts, status) |
+//! | `hermes.mcp.read`, `hermes.mcp.prompt` | req/reply, queue `mcp` | read a mounted server's resource; get one of its prompts |
+//! | `hermes.mcp.audit` | req/reply, queue `mcp` | the latest MCP audit records (sled tree `mcp_audit`) |
+//! | `hermes.mcp.changed` | pub | the bridge's catalog after a server (re)connected, died or changed its lists |
+//! | `hermes.memory.recall` / `.write` / `.forget` / `.list` | req/reply, queue `memory` | memory service (the memory-extractor); `.list`: a user's live memories, or one by id |
 //! | `hermes.memory.extract` | durable queue | finished turns to mine for memories |
 //! | `hermes.audit.<kind>` | pub | audit trail |
 
@@ -37,10 +40,25 @@ pub const TOOLS_LIST: &str = "hermes.tools.list";
 pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
+pub const MCP_READ: &str = "hermes.mcp.read";
+pub const MCP_PROMPT: &str = "hermes.mcp.prompt";
+pub const MCP_AUDIT: &str = "hermes.mcp.audit";
+pub const MCP_CHANGED: &str = "hermes.mcp.changed";
+pub const MEMORY_LIST: &str = "hermes.memory.list";
 pub const MEMORY_RECALL: &str = "hermes.memory.recall";
 pub const MEMORY_WRITE: &str = "hermes.memory.write";
 pub const MEMORY_FORGET: &str = "hermes.memory.forget";
 pub const MEMORY_EXTRACT: &str = "hermes.memory.extract";
+
+/// The `<kind>` of `hermes.audit.<kind>` subjects.
+pub mod audit_kinds {
+    /// A `tools/call` or `resources/read` the MCP-bridge made to a mounted server.
+    pub const MCP: &str = "mcp";
+    /// A call Hermes' own MCP server answered.
+    pub const MCP_SERVER: &str = "mcp_server";
+    /// A request Hermes' MCP server refused (no or bad token, tool or data not allowed).
+    pub const AUTH_DENIED: &str = "auth_denied";
+}
 
 /// Longest id accepted in a subject token.
 pub const MAX_ID_LEN: usize = 128;

@@ -174,7 +174,7 @@ async fn open_db(dir: &Path) -> anyhow::Result<sled::Db> {
 }
 
 fn parse_kind(text: &str) -> anyhow::Result<MemoryKind> {
-    serde_json::from_value(serde_json::Value::String(text.to_lowercase())).map_err(|_| {
+    MemoryKind::parse(text).ok_or_else(|| {
         anyhow::anyhow!("unknown kind `{text}`; use preference, fact, constraint or event")
     })
 }

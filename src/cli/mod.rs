@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod demo;
 mod eval;
+mod mcp;
 mod memory;
 mod print;
 mod runtime;
@@ -68,9 +69,9 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Inspect and search stored sessions (stop the serve process that owns the data first).
     Sessions(sessions::SessionsArgs),
-    /// MCP utilities.
+    /// MCP: Hermes' own MCP server, mounted servers' status, the audit trail.
     #[command(subcommand)]
-    Mcp(McpCommand),
+    Mcp(mcp::McpCommand),
     /// Tool definitions: `tools ls` lists them, `tools lint [--strict]` checks descriptions.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
@@ -79,12 +80,6 @@ enum Command {
     /// Evaluations: `hermes eval memory --dataset FILE`.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
-}
-
-#[derive(Subcommand)]
-enum McpCommand {
-    /// Run the demo's product-catalog MCP server on stdio (the MCP-bridge starts it).
-    CatalogServer,
 }
 
 pub fn main() -> ExitCode {
@@ -100,10 +95,7 @@ pub fn main() -> ExitCode {
         Command::Tools(cmd) => load(&cli.config).and_then(|c| tools::run(c, cmd)),
         Command::Memory(args) => load(&cli.config).and_then(|c| memory::run(c, args)),
         Command::Eval(cmd) => load(&cli.config).and_then(|c| eval::run(c, cmd)),
-        Command::Mcp(McpCommand::CatalogServer) => runtime::io_runtime().and_then(|rt| {
-            rt.block_on(hermes::mcp::catalog_server::run_stdio())
-                .map_err(anyhow::Error::from)
-        }),
+        Command::Mcp(command) => mcp::run(cli.config, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,8 +35,9 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     let actors = ActorSet::parse(&args.actors).map_err(anyhow::Error::msg)?;
     let config = Arc::new(config);
     with_engine_runtime(|io| async move {
-        let engine = Engine::start(config.clone(), actors, io).await?;
+        let engine = Engine::start(config.clone(), actors, io.clone()).await?;
         report_mcp(&engine);
+        let _mcp_http = start_mcp_http(&engine, &io).await?;
         eprintln!(
             "hermes: serving [{}] on {} (data: {}); Ctrl-C stops",
             args.actors,
@@ -49,6 +50,24 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         engine.shutdown().await;
         Ok(())
     })
+}
+
+/// Hermes' MCP server over Streamable HTTP when `[mcp.server] http_listen` is set.
+async fn start_mcp_http(
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> anyhow::Result<Option<hermes::mcp::server::http::HttpServer>> {
+    let Some(listen) = engine.config.mcp.server.http_listen.clone() else {
+        return Ok(None);
+    };
+    let deps = hermes::mcp::server::ServerDeps::from_config(engine.bus.clone(), &engine.config);
+    let host = engine.config.mcp.server.clone();
+    let http = io
+        .spawn(async move { hermes::mcp::server::http::start(&listen, deps, &host).await })
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    eprintln!("hermes: MCP server at {}", http.url());
+    Ok(Some(http))
 }
 
 /// Say loudly which MCP servers failed to start.
@@ -68,7 +87,7 @@ pub fn report_mcp(engine: &Engine) {
 }
 
 /// Ctrl-C or SIGTERM (what `docker stop` and process managers send).
-async fn wait_for_stop_signal() -> anyhow::Result<()> {
+pub async fn wait_for_stop_signal() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,

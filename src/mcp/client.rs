@@ -1,9 +1,14 @@
-//! [`StdioMcpClient`]: an MCP server started as a child process and spoken to over its
-//! stdin/stdout with rmcp (handshake on protocol 2025-11-25), behind our [`McpClient`] trait.
-//! The child's exit is watched, so a call to a dead server fails at once with
-//! [`McpError::Dead`] instead of waiting for its timeout.
+//! [`RmcpClient`]: one MCP server spoken to with rmcp behind our [`McpClient`] trait — a child
+//! process over its stdin/stdout ([`RmcpClient::spawn`], alias [`StdioMcpClient`]) or a
+//! Streamable HTTP endpoint ([`RmcpClient::connect_http`]). The handshake uses protocol
+//! 2025-11-25. The link is watched (child exit, HTTP failure), so a call to a dead server fails
+//! at once with [`McpError::Dead`] instead of waiting for its timeout, and [`McpClient::closed`]
+//! tells a supervisor when to reconnect.
 
 mod convert;
+mod handler;
+mod http;
+mod link;
 mod process;
 
 use std::future::Future;
@@ -13,16 +18,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
-};
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{Peer, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::watch;
 
+use self::handler::Notifier;
+use self::link::Link;
 use self::process::{ChildProcess, Launch};
-use super::{McpClient, McpError, McpTool, McpToolResult};
+use super::{
+    McpClient, McpError, McpPrompt, McpPromptResult, McpResource, McpResourceContent, McpTool,
+    McpToolResult,
+};
 use crate::config::McpServerConfig;
 
 /// The name this client gives in `initialize`.
@@ -34,21 +43,35 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// How long to wait for the exit status after the pipe to the server closed.
 const EXIT_SETTLE: Duration = Duration::from_millis(500);
 
-type Session = RunningService<RoleClient, ClientConfig>;
+type Session = RunningService<RoleClient, Notifier>;
 
-/// A connected stdio MCP server. Dropping it kills the child process.
+/// The stdio flavour of [`RmcpClient`] (the name older code uses).
+pub type StdioMcpClient = RmcpClient;
+
+/// A connected MCP server. Dropping it kills a stdio server's child process.
 #[derive(Debug)]
-pub struct StdioMcpClient {
+pub struct RmcpClient {
     server: String,
-    command_line: String,
+    /// The command line (stdio) or URL (HTTP), for messages.
+    target: String,
     request_timeout: Duration,
     peer: Peer<RoleClient>,
     session: tokio::sync::Mutex<Option<Session>>,
-    process: ChildProcess,
+    link: Link,
+    changed: watch::Receiver<u64>,
     shut_down: AtomicBool,
 }
 
-impl StdioMcpClient {
+impl RmcpClient {
+    /// Connect to `config`'s server: start its `command` (`self` = `self_exe`) or open its
+    /// `url`, and complete the handshake within `config.timeout_secs`.
+    pub async fn connect(config: &McpServerConfig, self_exe: &Path) -> Result<Self, McpError> {
+        match &config.url {
+            Some(url) => Self::connect_http(config, url).await,
+            None => Self::spawn(config, self_exe).await,
+        }
+    }
+
     /// Start `config.command` (`self` = `self_exe`) and complete the MCP handshake within
     /// `config.timeout_secs`.
     pub async fn spawn(config: &McpServerConfig, self_exe: &Path) -> Result<Self, McpError> {
@@ -76,15 +99,32 @@ impl StdioMcpClient {
             pid = ?process.pid(),
             "MCP server started"
         );
-
+        let (notifier, changed) = Notifier::new();
         let session = handshake(
             &config.name,
             &command_line,
             timeout,
             (spawned.stdout, spawned.stdin),
             &process,
+            notifier,
         )
         .await?;
+        Ok(Self::ready(
+            config,
+            command_line,
+            session,
+            Link::Child(process),
+            changed,
+        ))
+    }
+
+    fn ready(
+        config: &McpServerConfig,
+        target: String,
+        session: Session,
+        link: Link,
+        changed: watch::Receiver<u64>,
+    ) -> Self {
         if let Some(info) = session.peer_info() {
             tracing::info!(
                 server = %config.name,
@@ -93,20 +133,21 @@ impl StdioMcpClient {
                 "MCP session initialized"
             );
         }
-        Ok(Self {
+        Self {
             server: config.name.clone(),
-            command_line,
-            request_timeout: timeout,
+            target,
+            request_timeout: Duration::from_secs(config.timeout_secs.max(1)),
             peer: session.peer().clone(),
             session: tokio::sync::Mutex::new(Some(session)),
-            process,
+            link,
+            changed,
             shut_down: AtomicBool::new(false),
-        })
+        }
     }
 
-    /// The child's OS process id.
+    /// The child's OS process id (stdio servers).
     pub fn child_pid(&self) -> Option<u32> {
-        self.process.pid()
+        self.link.pid()
     }
 
     /// Why the server is unusable, if it is: the child exited, the connection closed, or
@@ -115,7 +156,7 @@ impl StdioMcpClient {
         if self.shut_down.load(Ordering::SeqCst) {
             return Some("the client was shut down".to_owned());
         }
-        if let Some(reason) = self.process.exit_reason() {
+        if let Some(reason) = self.link.dead_reason() {
             return Some(reason);
         }
         self.peer
@@ -123,15 +164,15 @@ impl StdioMcpClient {
             .then(|| "the connection to the server closed".to_owned())
     }
 
-    /// Resolves when the child process has exited; returns why (for a supervisor that
-    /// reconnects).
+    /// Resolves when the server is gone (child exited, HTTP session failed); returns why.
     pub async fn exited(&self) -> String {
-        self.process.exited().await
+        let peer = self.peer.clone();
+        self.link.died(move || peer.is_transport_closed()).await
     }
 
-    /// The command line the server was started with.
+    /// The command line (stdio) or URL (HTTP) of the server.
     pub fn command_line(&self) -> &str {
-        &self.command_line
+        &self.target
     }
 
     fn dead(&self, reason: String) -> McpError {
@@ -154,7 +195,7 @@ impl StdioMcpClient {
         }
         let outcome = tokio::select! {
             biased;
-            reason = self.process.exited() => return Err(self.dead(reason)),
+            reason = self.exited() => return Err(self.dead(reason)),
             outcome = tokio::time::timeout(timeout, request) => outcome,
         };
         match outcome {
@@ -183,10 +224,10 @@ impl StdioMcpClient {
             | ServiceError::Cancelled { .. } => {
                 // The pipe usually closes a moment before the exit is reaped: prefer the
                 // exit status as the reason.
-                let reason = match self.process.exited_within(EXIT_SETTLE).await {
-                    Some(reason) => reason,
-                    None => format!("the connection closed ({error})"),
-                };
+                let reason = self
+                    .link
+                    .reason_after_transport_error(&error.to_string(), EXIT_SETTLE)
+                    .await;
                 self.dead(reason)
             }
             ServiceError::Timeout { timeout } => McpError::Timeout {
@@ -197,10 +238,19 @@ impl StdioMcpClient {
             other => protocol(other.to_string()),
         }
     }
+
+    /// Whether the server announced a capability in `initialize` (`resources`, `prompts`).
+    fn supports(&self, capability: &str) -> bool {
+        self.peer.peer_info().is_some_and(|info| match capability {
+            "resources" => info.capabilities.resources.is_some(),
+            "prompts" => info.capabilities.prompts.is_some(),
+            _ => false,
+        })
+    }
 }
 
 #[async_trait]
-impl McpClient for StdioMcpClient {
+impl McpClient for RmcpClient {
     fn server(&self) -> &str {
         &self.server
     }
@@ -222,7 +272,7 @@ impl McpClient for StdioMcpClient {
         arguments: Value,
         timeout: Duration,
     ) -> Result<McpToolResult, McpError> {
-        let arguments = convert::arguments_object(&self.server, tool, arguments)?;
+        let arguments = convert::arguments_object(&self.server, tool, "tools/call", arguments)?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let result = self
             .request("tools/call", timeout, self.peer.call_tool(params))
@@ -230,20 +280,108 @@ impl McpClient for StdioMcpClient {
         Ok(convert::result_from_rmcp(result))
     }
 
+    async fn list_resources(&self) -> Result<Vec<McpResource>, McpError> {
+        if !self.supports("resources") {
+            return Ok(Vec::new());
+        }
+        let resources = self
+            .request(
+                "resources/list",
+                self.request_timeout,
+                self.peer.list_all_resources(),
+            )
+            .await?;
+        Ok(resources
+            .into_iter()
+            .map(convert::resource_from_rmcp)
+            .collect())
+    }
+
+    async fn read_resource(
+        &self,
+        uri: &str,
+        timeout: Duration,
+    ) -> Result<Vec<McpResourceContent>, McpError> {
+        let params = ReadResourceRequestParams::new(uri);
+        let result = self
+            .request("resources/read", timeout, self.peer.read_resource(params))
+            .await?;
+        Ok(result
+            .contents
+            .into_iter()
+            .map(convert::content_from_rmcp)
+            .collect())
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<McpPrompt>, McpError> {
+        if !self.supports("prompts") {
+            return Ok(Vec::new());
+        }
+        let prompts = self
+            .request(
+                "prompts/list",
+                self.request_timeout,
+                self.peer.list_all_prompts(),
+            )
+            .await?;
+        Ok(prompts.into_iter().map(convert::prompt_from_rmcp).collect())
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<McpPromptResult, McpError> {
+        let mut params = GetPromptRequestParams::new(name);
+        if !arguments.is_null() {
+            params = params.with_arguments(convert::arguments_object(
+                &self.server,
+                name,
+                "prompts/get",
+                arguments,
+            )?);
+        }
+        let result = self
+            .request("prompts/get", timeout, self.peer.get_prompt(params))
+            .await?;
+        Ok(convert::prompt_result_from_rmcp(result))
+    }
+
+    async fn closed(&self) -> String {
+        self.exited().await
+    }
+
+    fn list_changed(&self) -> watch::Receiver<u64> {
+        self.changed.clone()
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child_pid()
+    }
+
     async fn shutdown(&self) {
         self.shut_down.store(true, Ordering::SeqCst);
         let session = self.session.lock().await.take();
         if let Some(mut session) = session {
-            // Cancelling the session closes the child's stdin, which asks it to exit.
+            // Cancelling the session closes the child's stdin (or deletes the HTTP session).
             if let Err(error) = session.close_with_timeout(CLOSE_GRACE).await {
                 tracing::warn!(server = %self.server, %error, "MCP session task failed while closing");
             }
         }
-        if self.process.exited_within(CLOSE_GRACE).await.is_none() {
-            self.process.kill();
+        match &self.link {
+            Link::Child(process) => {
+                if process.exited_within(CLOSE_GRACE).await.is_none() {
+                    process.kill();
+                }
+                let reason = process.exited().await;
+                tracing::info!(server = %self.server, "MCP server stopped: {reason}");
+            }
+            Link::Http(_) => {
+                self.link.fail("the client was shut down");
+                tracing::info!(server = %self.server, "MCP HTTP session closed");
+            }
         }
-        let reason = self.process.exited().await;
-        tracing::info!(server = %self.server, "MCP server stopped: {reason}");
     }
 }
 
@@ -253,22 +391,12 @@ pub async fn connect_all(
     self_exe: &Path,
 ) -> Vec<(String, Result<Arc<dyn McpClient>, McpError>)> {
     let connecting = configs.iter().map(|config| async move {
-        let client = StdioMcpClient::spawn(config, self_exe)
+        let client = RmcpClient::connect(config, self_exe)
             .await
             .map(|client| Arc::new(client) as Arc<dyn McpClient>);
         (config.name.clone(), client)
     });
     futures::future::join_all(connecting).await
-}
-
-/// What we announce in `initialize`: name `hermes`, protocol 2025-11-25 (the newest with the
-/// handshake, which servers in the wild expect).
-fn client_config() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
 }
 
 /// Run `initialize` over the child's pipes, failing fast if the child exits first and
@@ -279,9 +407,10 @@ async fn handshake(
     timeout: Duration,
     pipes: (ChildStdout, ChildStdin),
     process: &ChildProcess,
+    notifier: Notifier,
 ) -> Result<Session, McpError> {
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(timeout, client_config().serve(pipes)) => outcome,
+        outcome = tokio::time::timeout(timeout, notifier.serve(pipes)) => outcome,
         reason = process.exited() => {
             let reason =
                 format!("`{command_line}` exited before completing the handshake: {reason}");
@@ -343,7 +472,9 @@ fn shell_quoted(part: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::handler::client_config;
     use super::*;
+    use rmcp::model::ProtocolVersion;
 
     #[test]
     fn command_line_quotes_arguments_with_spaces() {

@@ -1,8 +1,12 @@
 //! MCP: the client the MCP-bridge uses to mount servers (behind [`McpClient`], so an rmcp
-//! upgrade touches one file), and the small product-catalog server the demo mounts.
+//! upgrade touches one folder), the small product-catalog server the demo mounts, Hermes' own
+//! MCP server (memory and tools, [`server`]), and the audit trail of MCP calls ([`audit`]).
 
+pub mod audit;
 pub mod catalog_server;
 pub mod client;
+pub mod pool;
+pub mod server;
 
 use std::time::Duration;
 
@@ -30,10 +34,65 @@ pub struct McpToolResult {
     pub structured: Option<Value>,
 }
 
+/// A resource a server offers (`resources/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpResource {
+    pub uri: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+}
+
+/// One block of a `resources/read` result: text as is, binary summarised by its size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpResourceContent {
+    pub uri: String,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    /// The text, or a bracketed summary of a binary blob (`[blob image/png 120 bytes]`).
+    pub text: String,
+}
+
+/// A prompt template a server offers (`prompts/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPrompt {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptArgument {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// The messages of a `prompts/get` result, each as role + text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptResult {
+    #[serde(default)]
+    pub description: Option<String>,
+    pub messages: Vec<McpPromptMessage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
-    #[error("MCP server `{server}` could not be started: {reason}; check its command/args in [[mcp.servers]]")]
+    #[error("MCP server `{server}` could not be started: {reason}; check its command/args or url in [[mcp.servers]]")]
     Spawn { server: String, reason: String },
     #[error("MCP server `{server}` failed the handshake: {reason}")]
     Handshake { server: String, reason: String },
@@ -65,6 +124,30 @@ pub trait McpClient: Send + Sync {
         arguments: Value,
         timeout: Duration,
     ) -> Result<McpToolResult, McpError>;
+    /// Resources the server offers (empty when it has no resources capability).
+    async fn list_resources(&self) -> Result<Vec<McpResource>, McpError>;
+    async fn read_resource(
+        &self,
+        uri: &str,
+        timeout: Duration,
+    ) -> Result<Vec<McpResourceContent>, McpError>;
+    /// Prompt templates the server offers (empty when it has no prompts capability).
+    async fn list_prompts(&self) -> Result<Vec<McpPrompt>, McpError>;
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<McpPromptResult, McpError>;
+    /// Resolves when the connection is lost for good (the child exited, the HTTP session
+    /// failed, or [`McpClient::shutdown`] ran); returns why. A supervisor reconnects then.
+    async fn closed(&self) -> String;
+    /// Bumped each time the server sends `notifications/{tools,resources,prompts}/list_changed`.
+    fn list_changed(&self) -> tokio::sync::watch::Receiver<u64>;
+    /// The child's OS process id (stdio servers).
+    fn pid(&self) -> Option<u32> {
+        None
+    }
     /// Close the session and stop the child process.
     async fn shutdown(&self);
 }

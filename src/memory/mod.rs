@@ -22,6 +22,7 @@ pub mod vectors;
 pub use extract::{build_request, parse_updates, ExtractError};
 pub use record::{
     MemoryKind, MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source, UpdateOp,
+    DEFAULT_NAMESPACE,
 };
 pub use service::{MemoryService, RecallQuery};
 pub use store::{AppliedOp, AppliedUpdate, MemoryError, MemoryStore};

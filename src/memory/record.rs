@@ -3,6 +3,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// The namespace of a user's own memories: what extraction writes and what a write or forget
+/// that names no namespace uses.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryKind {
@@ -10,6 +14,13 @@ pub enum MemoryKind {
     Fact,
     Constraint,
     Event,
+}
+
+impl MemoryKind {
+    /// `preference`, `fact`, `constraint` or `event` (any case); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_lowercase())).ok()
+    }
 }
 
 /// Where a memory came from.

@@ -1,6 +1,6 @@
 //! The memory service: the store, its vectors and references, and the optional embedder, behind
 //! the operations the memory-extractor serves on the bus and the CLI runs directly — recall,
-//! write (merge), forget, sweep.
+//! list, write (merge), forget, sweep.
 //!
 //! Everything that scans many records (candidate filtering, ranking, the sweep) runs in
 //! `spawn_blocking`, never on the calling async thread. Recall with an embedder embeds the query,
@@ -261,6 +261,34 @@ impl MemoryService {
                 problem: "neither a record id nor a key was given",
             }),
         }
+    }
+
+    /// `user`'s live records at `now` (not expired, not demoted), newest first: all of them,
+    /// one namespace's, or the one with `id`. What `hermes.memory.list` answers.
+    pub async fn list(
+        &self,
+        user: &str,
+        namespace: Option<&str>,
+        id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        let store = self.store.clone();
+        let (user, id) = (user.to_owned(), id.map(str::to_owned));
+        let filter = RecallFilter {
+            namespace: namespace.map(str::to_owned),
+            ..RecallFilter::default()
+        };
+        blocking(move || {
+            let records = match id {
+                Some(id) => store.get(&user, &id)?.into_iter().collect(),
+                None => store.list(&user)?,
+            };
+            Ok(records
+                .into_iter()
+                .filter(|r| filter.admits(r, now))
+                .collect())
+        })
+        .await
     }
 
     /// One sweep at `now` (durable when this returns), then drop vectors of removed records.

@@ -304,3 +304,58 @@ async fn forget_by_key_and_by_id_remove_the_record() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn list_returns_live_records_by_namespace_or_id_and_never_another_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let service = open(&db, None);
+    let mut short = update("trip", "train to berlin on friday", MemoryKind::Event);
+    short.expiry_days = Some(1);
+    let applied = service
+        .apply(
+            "alice",
+            "default",
+            &[update("pet", "has a cat", MemoryKind::Fact), short],
+            &source(),
+        )
+        .await
+        .unwrap();
+    service
+        .apply(
+            "alice",
+            "team",
+            &[update("office", "team sits in berlin", MemoryKind::Fact)],
+            &source(),
+        )
+        .await
+        .unwrap();
+    let keys = |records: Vec<MemoryRecord>| -> Vec<String> {
+        let mut keys: Vec<String> = records.into_iter().map(|r| r.key).collect();
+        keys.sort();
+        keys
+    };
+    let now = Utc::now();
+    let all = service.list("alice", None, None, now).await.unwrap();
+    assert_eq!(keys(all), ["office", "pet", "trip"]);
+    let team = service
+        .list("alice", Some("team"), None, now)
+        .await
+        .unwrap();
+    assert_eq!(keys(team), ["office"]);
+    let later = now + chrono::Duration::days(2);
+    let live_later = service.list("alice", None, None, later).await.unwrap();
+    assert_eq!(
+        keys(live_later),
+        ["office", "pet"],
+        "expired records are not listed"
+    );
+    let id = applied[0].record.as_ref().unwrap().id.clone();
+    let one = service.list("alice", None, Some(&id), now).await.unwrap();
+    assert_eq!(keys(one), ["pet"]);
+    assert!(service
+        .list("bob", None, Some(&id), now)
+        .await
+        .unwrap()
+        .is_empty());
+}

@@ -1,6 +1,10 @@
 //! Tools whose work happens elsewhere on the bus: an MCP server's tool, reached through the
-//! MCP-bridge on `hermes.mcp.call`. The tool-executor registers one per mounted MCP tool, so
-//! MCP tools get the same whitelist, validation and timeouts as built-ins.
+//! MCP-bridge on `hermes.mcp.call`, and `mcp_read_resource`, which reads a mounted server's
+//! resource on `hermes.mcp.read` (so a model can pull a resource into its context). The
+//! tool-executor registers one proxy per mounted MCP tool, so MCP tools get the same whitelist,
+//! validation and timeouts as built-ins. The session's user travels with each call (injected
+//! `_user`, never from the model) for the MCP audit. Also `session_search`, answered by the
+//! session service on `hermes.sessions.search`.
 
 use std::time::Duration;
 
@@ -8,11 +12,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{Tool, ToolError, ToolErrorCode};
-use crate::bus::messages::{kinds, McpCallReply, McpCallRequest};
+use crate::bus::messages::{kinds, McpCallReply, McpCallRequest, McpReadReply, McpReadRequest};
 use crate::bus::{rpc, subjects, SharedBus};
 use crate::envelope::Envelope;
 use crate::llm::ToolSpec;
 use crate::mcp::McpTool;
+use crate::tools::registry::USER_ARG;
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
 pub const MCP_SEPARATOR: &str = "__";
@@ -35,6 +40,7 @@ impl McpProxyTool {
         if !schema.is_object() {
             schema = serde_json::json!({"type": "object"});
         }
+        declare_user(&mut schema);
         Some(Self {
             spec: ToolSpec {
                 name,
@@ -60,15 +66,14 @@ impl Tool for McpProxyTool {
     }
 
     async fn call(&self, mut arguments: Value) -> Result<Value, ToolError> {
-        if let Some(obj) = arguments.as_object_mut() {
-            obj.retain(|k, _| !k.starts_with('_'));
-        }
+        let user = take_user(&mut arguments);
         let request = Envelope::new(
             kinds::MCP_CALL,
             McpCallRequest {
                 server: self.server.clone(),
                 tool: self.tool.clone(),
                 arguments,
+                user,
             },
         );
         let reply: Envelope<McpCallReply> = rpc::call(
@@ -98,6 +103,113 @@ impl Tool for McpProxyTool {
                 ToolErrorCode::Unavailable,
                 "MCP bridge answered with neither a result nor an error",
             )),
+        }
+    }
+}
+
+/// Declare the injected `_user` in an object schema with properties (so the registry fills it
+/// in and hides it from the model).
+fn declare_user(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let properties = object
+        .entry("properties")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(properties) = properties.as_object_mut() {
+        properties.insert(USER_ARG.to_owned(), serde_json::json!({"type": "string"}));
+    }
+}
+
+/// Remove every injected (`_`) key and return the user, if one was injected.
+fn take_user(arguments: &mut Value) -> Option<String> {
+    let object = arguments.as_object_mut()?;
+    let user = object
+        .get(USER_ARG)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    object.retain(|k, _| !k.starts_with('_'));
+    user
+}
+
+/// The name of the built-in tool that reads a mounted MCP server's resource.
+pub const READ_RESOURCE_TOOL: &str = "mcp_read_resource";
+
+/// `mcp_read_resource {server, uri}`: a mounted server's resource, through the MCP-bridge.
+pub struct McpReadResourceTool {
+    timeout: Duration,
+    bus: SharedBus,
+}
+
+impl McpReadResourceTool {
+    pub fn new(timeout: Duration, bus: SharedBus) -> Self {
+        Self { timeout, bus }
+    }
+}
+
+#[async_trait]
+impl Tool for McpReadResourceTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: READ_RESOURCE_TOOL.to_owned(),
+            description: "Read a resource (a file, document or record) that a mounted MCP server \
+                offers, to bring its content into the conversation. `server` is the MCP server's \
+                name (the prefix of its tools, before `__`), `uri` the resource URI it lists \
+                (e.g. `file:///notes/todo.md`). Returns {contents: [{uri, mime_type, text}]}; \
+                binary content is summarised by size. Fails with the reason when the server or \
+                resource does not exist or the server is down. Do not use it for tools."
+                .to_owned(),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "MCP server name"},
+                    "uri": {"type": "string", "description": "resource URI"},
+                    USER_ARG: {"type": "string"}
+                },
+                "required": ["server", "uri"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    async fn call(&self, mut arguments: Value) -> Result<Value, ToolError> {
+        let user = take_user(&mut arguments);
+        let field = |name: &str| {
+            arguments
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let request = Envelope::new(
+            kinds::MCP_READ,
+            McpReadRequest {
+                server: field("server"),
+                uri: field("uri"),
+                user,
+            },
+        );
+        let reply: Envelope<McpReadReply> = rpc::call(
+            self.bus.as_ref(),
+            subjects::MCP_READ,
+            &request,
+            kinds::MCP_READ_RESULT,
+            self.timeout + Duration::from_secs(2),
+        )
+        .await
+        .map_err(|e| {
+            ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {e}")).with_hint(
+                "the MCP bridge is not reachable; tell the user the resource is unavailable",
+            )
+        })?;
+        match reply.body.error {
+            Some(error) => Err(ToolError::new(ToolErrorCode::ExecutionFailed, error)
+                .with_hint("check the server name and the uri against the MCP catalog")),
+            None => Ok(serde_json::json!({ "contents": reply.body.contents })),
         }
     }
 }
@@ -174,5 +286,27 @@ impl Tool for SessionSearchTool {
         .await
         .map_err(|e| ToolError::new(ToolErrorCode::Unavailable, format!("session search: {e}")))?;
         Ok(serde_json::json!({ "hits": reply.body.hits }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn injected_user_is_taken_out_and_other_private_keys_dropped() {
+        let mut arguments = json!({"a": 1, "_user": "alice", "_other": true});
+        assert_eq!(take_user(&mut arguments).as_deref(), Some("alice"));
+        assert_eq!(arguments, json!({"a": 1}));
+        let mut none = json!({"a": 1});
+        assert_eq!(take_user(&mut none), None);
+    }
+
+    #[test]
+    fn proxy_schema_declares_the_injected_user() {
+        let mut schema = json!({"type": "object"});
+        declare_user(&mut schema);
+        assert_eq!(schema["properties"]["_user"], json!({"type": "string"}));
     }
 }

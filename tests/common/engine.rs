@@ -33,6 +33,7 @@ pub fn catalog_server() -> McpServerConfig {
         args: vec!["mcp".into(), "catalog-server".into()],
         env: Default::default(),
         timeout_secs: 30,
+        ..Default::default()
     }
 }
 

@@ -169,6 +169,7 @@ fn an_mcp_server_that_exits_is_reported_and_the_engine_still_serves() {
         args: vec!["-c".into(), "echo dying >&2; exit 3".into()],
         env: Default::default(),
         timeout_secs: 5,
+        ..Default::default()
     });
     with_engine(config, |engine| async move {
         let catalog = engine.mcp.clone().unwrap();

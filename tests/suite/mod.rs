@@ -1,7 +1,10 @@
 mod bad_input;
 mod bus_contract;
 mod demo_cli;
+mod mcp_bridge;
 mod mcp_client;
+mod mcp_server;
+mod mcp_shared_memory;
 mod memory;
 mod multi_process;
 mod openai_provider;

@@ -1,10 +1,94 @@
-//! Translation between rmcp's model types and ours ([`McpTool`], [`McpToolResult`]):
-//! tool descriptions, call results (text joined, other blocks summarised), arguments.
+//! Translation between rmcp's model types and ours ([`McpTool`], [`McpToolResult`],
+//! resources, prompts): tool descriptions, call results (text joined, other blocks
+//! summarised), resource contents, prompt messages, arguments.
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ResourceContents, Tool};
+use rmcp::model::{
+    CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, Resource, ResourceContents,
+    Tool,
+};
 use serde_json::Value;
 
-use crate::mcp::{McpError, McpTool, McpToolResult};
+use crate::mcp::{
+    McpError, McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
+    McpResourceContent, McpTool, McpToolResult,
+};
+
+pub(super) fn resource_from_rmcp(resource: Resource) -> McpResource {
+    McpResource {
+        uri: resource.uri,
+        name: resource.name,
+        description: resource.description.or(resource.title),
+        mime_type: resource.mime_type,
+    }
+}
+
+pub(super) fn content_from_rmcp(contents: ResourceContents) -> McpResourceContent {
+    match contents {
+        ResourceContents::TextResourceContents {
+            uri,
+            mime_type,
+            text,
+            ..
+        } => McpResourceContent {
+            uri,
+            mime_type,
+            text,
+        },
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => McpResourceContent {
+            text: format!(
+                "[blob {} {} bytes]",
+                mime_type.as_deref().unwrap_or("application/octet-stream"),
+                base64_decoded_len(&blob)
+            ),
+            uri,
+            mime_type,
+        },
+        _ => McpResourceContent {
+            uri: String::new(),
+            mime_type: None,
+            text: "[resource contents of an unknown kind]".to_owned(),
+        },
+    }
+}
+
+pub(super) fn prompt_from_rmcp(prompt: Prompt) -> McpPrompt {
+    McpPrompt {
+        name: prompt.name,
+        description: prompt.description.or(prompt.title),
+        arguments: prompt
+            .arguments
+            .unwrap_or_default()
+            .into_iter()
+            .map(|argument| McpPromptArgument {
+                name: argument.name,
+                description: argument.description,
+                required: argument.required.unwrap_or(false),
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn prompt_result_from_rmcp(result: GetPromptResult) -> McpPromptResult {
+    McpPromptResult {
+        description: result.description,
+        messages: result
+            .messages
+            .iter()
+            .map(|message| McpPromptMessage {
+                role: serde_json::to_value(&message.role)
+                    .ok()
+                    .and_then(|role| role.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "user".to_owned()),
+                text: block_text(&message.content),
+            })
+            .collect(),
+    }
+}
 
 /// Our view of a tool the server lists.
 pub(super) fn tool_from_rmcp(tool: Tool) -> McpTool {
@@ -40,15 +124,16 @@ pub(super) fn result_from_rmcp(result: CallToolResult) -> McpToolResult {
 pub(super) fn arguments_object(
     server: &str,
     tool: &str,
+    method: &str,
     arguments: Value,
 ) -> Result<JsonObject, McpError> {
     match arguments {
         Value::Object(map) => Ok(map),
         other => Err(McpError::Protocol {
             server: server.to_owned(),
-            method: "tools/call".to_owned(),
+            method: method.to_owned(),
             reason: format!(
-                "arguments for tool `{tool}` must be a JSON object, got {}; pass {{}} when the \
+                "arguments for `{tool}` must be a JSON object, got {}; pass {{}} when the \
                  tool takes no arguments",
                 json_kind(&other)
             ),
@@ -163,7 +248,7 @@ mod tests {
 
     #[test]
     fn non_object_arguments_are_a_protocol_error_naming_the_kind() {
-        let error = arguments_object("srv", "echo", json!("hi")).unwrap_err();
+        let error = arguments_object("srv", "echo", "tools/call", json!("hi")).unwrap_err();
         match error {
             McpError::Protocol { server, reason, .. } => {
                 assert_eq!(server, "srv");
@@ -171,9 +256,9 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(arguments_object("srv", "echo", json!(null)).is_err());
+        assert!(arguments_object("srv", "echo", "tools/call", json!(null)).is_err());
         assert_eq!(
-            arguments_object("srv", "echo", json!({"a": 1})).unwrap(),
+            arguments_object("srv", "echo", "tools/call", json!({"a": 1})).unwrap(),
             json!({"a": 1}).as_object().cloned().unwrap()
         );
     }

@@ -1,0 +1,156 @@
+//! Mounting MCP tools into the tool-executor: ask the MCP-bridge for its catalog, register one
+//! [`McpProxyTool`] per tool of every ready server plus `mcp_read_resource`, and keep the
+//! registry in step with the catalogs the bridge publishes on `hermes.mcp.changed` (a server
+//! that reconnects or changes its tool list is re-mounted; tools it no longer lists are
+//! unmounted).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use serde_json::Value;
+
+use super::{subscribe_tool, ToolExecutor};
+use crate::actors::adapter::Incoming;
+use crate::actors::ActorDeps;
+use crate::bus::messages::{kinds, McpCatalog};
+use crate::bus::{rpc, subjects};
+use crate::envelope::Envelope;
+use crate::tools::registry::ToolRegistry;
+use crate::tools::remote::{McpProxyTool, McpReadResourceTool, MCP_SEPARATOR};
+use crate::tools::Tool;
+
+/// Ask the MCP-bridge for its catalog (retrying while it starts, up to `wait`), mount every
+/// tool of every ready server plus `mcp_read_resource`, and keep the mounts in step with the
+/// catalogs the bridge publishes on `hermes.mcp.changed` (a server that reconnects or changes
+/// its tool list). Returns how many MCP tools were mounted at first.
+pub async fn mount_mcp_tools(
+    deps: ActorDeps,
+    registry: ToolRegistry,
+    addr: Addr<ToolExecutor>,
+    wait: Duration,
+) -> Result<usize, String> {
+    // Subscribe before asking, so no change between the answer and the subscription is lost.
+    let mut changes = deps
+        .bus
+        .subscribe(subjects::MCP_CHANGED)
+        .await
+        .map_err(|e| e.to_string())?;
+    let catalog = fetch_mcp_catalog(&deps, wait).await?;
+    let mounts = McpMounts {
+        deps: deps.clone(),
+        registry,
+        recipient: addr.recipient(),
+        subscribed: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let reader = McpReadResourceTool::new(
+        Duration::from_secs(deps.config.tools.default_timeout_secs),
+        deps.bus.clone(),
+    );
+    mounts.add(Arc::new(reader)).await?;
+    let mounted = mounts.sync(&catalog).await?;
+    deps.io.spawn(async move {
+        while let Some(msg) = changes.next().await {
+            match Envelope::decode_as::<McpCatalog>(&msg.payload, usize::MAX, kinds::MCP_CATALOG) {
+                Ok(catalog) => {
+                    if let Err(e) = mounts.sync(&catalog.body).await {
+                        tracing::warn!(error = %e, "re-mounting MCP tools failed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "malformed MCP catalog change ignored"),
+            }
+        }
+    });
+    Ok(mounted)
+}
+
+async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalog, String> {
+    let deadline = Instant::now() + wait;
+    let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
+    loop {
+        match rpc::call::<_, McpCatalog>(
+            deps.bus.as_ref(),
+            subjects::MCP_CATALOG,
+            &request,
+            kinds::MCP_CATALOG,
+            Duration::from_secs(deps.config.engine.request_timeout_secs),
+        )
+        .await
+        {
+            Ok(env) => return Ok(env.body),
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "MCP bridge not ready yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(format!("MCP bridge did not answer: {e}")),
+        }
+    }
+}
+
+/// The MCP proxy tools this executor has mounted, and the subjects it already serves.
+struct McpMounts {
+    deps: ActorDeps,
+    registry: ToolRegistry,
+    recipient: Recipient<Incoming>,
+    subscribed: Arc<Mutex<HashSet<String>>>,
+}
+
+impl McpMounts {
+    /// Register `tool` (if new) and serve its subject (once).
+    async fn add(&self, tool: Arc<dyn Tool>) -> Result<bool, String> {
+        let name = tool.spec().name;
+        if self.registry.contains(&name) {
+            return Ok(false);
+        }
+        if let Err(e) = self.registry.register(tool) {
+            tracing::warn!(tool = %name, error = %e, "MCP tool rejected");
+            return Ok(false);
+        }
+        let first = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone());
+        if first {
+            subscribe_tool(&self.deps, &name, self.recipient.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(true)
+    }
+
+    /// Mount the tools of every ready server and unmount the ones a ready server no longer
+    /// lists. Tools of a server that is down stay mounted: calls fail fast with the reason.
+    async fn sync(&self, catalog: &McpCatalog) -> Result<usize, String> {
+        let mut mounted = 0;
+        for server in &catalog.servers {
+            if server.status != "ready" {
+                tracing::error!(server = %server.name, status = %server.status, error = ?server.error, "MCP server is not ready; its tools fail until it is back");
+                continue;
+            }
+            let timeout = Duration::from_secs(server.timeout_secs.max(1));
+            let mut listed = HashSet::new();
+            for tool in &server.tools {
+                let Some(proxy) =
+                    McpProxyTool::new(&server.name, tool, timeout, self.deps.bus.clone())
+                else {
+                    tracing::warn!(server = %server.name, tool = %tool.name, "MCP tool name cannot be used as a subject; skipped");
+                    continue;
+                };
+                listed.insert(proxy.spec().name);
+                if self.add(Arc::new(proxy)).await? {
+                    mounted += 1;
+                }
+            }
+            let prefix = format!("{}{MCP_SEPARATOR}", server.name);
+            for name in self.registry.names() {
+                if name.starts_with(&prefix) && !listed.contains(&name) {
+                    self.registry.unregister(&name);
+                    tracing::info!(tool = %name, "MCP tool unmounted (its server no longer lists it)");
+                }
+            }
+        }
+        Ok(mounted)
+    }
+}

@@ -1,0 +1,344 @@
+//! `hermes mcp …`: Hermes' own MCP server (`serve --stdio` / `--http`), the status of mounted
+//! servers (`status`), the audit trail (`audit`), a small client (`probe`, used by the
+//! conformance suite) and the demo's catalog server (`catalog-server`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use hermes::actors::ActorSet;
+use hermes::bus::messages::{kinds, McpAuditReply, McpAuditRequest, McpCatalog};
+use hermes::bus::{rpc, subjects, SharedBus};
+use hermes::config::{Config, McpServerConfig};
+use hermes::engine::Engine;
+use hermes::envelope::Envelope;
+use hermes::mcp::audit::{AuditLog, AuditRecord};
+use hermes::mcp::client::RmcpClient;
+use hermes::mcp::server::{self, Principal, ServerDeps};
+use hermes::mcp::McpClient;
+
+use super::runtime::{io_runtime, with_engine_runtime};
+
+#[derive(Subcommand)]
+pub enum McpCommand {
+    /// Run the demo's product-catalog MCP server on stdio (the MCP-bridge starts it).
+    CatalogServer,
+    /// Run Hermes' own MCP server (memory tools, memories as resources, memory_qa prompt).
+    ///
+    /// `--stdio` serves one client on stdin/stdout as the principal `--user`; `--http ADDR`
+    /// serves Streamable HTTP at http://ADDR/mcp with the bearer tokens of [mcp.server].
+    /// On the embedded bus the memory service runs in this process; with `--bus nats://…`
+    /// it uses the one running on the bus.
+    Serve(ServeArgs),
+    /// Show the MCP servers the bridge mounted: status, tools, resources, prompts, errors.
+    /// Exits with 1 if any server is not ready.
+    Status(BusArgs),
+    /// Show the latest MCP audit records (tools/call, resources/read, refusals).
+    Audit(AuditArgs),
+    /// Connect to a Streamable HTTP MCP server, list its tools and call one (the conformance
+    /// suite's client: it appends the URL and sets MCP_CONFORMANCE_SCENARIO).
+    Probe(ProbeArgs),
+}
+
+#[derive(Args)]
+pub struct BusArgs {
+    /// `embedded` (start the bridge here) or `nats://host:port` (ask the running bridge).
+    #[arg(long)]
+    bus: Option<String>,
+    /// Data directory for sled (embedded bus).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Serve one MCP client on stdin/stdout.
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve Streamable HTTP on this address (overrides [mcp.server] http_listen).
+    #[arg(long)]
+    http: Option<String>,
+    /// The principal of a stdio session.
+    #[arg(long, default_value = "local")]
+    user: String,
+    /// Roles of the stdio principal (from [mcp.server.roles]); none = every tool.
+    #[arg(long = "role")]
+    roles: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// How many records, newest first.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// Tool to call after listing (default from MCP_CONFORMANCE_SCENARIO).
+    #[arg(long)]
+    call: Option<String>,
+    /// Arguments of that call, as a JSON object.
+    #[arg(long, default_value = "{}")]
+    args: String,
+    /// The server's Streamable HTTP URL.
+    url: String,
+}
+
+pub fn run(config: Option<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
+    match command {
+        McpCommand::CatalogServer => io_runtime().and_then(|rt| {
+            rt.block_on(hermes::mcp::catalog_server::run_stdio())
+                .map_err(anyhow::Error::from)
+        }),
+        McpCommand::Serve(args) => serve(load(&config, &args.bus)?, args),
+        McpCommand::Status(args) => status(load(&config, &args)?),
+        McpCommand::Audit(args) => audit(load(&config, &args.bus)?, &args),
+        McpCommand::Probe(args) => io_runtime()?.block_on(probe(args)),
+    }
+}
+
+fn load(path: &Option<PathBuf>, args: &BusArgs) -> anyhow::Result<Config> {
+    let mut config = Config::load(path.as_deref())?;
+    if let Some(bus) = &args.bus {
+        config.bus.url = bus.clone();
+    }
+    if let Some(dir) = &args.data_dir {
+        config.engine.data_dir = dir.clone();
+    }
+    Ok(config)
+}
+
+/// The bus, and the engine when it runs here (embedded bus: `actors` start in this process).
+async fn bus_for(
+    config: Arc<Config>,
+    actors: ActorSet,
+    io: tokio::runtime::Handle,
+) -> anyhow::Result<(SharedBus, Option<Engine>)> {
+    if config.bus.url == "embedded" {
+        let engine = Engine::start(config, actors, io).await?;
+        Ok((engine.bus.clone(), Some(engine)))
+    } else {
+        let url = config.bus.url.clone();
+        let bus = io
+            .spawn(async move { hermes::bus::connect(&url, None).await })
+            .await??;
+        Ok((bus, None))
+    }
+}
+
+const LOCAL_MEMORY: ActorSet = ActorSet {
+    session: false,
+    planner: false,
+    tool_executor: true,
+    mcp_bridge: true,
+    memory_extractor: true,
+};
+
+fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(http) = &args.http {
+        config.mcp.server.http_listen = Some(http.clone());
+    }
+    if !args.stdio && config.mcp.server.http_listen.is_none() {
+        anyhow::bail!(
+            "say how to serve: --stdio, or --http 127.0.0.1:8765 (or [mcp.server] http_listen)"
+        );
+    }
+    let config = Arc::new(config);
+    with_engine_runtime(|io| async move {
+        let (bus, engine) = bus_for(config.clone(), LOCAL_MEMORY, io.clone()).await?;
+        let deps = ServerDeps::from_config(bus, &config);
+        if args.stdio {
+            let principal = if args.roles.is_empty() {
+                Principal::trusted(&args.user)
+            } else {
+                Principal::with_roles(&args.user, &args.roles, &config.mcp.server.roles)
+            };
+            let transport = rmcp::transport::stdio_pipes();
+            io.spawn(server::serve_as(deps, principal, transport))
+                .await??;
+        } else {
+            let listen = config.mcp.server.http_listen.clone().unwrap_or_default();
+            let host = config.mcp.server.clone();
+            let http = io
+                .spawn(async move { server::http::start(&listen, deps, &host).await })
+                .await?
+                .map_err(anyhow::Error::msg)?;
+            eprintln!("hermes: MCP server at {}; Ctrl-C stops", http.url());
+            println!("ready {}", http.url());
+            super::serve::wait_for_stop_signal().await?;
+        }
+        if let Some(engine) = engine {
+            engine.shutdown().await;
+        }
+        Ok(())
+    })
+}
+
+const BRIDGE_ONLY: ActorSet = ActorSet {
+    session: false,
+    planner: false,
+    tool_executor: false,
+    mcp_bridge: true,
+    memory_extractor: false,
+};
+
+fn status(config: Config) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    let catalog = with_engine_runtime(|io| async move {
+        let (bus, engine) = bus_for(config.clone(), BRIDGE_ONLY, io.clone()).await?;
+        let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
+        let timeout = Duration::from_secs(config.engine.request_timeout_secs);
+        let reply = io
+            .spawn(async move { rpc::call::<_, McpCatalog>(bus.as_ref(), subjects::MCP_CATALOG, &request, kinds::MCP_CATALOG, timeout).await })
+            .await?
+            .context("no MCP bridge answered on hermes.mcp.catalog; is `hermes serve` with the mcp-bridge running on this bus?")?;
+        if let Some(engine) = engine {
+            engine.shutdown().await;
+        }
+        Ok(reply.body)
+    })?;
+    print_status(&catalog);
+    let down: Vec<_> = catalog
+        .servers
+        .iter()
+        .filter(|s| s.status != "ready")
+        .map(|s| s.name.clone())
+        .collect();
+    if down.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("MCP server(s) not ready: {}", down.join(", "))
+    }
+}
+
+fn print_status(catalog: &McpCatalog) {
+    if catalog.servers.is_empty() {
+        println!("no MCP servers configured ([[mcp.servers]])");
+    }
+    for s in &catalog.servers {
+        let pid = s.pid.map(|p| format!(" pid {p}")).unwrap_or_default();
+        println!(
+            "{:<16} {:<12} {:<5}{pid}  tools {}  resources {}  prompts {}  reconnects {}",
+            s.name,
+            s.status.to_uppercase(),
+            s.transport,
+            s.tools.len(),
+            s.resources.len(),
+            s.prompts.len(),
+            s.reconnects
+        );
+        if let Some(error) = &s.error {
+            println!("    error: {error}");
+        }
+        for tool in &s.tools {
+            println!("    tool {}__{}", s.name, tool.name);
+        }
+    }
+}
+
+/// Over the bus when it is NATS (a running bridge answers); from the data directory's sled
+/// store when the bus is embedded (no other process may hold it then).
+fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
+    let records = if config.bus.url == "embedded" {
+        let db = hermes::store::open(&config.engine.data_dir).with_context(|| {
+            format!("cannot open {} to read the MCP audit (is a `hermes serve` using it? then ask it with --bus nats://…)", config.engine.data_dir.display())
+        })?;
+        AuditLog::open(&db)?.latest(args.limit)?
+    } else {
+        let limit = args.limit;
+        io_runtime()?.block_on(async move {
+            let bus = hermes::bus::connect(&config.bus.url, None).await?;
+            let request = Envelope::new(kinds::MCP_AUDIT_REQUEST, McpAuditRequest { limit });
+            let timeout = Duration::from_secs(config.engine.request_timeout_secs);
+            let reply = rpc::call::<_, McpAuditReply>(
+                bus.as_ref(),
+                subjects::MCP_AUDIT,
+                &request,
+                kinds::MCP_AUDIT,
+                timeout,
+            )
+            .await
+            .context("no MCP bridge answered on hermes.mcp.audit")?;
+            anyhow::Ok(reply.body.records)
+        })?
+    };
+    print_audit(&records, args.json);
+    Ok(())
+}
+
+fn print_audit(records: &[AuditRecord], json: bool) {
+    if json {
+        for record in records {
+            println!("{}", serde_json::to_string(record).unwrap_or_default());
+        }
+        return;
+    }
+    println!(
+        "{:<24} {:<6} {:<12} {:<10} {:<14} {:<28} {:>6} {:<7} error",
+        "time", "side", "who", "server", "method", "target", "ms", "status"
+    );
+    for r in records {
+        println!(
+            "{:<24} {:<6} {:<12} {:<10} {:<14} {:<28} {:>6} {:<7} {}",
+            r.ts.format("%Y-%m-%d %H:%M:%S%.3f"),
+            r.side,
+            r.who,
+            r.server,
+            r.method,
+            r.target,
+            r.duration_ms,
+            r.status,
+            r.error.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// The conformance client: initialize, list tools, call the scenario's tool.
+async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let (tool, arguments) = match (args.call, scenario.as_str()) {
+        (Some(tool), _) => (
+            Some(tool),
+            serde_json::from_str::<Value>(&args.args).context("--args is not JSON")?,
+        ),
+        (None, "tools_call") => (Some("add_numbers".to_owned()), json!({"a": 5, "b": 3})),
+        (None, "sse-retry") => (Some("test_reconnection".to_owned()), json!({})),
+        (None, _) => (None, Value::Null),
+    };
+    let config = McpServerConfig {
+        name: "probe".into(),
+        url: Some(args.url.clone()),
+        timeout_secs: 20,
+        ..Default::default()
+    };
+    let client = RmcpClient::connect_http(&config, &args.url).await?;
+    let tools = client.list_tools().await?;
+    println!(
+        "tools: {}",
+        tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(tool) = tool {
+        let result = client
+            .call_tool(&tool, arguments, Duration::from_secs(20))
+            .await?;
+        println!("{tool}: {}", result.text);
+    }
+    client.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! The MCP audit trail: one [`AuditRecord`] per `tools/call`, `resources/read` or `prompts/get`
+//! the MCP-bridge makes to a mounted server, per call Hermes' own MCP server answers, and per
+//! request it refuses.
+//!
+//! Records live in the sled tree `mcp_audit`, owned by the MCP-bridge (it writes its own calls
+//! and the server-side events it hears on `hermes.audit.mcp_server` / `hermes.audit.auth_denied`).
+//! Key: 8 bytes big-endian microseconds since the Unix epoch, then 8 bytes big-endian sequence
+//! number of the writing process — so keys sort by time and never collide. Value: the record as
+//! JSON. Every record is also published on `hermes.audit.<kind>`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::bus::messages::kinds;
+use crate::bus::{rpc, subjects, Bus};
+use crate::envelope::Envelope;
+
+/// The sled tree of audit records.
+pub const TREE: &str = "mcp_audit";
+
+/// One audited MCP operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub ts: DateTime<Utc>,
+    /// `client` (the bridge called a mounted server) or `server` (a caller used Hermes' server).
+    pub side: String,
+    /// The user or principal the call was made for; `-` when unknown.
+    pub who: String,
+    /// The mounted server's name, or `hermes` for Hermes' own server.
+    pub server: String,
+    /// `tools/call`, `resources/read`, `prompts/get`, or `auth` for a refused token.
+    pub method: String,
+    /// The tool name or resource URI.
+    pub target: String,
+    pub duration_ms: u64,
+    /// `ok`, `error` or `denied`.
+    pub status: String,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl AuditRecord {
+    /// A record stamped now; `who` of `None` becomes `-`.
+    pub fn new(side: &str, who: Option<&str>, server: &str, method: &str, target: &str) -> Self {
+        Self {
+            ts: Utc::now(),
+            side: side.to_owned(),
+            who: who.filter(|w| !w.is_empty()).unwrap_or("-").to_owned(),
+            server: server.to_owned(),
+            method: method.to_owned(),
+            target: target.to_owned(),
+            duration_ms: 0,
+            status: "ok".to_owned(),
+            error: None,
+        }
+    }
+
+    /// Set the outcome: `Ok` → `ok`, `Err` → `error` with the message.
+    pub fn outcome(mut self, started: std::time::Instant, error: Option<String>) -> Self {
+        self.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(error) = error {
+            self.status = "error".to_owned();
+            self.error = Some(error);
+        }
+        self
+    }
+
+    /// A refusal.
+    pub fn denied(mut self, reason: &str) -> Self {
+        self.status = "denied".to_owned();
+        self.error = Some(reason.to_owned());
+        self
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("the MCP audit store (sled tree `mcp_audit`) failed: {0}; check the data directory's disk space and permissions")]
+    Store(#[from] sled::Error),
+    #[error("an MCP audit record could not be encoded or decoded: {0}; the record is skipped")]
+    Codec(#[from] serde_json::Error),
+}
+
+/// The `mcp_audit` tree.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    tree: sled::Tree,
+    seq: Arc<AtomicU64>,
+}
+
+impl AuditLog {
+    pub fn open(db: &sled::Db) -> Result<Self, AuditError> {
+        Ok(Self {
+            tree: db.open_tree(TREE)?,
+            seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Store one record (inline: one small sled insert).
+    pub fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        let micros = u64::try_from(record.ts.timestamp_micros()).unwrap_or(0);
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&micros.to_be_bytes());
+        key[8..].copy_from_slice(&seq.to_be_bytes());
+        self.tree.insert(key, serde_json::to_vec(record)?)?;
+        Ok(())
+    }
+
+    /// The newest `limit` records, newest first (undecodable ones are skipped with a warning).
+    pub fn latest(&self, limit: usize) -> Result<Vec<AuditRecord>, AuditError> {
+        let mut out = Vec::new();
+        for entry in self.tree.iter().rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, value) = entry?;
+            match serde_json::from_slice(&value) {
+                Ok(record) => out.push(record),
+                Err(error) => tracing::warn!(%error, "undecodable MCP audit record skipped"),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Publish `record` on `hermes.audit.<kind>`; a failure is logged, never fatal.
+pub async fn publish(bus: &dyn Bus, kind: &str, record: &AuditRecord) {
+    let subject = match subjects::audit(kind) {
+        Ok(subject) => subject,
+        Err(error) => {
+            tracing::warn!(%error, "bad audit kind");
+            return;
+        }
+    };
+    let envelope = Envelope::new(kinds::AUDIT_EVENT, record);
+    if let Err(error) = rpc::publish(bus, &subject, &envelope).await {
+        tracing::warn!(%error, subject, "could not publish an MCP audit record");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn latest_returns_newest_first_and_respects_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let log = AuditLog::open(&db).unwrap();
+        for tool in ["a", "b", "c"] {
+            let record = AuditRecord::new("client", Some("alice"), "srv", "tools/call", tool);
+            log.record(&record).unwrap();
+        }
+        let latest = log.latest(2).unwrap();
+        let targets: Vec<_> = latest.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(targets, vec!["c", "b"]);
+        assert_eq!(latest[0].who, "alice");
+        assert_eq!(log.latest(10).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn outcome_and_denial_set_status_and_error() {
+        let started = std::time::Instant::now();
+        let record = AuditRecord::new("client", None, "s", "tools/call", "t")
+            .outcome(started, Some("boom".into()));
+        assert_eq!(record.status, "error");
+        assert_eq!(record.who, "-");
+        assert_eq!(record.error.as_deref(), Some("boom"));
+        let denied = AuditRecord::new("server", Some("bob"), "hermes", "tools/call", "t")
+            .denied("role lacks the tool");
+        assert_eq!(denied.status, "denied");
+    }
+}

@@ -1,0 +1,77 @@
+//! Hermes as an MCP server: its memory (`memory_write`, `memory_search`, `memory_forget`,
+//! memories as resources, a memory-QA prompt) and, optionally, some of its own tools — so
+//! other agents share one memory service.
+//!
+//! It talks to the rest of Hermes only over the bus (`hermes.memory.*`, `hermes.tool.<name>`),
+//! so it runs in any process on the bus: over stdio (`hermes mcp serve --stdio`, one configured
+//! principal) or over Streamable HTTP while `hermes serve` runs ([`http`], bearer tokens).
+//! Every call is authorised ([`auth`]) and audited on `hermes.audit.mcp_server` /
+//! `hermes.audit.auth_denied`.
+
+pub mod auth;
+mod exposed;
+mod handler;
+pub mod http;
+pub mod memory;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+
+pub use self::auth::{Principal, TokenTable};
+pub use self::handler::HermesMcpServer;
+use super::McpError;
+use crate::bus::SharedBus;
+use crate::config::Config;
+
+/// The name the server gives in `initialize` and in audit records.
+pub const SERVER_NAME: &str = "hermes";
+
+/// What every session of the server shares.
+#[derive(Clone)]
+pub struct ServerDeps {
+    pub bus: SharedBus,
+    /// Tools of the tool-executor offered over MCP.
+    pub expose_tools: Vec<String>,
+    /// Timeout of memory requests.
+    pub request_timeout: Duration,
+    /// Timeout of exposed tool calls.
+    pub tool_timeout: Duration,
+}
+
+impl ServerDeps {
+    pub fn from_config(bus: SharedBus, config: &Config) -> Self {
+        Self {
+            bus,
+            expose_tools: config.mcp.server.expose_tools.clone(),
+            request_timeout: Duration::from_secs(config.engine.request_timeout_secs.max(1)),
+            tool_timeout: Duration::from_secs(config.tools.default_timeout_secs.max(1)),
+        }
+    }
+}
+
+/// Serve one session over `transport` as `principal`, until the client closes it.
+pub async fn serve_as<T, E, A>(
+    deps: ServerDeps,
+    principal: Principal,
+    transport: T,
+) -> Result<(), McpError>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let handler = HermesMcpServer::new(Arc::new(deps), Some(principal));
+    let running = handler.serve(transport).await.map_err(|error| McpError::Handshake {
+        server: SERVER_NAME.to_owned(),
+        reason: format!("no MCP client initialized a session ({error}); start `hermes mcp serve --stdio` from an MCP client"),
+    })?;
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|error| McpError::Dead {
+            server: SERVER_NAME.to_owned(),
+            reason: format!("the server task failed: {error}"),
+        })
+}

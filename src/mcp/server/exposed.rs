@@ -1,0 +1,87 @@
+//! Hermes' own tools offered over MCP (`[mcp.server] expose_tools`): listed from the
+//! tool-executor's catalog (`hermes.tools.list`) and called on `hermes.tool.<name>` for the
+//! caller's user, so they keep the executor's validation, timeouts and audit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use serde_json::Value;
+
+use super::auth::Principal;
+use super::ServerDeps;
+use crate::bus::messages::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog};
+use crate::bus::{rpc, subjects};
+use crate::envelope::Envelope;
+
+/// The exposed tools the executor serves, with their schemas (none when it does not answer).
+pub(super) async fn list(deps: &ServerDeps) -> Vec<Tool> {
+    if deps.expose_tools.is_empty() {
+        return Vec::new();
+    }
+    let request = Envelope::new(kinds::TOOLS_LIST, Value::Null);
+    let catalog = rpc::call::<_, ToolsCatalog>(
+        deps.bus.as_ref(),
+        subjects::TOOLS_LIST,
+        &request,
+        kinds::TOOLS_CATALOG,
+        deps.request_timeout,
+    )
+    .await;
+    let catalog = match catalog {
+        Ok(catalog) => catalog.body,
+        Err(error) => {
+            tracing::warn!(%error, "the tool-executor did not list its tools; exposed tools are not offered");
+            return Vec::new();
+        }
+    };
+    catalog
+        .tools
+        .into_iter()
+        .filter(|spec| deps.expose_tools.contains(&spec.name))
+        .filter_map(|spec| {
+            let schema = spec.input_schema.as_object()?.clone();
+            Some(Tool::new(spec.name, spec.description, Arc::new(schema)))
+        })
+        .collect()
+}
+
+/// Call `name` for `who` on `hermes.tool.<name>`.
+pub(super) async fn call(
+    deps: &ServerDeps,
+    who: &Principal,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, String> {
+    let subject = subjects::tool(name).map_err(|e| e.to_string())?;
+    let request = Envelope::new(
+        kinds::TOOL_CALL,
+        ToolCallRequest {
+            call_id: uuid::Uuid::now_v7().to_string(),
+            name: name.to_owned(),
+            arguments,
+            user: Some(who.user.clone()),
+            turn_id: None,
+            session: None,
+            // An MCP client has no way to ask the user: `risk = high` tools stay refused.
+            confirmed: false,
+        },
+    );
+    let reply = rpc::call::<_, ToolCallResult>(
+        deps.bus.as_ref(),
+        &subject,
+        &request,
+        kinds::TOOL_RESULT,
+        deps.tool_timeout + Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| format!("the tool-executor did not run `{name}`: {e}"))?;
+    let result = reply.body;
+    match result.status {
+        ToolStatus::Ok => Ok(result.output),
+        ToolStatus::Error => Err(result
+            .error
+            .map(|e| serde_json::to_string(&e).unwrap_or_default())
+            .unwrap_or_else(|| format!("`{name}` failed without a reason"))),
+    }
+}

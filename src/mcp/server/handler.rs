@@ -1,0 +1,486 @@
+//! [`HermesMcpServer`]: the rmcp `ServerHandler` of Hermes' own MCP server. Tools
+//! `memory_write`, `memory_search`, `memory_forget` and the configured `expose_tools`; the
+//! caller's memories as resources `memory://<user>/<id>`; the prompt `memory_qa`. Every call
+//! is authorised for its principal (tool and data level) and audited.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+
+use super::auth::{Denied, Principal};
+use super::memory::{self, ForgetArgs, MemoryClient, SearchArgs, WriteArgs};
+use super::{exposed, ServerDeps, SERVER_NAME};
+use crate::bus::messages::{MemoryForgetRequest, MemoryListRequest, RecallRequest};
+use crate::bus::subjects::audit_kinds;
+use crate::mcp::audit::{self, AuditRecord};
+
+pub(super) const WRITE: &str = "memory_write";
+pub(super) const SEARCH: &str = "memory_search";
+pub(super) const FORGET: &str = "memory_forget";
+const QA_PROMPT: &str = "memory_qa";
+
+/// One MCP session's handler: the shared deps and, over stdio, its fixed principal.
+#[derive(Clone)]
+pub struct HermesMcpServer {
+    deps: Arc<ServerDeps>,
+    fixed: Option<Principal>,
+}
+
+/// What a tool call produced: the text/JSON result, or an error for the caller.
+type Outcome = Result<Value, String>;
+
+impl HermesMcpServer {
+    /// A handler whose principal comes from each HTTP request (`fixed = None`) or is fixed.
+    pub fn new(deps: Arc<ServerDeps>, fixed: Option<Principal>) -> Self {
+        Self { deps, fixed }
+    }
+
+    fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+        let from_http = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>().cloned());
+        from_http
+            .or_else(|| self.fixed.clone())
+            .ok_or_else(|| ErrorData::invalid_request(Denied::NoToken.to_string(), None))
+    }
+
+    fn memory(&self) -> MemoryClient<'_> {
+        MemoryClient {
+            bus: self.deps.bus.as_ref(),
+            timeout: self.deps.request_timeout,
+        }
+    }
+
+    /// Audit a refusal on `hermes.audit.auth_denied` and turn it into the caller's error.
+    async fn deny(&self, who: &Principal, method: &str, target: &str, denied: Denied) -> ErrorData {
+        let record = AuditRecord::new("server", Some(&who.user), SERVER_NAME, method, target)
+            .denied(&denied.to_string());
+        audit::publish(self.deps.bus.as_ref(), audit_kinds::AUTH_DENIED, &record).await;
+        tracing::warn!(user = %who.user, method, target, reason = %denied, "MCP request refused");
+        ErrorData::invalid_request(
+            format!("forbidden: {denied}"),
+            Some(json!({"forbidden": true})),
+        )
+    }
+
+    async fn audited(
+        &self,
+        who: &Principal,
+        method: &str,
+        target: &str,
+        started: Instant,
+        error: Option<String>,
+    ) {
+        let record = AuditRecord::new("server", Some(&who.user), SERVER_NAME, method, target)
+            .outcome(started, error);
+        audit::publish(self.deps.bus.as_ref(), audit_kinds::MCP_SERVER, &record).await;
+    }
+
+    async fn run_tool(
+        &self,
+        who: &Principal,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Outcome, Denied> {
+        match name {
+            WRITE => self.write(who, memory::parse(name, arguments)).await,
+            SEARCH => self.search(who, memory::parse(name, arguments)).await,
+            FORGET => self.forget(who, memory::parse(name, arguments)).await,
+            other => Ok(exposed::call(&self.deps, who, other, arguments).await),
+        }
+    }
+
+    async fn write(
+        &self,
+        who: &Principal,
+        args: Result<WriteArgs, String>,
+    ) -> Result<Outcome, Denied> {
+        let args = match args {
+            Ok(args) => args,
+            Err(e) => return Ok(Err(e)),
+        };
+        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
+        let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
+        who.check_data(&user, &namespace)?;
+        let source = format!("mcp:{}", who.user);
+        let outcome = match memory::write_request(args, &user, &namespace, &source) {
+            Ok(request) => self
+                .memory()
+                .write(request)
+                .await
+                .map(|reply| json!({"changes": reply.changes})),
+            Err(e) => Err(e),
+        };
+        Ok(outcome)
+    }
+
+    async fn search(
+        &self,
+        who: &Principal,
+        args: Result<SearchArgs, String>,
+    ) -> Result<Outcome, Denied> {
+        let args = match args {
+            Ok(args) => args,
+            Err(e) => return Ok(Err(e)),
+        };
+        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
+        // Another user's memories are searched in one (granted) namespace only, never across.
+        let namespace = match (&args.namespace, user == who.user) {
+            (None, true) => None,
+            (namespace, _) => {
+                let namespace = memory::namespace_or_default(namespace.as_deref()).to_owned();
+                who.check_data(&user, &namespace)?;
+                Some(namespace)
+            }
+        };
+        let request = RecallRequest {
+            user,
+            query: args.query,
+            limit: args.limit.unwrap_or(5).clamp(1, 5),
+            namespace,
+            kinds: Vec::new(),
+            topics: Vec::new(),
+        };
+        let outcome = self.memory().recall(request).await.map(|reply| {
+            let hits: Vec<Value> = reply
+                .hits
+                .iter()
+                .map(|hit| memory::hit_json(&hit.record, hit.score))
+                .collect();
+            json!({ "memories": hits })
+        });
+        Ok(outcome)
+    }
+
+    async fn forget(
+        &self,
+        who: &Principal,
+        args: Result<ForgetArgs, String>,
+    ) -> Result<Outcome, Denied> {
+        let args = match args {
+            Ok(args) => args,
+            Err(e) => return Ok(Err(e)),
+        };
+        if args.id.is_none() && args.key.is_none() {
+            return Ok(Err(
+                "give the memory's `id` (from memory_search) or its `key`".into(),
+            ));
+        }
+        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
+        let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
+        who.check_data(&user, &namespace)?;
+        let request = MemoryForgetRequest {
+            user,
+            namespace,
+            id: args.id,
+            key: args.key,
+        };
+        Ok(self
+            .memory()
+            .forget(request)
+            .await
+            .map(|reply| json!({"changes": reply.changes})))
+    }
+
+    fn memory_tools() -> Vec<Tool> {
+        vec![
+            Tool::new(WRITE, "Remember one thing about a user for later conversations and other agents: a fact, preference, constraint or event, as one sentence. Writing the same `key` again updates it. Returns {changes: [{op, key, content}]}. Writes only your own user's memories unless your role grants the namespace.", rmcp::handler::server::common::schema_for_type::<WriteArgs>()),
+            Tool::new(SEARCH, "Search a user's memories by words (Chinese or English); returns up to 5, best first: {memories: [{id, uri, key, content, kind, namespace, score}]}. Use before answering questions about the user's preferences or history.", rmcp::handler::server::common::schema_for_type::<SearchArgs>()),
+            Tool::new(FORGET, "Forget one memory, by its `id` (from memory_search) or its `key`. Returns {changes}. Use when the user asks to forget or cancel something.", rmcp::handler::server::common::schema_for_type::<ForgetArgs>()),
+        ]
+    }
+
+    async fn read_memory(
+        &self,
+        who: &Principal,
+        uri: &str,
+    ) -> Result<Result<ReadResourceResult, String>, Denied> {
+        let Some((user, id)) = memory::parse_uri(uri) else {
+            return Ok(Err(format!(
+                "`{uri}` is not a memory URI; use memory://<user>/<id> from resources/list"
+            )));
+        };
+        if user != who.user {
+            // Only a granted namespace opens another user's record: look it up, then check.
+            let records = self
+                .memory()
+                .list(MemoryListRequest {
+                    user: user.clone(),
+                    namespace: None,
+                    id: Some(id.clone()),
+                })
+                .await;
+            let namespace = match &records {
+                Ok(records) => records.first().map(|r| r.namespace.clone()),
+                Err(_) => None,
+            };
+            who.check_data(
+                &user,
+                namespace
+                    .as_deref()
+                    .unwrap_or(memory::namespace_or_default(None)),
+            )?;
+        }
+        let records = self
+            .memory()
+            .list(MemoryListRequest {
+                user,
+                namespace: None,
+                id: Some(id),
+            })
+            .await;
+        Ok(match records {
+            Ok(records) => match records.into_iter().next() {
+                Some(record) => {
+                    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
+                    Ok(ReadResourceResult::new(vec![
+                        ResourceContents::TextResourceContents {
+                            uri: uri.to_owned(),
+                            mime_type: Some("application/json".into()),
+                            text,
+                            meta: None,
+                        },
+                    ]))
+                }
+                None => Err(format!("no memory at `{uri}`; it may have been forgotten")),
+            },
+            Err(e) => Err(e),
+        })
+    }
+
+    async fn qa_prompt(
+        &self,
+        who: &Principal,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let question = arguments
+            .as_ref()
+            .and_then(|args| args.get("question"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ErrorData::invalid_params("memory_qa needs the argument `question`", None)
+            })?
+            .to_owned();
+        let recalled = self
+            .memory()
+            .recall(RecallRequest {
+                user: who.user.clone(),
+                query: question.clone(),
+                limit: 5,
+                namespace: None,
+                kinds: Vec::new(),
+                topics: Vec::new(),
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let memories: Vec<String> = recalled
+            .hits
+            .iter()
+            .map(|hit| format!("- [{}] {}", hit.record.key, hit.record.content))
+            .collect();
+        let listed = if memories.is_empty() {
+            "(none found)".to_owned()
+        } else {
+            memories.join("\n")
+        };
+        let text = format!(
+            "Answer the question about user `{}` using only the memories below. If they do not \
+             contain the answer, say that you do not know.\n\nMemories:\n{listed}\n\nQuestion: {question}",
+            who.user
+        );
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).with_description(
+                format!("Memory QA for `{}` ({} memories)", who.user, memories.len()),
+            ),
+        )
+    }
+}
+
+impl ServerHandler for HermesMcpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"))
+                .with_title("Hermes memory and tools"),
+        )
+        .with_instructions(
+            "Hermes' shared memory: memory_search before answering about a user, memory_write to \
+             remember, memory_forget to forget. Memories are also resources memory://<user>/<id>.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let who = self.principal(&ctx)?;
+        let mut tools = Self::memory_tools();
+        tools.extend(exposed::list(&self.deps).await);
+        tools.retain(|tool| who.may_call(&tool.name));
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let who = self.principal(&ctx)?;
+        let name = request.name.to_string();
+        let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
+            || self.deps.expose_tools.contains(&name);
+        if !known {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`; call tools/list"),
+                None,
+            ));
+        }
+        if let Err(denied) = who.check_tool(&name) {
+            return Err(self.deny(&who, "tools/call", &name, denied).await);
+        }
+        let started = Instant::now();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let outcome = match self.run_tool(&who, &name, arguments).await {
+            Ok(outcome) => outcome,
+            Err(denied) => return Err(self.deny(&who, "tools/call", &name, denied).await),
+        };
+        self.audited(
+            &who,
+            "tools/call",
+            &name,
+            started,
+            outcome.as_ref().err().cloned(),
+        )
+        .await;
+        Ok(match outcome {
+            Ok(value) => {
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+                result.structured_content = Some(value);
+                result
+            }
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e)]),
+        }
+        .into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let who = self.principal(&ctx)?;
+        let records = self
+            .memory()
+            .list(MemoryListRequest {
+                user: who.user.clone(),
+                namespace: None,
+                id: None,
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let resources = records
+            .iter()
+            .map(|record| {
+                Resource::new(memory::uri(record), record.key.clone())
+                    .with_description(record.content.chars().take(120).collect::<String>())
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("memory://{user}/{id}", "memory")
+                .with_description("One memory record of a user, as JSON")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let who = self.principal(&ctx)?;
+        let started = Instant::now();
+        let outcome = match self.read_memory(&who, &request.uri).await {
+            Ok(outcome) => outcome,
+            Err(denied) => {
+                return Err(self
+                    .deny(&who, "resources/read", &request.uri, denied)
+                    .await)
+            }
+        };
+        self.audited(
+            &who,
+            "resources/read",
+            &request.uri,
+            started,
+            outcome.as_ref().err().cloned(),
+        )
+        .await;
+        outcome
+            .map(Into::into)
+            .map_err(|e| ErrorData::resource_not_found(e, None))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let question = PromptArgument::new("question")
+            .with_description("The question about the user to answer from memory")
+            .with_required(true);
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            QA_PROMPT,
+            Some("Answer a question about the calling user from their recalled memories"),
+            Some(vec![question]),
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let who = self.principal(&ctx)?;
+        if request.name != QA_PROMPT {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown prompt `{}`; the prompt is `{QA_PROMPT}`",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        self.qa_prompt(&who, request.arguments)
+            .await
+            .map(Into::into)
+    }
+}

@@ -1,0 +1,202 @@
+//! Hermes' MCP server over Streamable HTTP (`[mcp.server] http_listen`, path `/mcp`): rmcp's
+//! `StreamableHttpService` on its own hyper listener (not actix-web), behind three checks:
+//!
+//! 1. **DNS rebinding**: `Host` must be a loopback name or one of `allowed_hosts`, and a
+//!    browser `Origin`, when sent, must be a loopback origin or one of `allowed_origins` (rmcp
+//!    enforces both; 403).
+//! 2. **Authentication**: `Authorization: Bearer <token>` must match a configured token
+//!    (compared by sha256; never logged) → a [`Principal`] attached to the request. Without a
+//!    header the `anonymous` principal is used only on a loopback listener; else 401.
+//! 3. **Authorisation** happens per call in the handler (tools per role, data per user).
+//!
+//! Refusals are audited on `hermes.audit.auth_denied`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{Denied, TokenTable};
+use super::{HermesMcpServer, ServerDeps, SERVER_NAME};
+use crate::bus::subjects::audit_kinds;
+use crate::config::McpHostConfig;
+use crate::mcp::audit::{self, AuditRecord};
+
+/// The MCP endpoint's path.
+pub const PATH: &str = "/mcp";
+
+type Body = BoxBody<Bytes, Infallible>;
+type Service = StreamableHttpService<HermesMcpServer, LocalSessionManager>;
+
+/// A running HTTP endpoint; stops when [`HttpServer::stop`] is called or it is dropped.
+pub struct HttpServer {
+    pub addr: SocketAddr,
+    cancel: CancellationToken,
+}
+
+impl HttpServer {
+    /// `http://<addr>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}{PATH}", self.addr)
+    }
+
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Bind `listen` and serve until stopped. Must run on the I/O runtime.
+pub async fn start(
+    listen: &str,
+    deps: ServerDeps,
+    host: &McpHostConfig,
+) -> Result<HttpServer, String> {
+    let listener = TcpListener::bind(listen).await.map_err(|e| {
+        format!("the MCP HTTP server cannot listen on {listen}: {e}; choose a free port in [mcp.server] http_listen")
+    })?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut tokens = TokenTable::from_config(host)?;
+    if !addr.ip().is_loopback() {
+        if host.anonymous.is_some() {
+            tracing::warn!(%addr, "[mcp.server] anonymous is ignored: the listener is not on loopback");
+        }
+        tokens = tokens.without_anonymous();
+    }
+    let cancel = CancellationToken::new();
+    let service = rmcp_service(deps.clone(), host, cancel.child_token());
+    let gate = Arc::new(Gate {
+        service,
+        tokens,
+        deps,
+    });
+    tokio::spawn(accept(listener, gate, cancel.clone()));
+    tracing::info!(url = %format!("http://{addr}{PATH}"), "MCP server listening");
+    Ok(HttpServer { addr, cancel })
+}
+
+fn rmcp_service(deps: ServerDeps, host: &McpHostConfig, cancel: CancellationToken) -> Service {
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+        "[::1]".to_owned(),
+    ];
+    hosts.extend(host.allowed_hosts.iter().cloned());
+    // A page served from this machine may call; any other browser origin must be listed.
+    let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
+        .collect();
+    origins.extend(host.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_cancellation_token(cancel);
+    let deps = Arc::new(deps);
+    StreamableHttpService::new(
+        move || Ok(HermesMcpServer::new(deps.clone(), None)),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// What every connection shares: the rmcp service and the token table.
+struct Gate {
+    service: Service,
+    tokens: TokenTable,
+    deps: ServerDeps,
+}
+
+async fn accept(listener: TcpListener, gate: Arc<Gate>, cancel: CancellationToken) {
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "MCP HTTP accept failed");
+                    continue;
+                }
+            },
+        };
+        let gate = gate.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let gate = gate.clone();
+                async move { Ok::<_, Infallible>(gate.handle(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                result = connection => {
+                    if let Err(error) = result {
+                        tracing::debug!(%error, "MCP HTTP connection ended with an error");
+                    }
+                }
+            }
+        });
+    }
+}
+
+impl Gate {
+    async fn handle(&self, mut request: Request<Incoming>) -> Response<Body> {
+        if request.uri().path() != PATH {
+            return plain(
+                StatusCode::NOT_FOUND,
+                &format!("Hermes serves MCP at {PATH}"),
+            );
+        }
+        let authorization = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok());
+        match self.tokens.authenticate(authorization) {
+            Ok(principal) => {
+                request.extensions_mut().insert(principal);
+                self.service.handle(request).await
+            }
+            Err(denied) => {
+                self.audit_refusal(&denied).await;
+                let mut response = plain(StatusCode::UNAUTHORIZED, &denied.to_string());
+                response.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    hyper::header::HeaderValue::from_static("Bearer realm=\"hermes\""),
+                );
+                response
+            }
+        }
+    }
+
+    async fn audit_refusal(&self, denied: &Denied) {
+        tracing::warn!(reason = %denied, "MCP HTTP request refused");
+        let record =
+            AuditRecord::new("server", None, SERVER_NAME, "auth", PATH).denied(&denied.to_string());
+        audit::publish(self.deps.bus.as_ref(), audit_kinds::AUTH_DENIED, &record).await;
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text.to_owned())).boxed());
+    *response.status_mut() = status;
+    response
+}

@@ -1,0 +1,280 @@
+//! The memory side of Hermes' MCP server: the arguments of `memory_write`, `memory_search` and
+//! `memory_forget`, and the requests they become on `hermes.memory.write` / `.recall` /
+//! `.forget` / `.list` (the memory service answers; this file never opens the store).
+
+use std::time::Duration;
+
+use rmcp::schemars;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::bus::messages::{
+    kinds, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
+    MemoryWriteRequest, RecallReply, RecallRequest,
+};
+use crate::bus::{subjects, Bus};
+use crate::envelope::{Envelope, ErrorBody, ERROR_KIND};
+use crate::memory::{MemoryKind, MemoryRecord, MemoryUpdate, UpdateOp};
+
+use super::auth::DEFAULT_NAMESPACE;
+
+/// Arguments of `memory_write`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// What to remember, as one self-contained sentence (e.g. "Prefers Sony headphones").
+    pub content: String,
+    /// Stable slot name, e.g. "budget" or "headphone_brand": writing the same key again updates
+    /// the memory instead of adding one. Derived from the content when omitted.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// "fact" (default), "preference", "constraint" or "event".
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// 0 to 1; default 0.5.
+    #[serde(default)]
+    pub importance: Option<f32>,
+    /// Days until it is forgotten; omit for a long-term memory.
+    #[serde(default)]
+    pub expiry_days: Option<u32>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// Whose memory (default: the caller's own user).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Memory namespace (default "default"); shared namespaces need a role that grants them.
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Arguments of `memory_search`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for, in words (Chinese or English).
+    pub query: String,
+    /// At most this many memories (1–5, default 5).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Whose memories (default: the caller's own user).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Only this namespace (required to search another user's memories).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Arguments of `memory_forget`: the memory's `id` (from memory_search) or its `key`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ForgetArgs {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Whose memory (default: the caller's own user).
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Arguments in `Value` form, parsed with a message the caller can act on.
+pub fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, String> {
+    serde_json::from_value(arguments)
+        .map_err(|e| format!("invalid arguments for `{tool}`: {e}; see the tool's input schema"))
+}
+
+/// `memory_write` as a [`MemoryWriteRequest`] for `user`.
+pub fn write_request(
+    args: WriteArgs,
+    user: &str,
+    namespace: &str,
+    source: &str,
+) -> Result<MemoryWriteRequest, String> {
+    if args.content.trim().is_empty() {
+        return Err("`content` is empty; say what to remember".into());
+    }
+    let kind_text = args.kind.as_deref().unwrap_or("fact");
+    let kind = MemoryKind::parse(kind_text).ok_or_else(|| {
+        format!("unknown kind `{kind_text}`; use fact, preference, constraint or event")
+    })?;
+    let key = args.key.unwrap_or_else(|| derived_key(&args.content));
+    Ok(MemoryWriteRequest {
+        user: user.to_owned(),
+        namespace: namespace.to_owned(),
+        update: MemoryUpdate {
+            op: UpdateOp::Add,
+            kind,
+            key,
+            content: args.content,
+            // The store clamps it into 0..=1 (memory::merge::clamp_unit).
+            importance: args.importance.unwrap_or(0.5),
+            expiry_days: args.expiry_days,
+            topics: args.topics,
+        },
+        source: source.to_owned(),
+    })
+}
+
+/// A key from the first words of the content: `prefers_sony_headphones`.
+fn derived_key(content: &str) -> String {
+    let words: Vec<String> = content
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(5)
+        .map(str::to_lowercase)
+        .collect();
+    if words.is_empty() {
+        "note".to_owned()
+    } else {
+        words.join("_")
+    }
+}
+
+/// The `memory://<user>/<id>` URI of a record.
+pub fn uri(record: &MemoryRecord) -> String {
+    format!("memory://{}/{}", record.user, record.id)
+}
+
+/// `memory://<user>/<id>` → (user, id).
+pub fn parse_uri(uri: &str) -> Option<(String, String)> {
+    let rest = uri.strip_prefix("memory://")?;
+    let (user, id) = rest.split_once('/')?;
+    (!user.is_empty() && !id.is_empty() && !id.contains('/'))
+        .then(|| (user.to_owned(), id.to_owned()))
+}
+
+/// What a search returns for one record.
+pub fn hit_json(record: &MemoryRecord, score: f64) -> Value {
+    json!({
+        "id": record.id, "uri": uri(record), "user": record.user, "namespace": record.namespace,
+        "kind": record.kind, "key": record.key, "content": record.content,
+        "updated_at": record.updated_at, "score": score,
+    })
+}
+
+/// Talks to the memory service over the bus.
+pub struct MemoryClient<'a> {
+    pub bus: &'a dyn Bus,
+    pub timeout: Duration,
+}
+
+impl MemoryClient<'_> {
+    pub async fn write(&self, request: MemoryWriteRequest) -> Result<MemoryWriteReply, String> {
+        self.call(subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, request)
+            .await
+    }
+
+    pub async fn forget(&self, request: MemoryForgetRequest) -> Result<MemoryWriteReply, String> {
+        self.call(subjects::MEMORY_FORGET, kinds::MEMORY_FORGET, request)
+            .await
+    }
+
+    pub async fn recall(&self, request: RecallRequest) -> Result<RecallReply, String> {
+        self.call(subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, request)
+            .await
+    }
+
+    pub async fn list(&self, request: MemoryListRequest) -> Result<Vec<MemoryRecord>, String> {
+        let reply: MemoryListReply = self
+            .call(subjects::MEMORY_LIST, kinds::MEMORY_LIST, request)
+            .await?;
+        Ok(reply.records)
+    }
+
+    /// One request; any reply kind but `error` is decoded as `R`.
+    async fn call<Q: Serialize, R: DeserializeOwned>(
+        &self,
+        subject: &str,
+        kind: &str,
+        body: Q,
+    ) -> Result<R, String> {
+        let payload = Envelope::new(kind, body)
+            .encode()
+            .map_err(|e| e.to_string())?;
+        let reply = self
+            .bus
+            .request(subject, payload, self.timeout)
+            .await
+            .map_err(|e| format!("the memory service did not answer on {subject}: {e}; is a memory-extractor running on this bus?"))?;
+        let envelope = Envelope::<Value>::decode(&reply, 16 << 20).map_err(|e| e.to_string())?;
+        if envelope.kind == ERROR_KIND {
+            let error: ErrorBody =
+                serde_json::from_value(envelope.body).map_err(|e| e.to_string())?;
+            return Err(format!(
+                "the memory service refused: {} ({})",
+                error.message, error.code
+            ));
+        }
+        serde_json::from_value(envelope.body)
+            .map_err(|e| format!("unexpected answer on {subject}: {e}"))
+    }
+}
+
+/// The namespace of a request (`default` when none).
+pub fn namespace_or_default(namespace: Option<&str>) -> &str {
+    namespace
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_NAMESPACE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_derived_from_the_first_words() {
+        assert_eq!(
+            derived_key("Prefers Sony headphones, not Bose!"),
+            "prefers_sony_headphones_not_bose"
+        );
+        assert_eq!(derived_key("..."), "note");
+    }
+
+    #[test]
+    fn memory_uris_round_trip_and_bad_ones_are_rejected() {
+        assert_eq!(
+            parse_uri("memory://alice/m-1"),
+            Some(("alice".into(), "m-1".into()))
+        );
+        assert_eq!(parse_uri("memory://alice/"), None);
+        assert_eq!(parse_uri("memory://alice/a/b"), None);
+        assert_eq!(parse_uri("file:///x"), None);
+    }
+
+    #[test]
+    fn write_request_checks_kind_and_content() {
+        let args = |kind: &str, content: &str| WriteArgs {
+            content: content.into(),
+            key: None,
+            kind: Some(kind.into()),
+            importance: Some(3.0),
+            expiry_days: None,
+            topics: vec![],
+            user: None,
+            namespace: None,
+        };
+        let request = write_request(
+            args("preference", "Likes tea"),
+            "alice",
+            "default",
+            "mcp:alice",
+        )
+        .unwrap();
+        assert_eq!(request.update.kind, MemoryKind::Preference);
+        assert_eq!(request.update.key, "likes_tea");
+        assert_eq!(
+            request.update.importance, 3.0,
+            "the store clamps, not the MCP side"
+        );
+        assert!(write_request(args("mood", "x"), "a", "default", "s")
+            .unwrap_err()
+            .contains("unknown kind"));
+        assert!(write_request(args("fact", " "), "a", "default", "s").is_err());
+    }
+}
