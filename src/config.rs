@@ -212,6 +212,13 @@ pub struct ToolsConfig {
     /// Tool definitions: metadata overrides for existing tools, or external worker tools.
     #[serde(default)]
     pub define: Vec<crate::tools::definition::ToolDefineConfig>,
+    /// Days a raw tool output stays readable through its `raw_reference`; 0 keeps them forever.
+    #[serde(default = "default_raw_retention_days")]
+    pub raw_retention_days: u64,
+}
+
+fn default_raw_retention_days() -> u64 {
+    30
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -87,7 +87,43 @@ impl ToolExecutor {
                 tracing::info!(resumed, failed, "unfinished async jobs handled after start");
             }
         });
+        let days = deps.config.tools.raw_retention_days;
+        if days > 0 {
+            deps.io.spawn(prune_raw_outputs(core.clone(), days));
+        }
         Ok((addr, core))
+    }
+}
+
+/// How often old raw outputs are looked for.
+const RAW_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove raw outputs older than `days`, now and every [`RAW_PRUNE_EVERY`], off the runtime's
+/// threads (a large tree takes a while).
+async fn prune_raw_outputs(core: ExecCore, days: u64) {
+    let Some(age) = i64::try_from(days)
+        .ok()
+        .and_then(chrono::Duration::try_days)
+    else {
+        tracing::warn!(
+            days,
+            "tools.raw_retention_days is too large; raw outputs are kept"
+        );
+        return;
+    };
+    let mut every = tokio::time::interval(RAW_PRUNE_EVERY);
+    loop {
+        every.tick().await;
+        let raw = core.stores.raw.clone();
+        let Some(cutoff) = chrono::Utc::now().checked_sub_signed(age) else {
+            return;
+        };
+        match tokio::task::spawn_blocking(move || raw.prune_before(cutoff)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(removed = n, days, "old raw tool outputs pruned"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "raw tool outputs not pruned"),
+            Err(e) => tracing::warn!(error = %e, "raw output pruning crashed"),
+        }
     }
 }
 

@@ -27,18 +27,37 @@ pub enum StoreError {
     Encode(String),
 }
 
-/// Open (or create) the database under `dir`.
+/// How long [`open`] waits for a previous owner of the directory to let go of its lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Open (or create) the database under `dir`. A lock still held by a database that is being
+/// closed (sled releases it from a background thread after the last handle drops, and a
+/// restarted service may start while the old one exits) is waited for up to [`LOCK_WAIT`].
 pub fn open(dir: &Path) -> Result<sled::Db, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
         path: dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    sled::Config::new()
-        .path(dir)
-        .mode(sled::Mode::HighThroughput)
-        .open()
-        .map_err(|e| StoreError::Open {
-            path: dir.display().to_string(),
-            reason: e.to_string(),
-        })
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+        {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(StoreError::Open {
+                    path: dir.display().to_string(),
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //!
 //! Keys: the raw reference, `raw-<uuid v7>` (one per execution; it is the result's
 //! `raw_reference`, and the built-in `tool_raw_get` reads it back). Values: a [`RawRecord`] as
-//! JSON. Records are kept until the data directory is removed (no pruning yet).
+//! JSON. Records older than `tools.raw_retention_days` are pruned by the tool-executor (at
+//! start and hourly); uuid v7 keys sort by time, so pruning stops at the first young record.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,26 @@ impl RawStore {
         Ok(reference)
     }
 
+    /// Remove the records stored before `cutoff`; returns how many went.
+    pub fn prune_before(&self, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for item in self.tree.iter() {
+            let (key, bytes) = item?;
+            let stored_at = serde_json::from_slice::<RawRecord>(&bytes)
+                .map(|r| r.stored_at)
+                .ok();
+            match stored_at {
+                Some(at) if at >= cutoff => break,
+                // Older, or unreadable (it can never be served): both go.
+                _ => {
+                    self.tree.remove(key)?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     pub fn get(&self, reference: &str) -> Result<Option<RawRecord>, StoreError> {
         let Some(bytes) = self.tree.get(reference.as_bytes())? else {
             return Ok(None);
@@ -84,5 +105,20 @@ mod tests {
         assert_eq!(back.output, json!({"orders": [1, 2]}));
         assert_eq!(back.call_id, "c1");
         assert!(store.get("raw-none").unwrap().is_none());
+    }
+
+    #[test]
+    fn pruning_removes_only_records_older_than_the_cutoff() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let store = RawStore::open(&db).unwrap();
+        let old = store.put("add", "c1", &json!(1)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let cutoff = Utc::now();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let young = store.put("add", "c2", &json!(2)).unwrap();
+        assert_eq!(store.prune_before(cutoff).unwrap(), 1);
+        assert!(store.get(&old).unwrap().is_none());
+        assert!(store.get(&young).unwrap().is_some());
+        assert_eq!(store.prune_before(cutoff).unwrap(), 0);
     }
 }
