@@ -5,7 +5,7 @@
 #           sets MCP_CONFORMANCE_SCENARIO)
 # Scenarios that do not apply to Hermes are listed, with reasons, in
 # scripts/conformance-baseline.yml; the run fails on any other failure or a stale entry.
-# Needs .tools/conformance (scripts/setup-test-deps.sh) and a built hermes (cargo build).
+# Needs .tools/conformance (scripts/setup-test-deps.sh); builds hermes as the tests do.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -16,7 +16,9 @@ if [ ! -x "$conformance_dir/node_modules/.bin/conformance" ]; then
 fi
 # Node 22 from the same folder: the suite crashes on Node 20.
 export PATH="$conformance_dir/node_modules/.bin:$PATH"
-cargo build --quiet
+# Built like `cargo test` builds it (the same features, dev-dependencies included), so after
+# the test run nothing is compiled again; a plain `cargo build` would rebuild half the deps.
+cargo test --no-run --quiet --test all
 hermes="${CARGO_TARGET_DIR:-$root/target}/debug/hermes"
 baseline="$root/scripts/conformance-baseline.yml"
 work=$(mktemp -d)

@@ -16,14 +16,16 @@ pub const B: f64 = 0.75;
 
 /// BM25 score of every document in `docs` for `query_tokens`, in the order of `docs`.
 /// A document sharing no term with the query scores exactly `0.0`.
-pub fn score(query_tokens: &[String], docs: &[Vec<String>]) -> Vec<f64> {
+pub fn score<D: AsRef<[String]>>(query_tokens: &[String], docs: &[D]) -> Vec<f64> {
     let n_docs = docs.len();
     if n_docs == 0 {
         return Vec::new();
     }
     let terms: HashSet<&str> = query_tokens.iter().map(String::as_str).collect();
-    let doc_freqs: Vec<HashMap<&str, usize>> =
-        docs.iter().map(|doc| term_counts(doc, &terms)).collect();
+    let doc_freqs: Vec<HashMap<&str, usize>> = docs
+        .iter()
+        .map(|doc| term_counts(doc.as_ref(), &terms))
+        .collect();
     let idf: HashMap<&str, f64> = terms
         .iter()
         .map(|term| {
@@ -31,13 +33,13 @@ pub fn score(query_tokens: &[String], docs: &[Vec<String>]) -> Vec<f64> {
             (*term, idf(n_docs, n))
         })
         .collect();
-    let total_len: usize = docs.iter().map(Vec::len).sum();
+    let total_len: usize = docs.iter().map(|d| d.as_ref().len()).sum();
     let avg_len = total_len as f64 / n_docs as f64;
     docs.iter()
         .zip(&doc_freqs)
         .map(|(doc, freqs)| {
             let len_norm = if avg_len > 0.0 {
-                1.0 - B + B * doc.len() as f64 / avg_len
+                1.0 - B + B * doc.as_ref().len() as f64 / avg_len
             } else {
                 1.0
             };
@@ -121,7 +123,7 @@ mod tests {
             score(&tokenize("sony sony sony"), &d)
         );
         assert_eq!(score(&[], &d), vec![0.0, 0.0]);
-        assert!(score(&tokenize("sony"), &[]).is_empty());
+        assert!(score::<Vec<String>>(&tokenize("sony"), &[]).is_empty());
         assert_eq!(score(&tokenize("sony"), &[Vec::new()]), vec![0.0]);
     }
 

@@ -17,6 +17,7 @@ pub mod service;
 pub mod store;
 pub mod sweep;
 pub mod tokenize;
+pub mod user_index;
 pub mod vectors;
 
 pub use extract::{build_request, parse_updates, ExtractError};

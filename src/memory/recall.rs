@@ -117,10 +117,30 @@ pub fn rank_fused(
     min_score: f64,
     now: DateTime<Utc>,
 ) -> Vec<RecallHit> {
+    let docs: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
+    let docs: Vec<&[String]> = docs.iter().map(Vec::as_slice).collect();
+    rank_tokenised(
+        records, &docs, query, vectors, weights, limit, min_score, now,
+    )
+}
+
+/// [`rank_fused`] with each record's [`document_tokens`] already computed (`docs[i]` belongs
+/// to `records[i]`), as the store's per-user index keeps them.
+#[allow(clippy::too_many_arguments)]
+pub fn rank_tokenised(
+    records: Vec<MemoryRecord>,
+    docs: &[&[String]],
+    query: &str,
+    vectors: Option<QueryVectors<'_>>,
+    weights: Weights,
+    limit: usize,
+    min_score: f64,
+    now: DateTime<Utc>,
+) -> Vec<RecallHit> {
     if records.is_empty() || limit == 0 {
         return Vec::new();
     }
-    let relevance = relevance(&records, query, vectors.as_ref(), weights);
+    let relevance = relevance(&records, docs, query, vectors.as_ref(), weights);
     let mut hits: Vec<RecallHit> = records
         .into_iter()
         .zip(relevance)
@@ -144,6 +164,7 @@ pub fn rank_fused(
 /// Fused relevance of each record, in order.
 fn relevance(
     records: &[MemoryRecord],
+    docs: &[&[String]],
     query: &str,
     vectors: Option<&QueryVectors<'_>>,
     weights: Weights,
@@ -152,8 +173,7 @@ fn relevance(
     let bm25 = if query_tokens.is_empty() || weights.bm25 <= 0.0 {
         vec![0.0; records.len()]
     } else {
-        let docs: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
-        bm25::score(&query_tokens, &docs)
+        bm25::score(&query_tokens, docs)
     };
     let best = bm25.iter().copied().fold(0.0_f64, f64::max);
     let Some(vectors) = vectors.filter(|_| weights.vector > 0.0) else {

@@ -92,7 +92,8 @@ impl MemoryService {
     pub async fn recall(&self, query: RecallQuery) -> Result<Vec<RecallHit>, MemoryError> {
         let store = self.store.clone();
         let (user, filter, now) = (query.user.clone(), query.filter.clone(), query.now);
-        let candidates = blocking(move || store.candidates(&user, &filter, now)).await?;
+        let (candidates, tokens) =
+            blocking(move || store.candidates_with_tokens(&user, &filter, now)).await?;
         let weights = query.weights.unwrap_or(match self.embedder {
             Some(_) => self.weights,
             None => Weights::BM25,
@@ -118,8 +119,10 @@ impl MemoryService {
             let q = vectors
                 .as_ref()
                 .map(|(q, records)| QueryVectors { query: q, records });
-            recall::rank_fused(
+            let docs: Vec<&[String]> = tokens.iter().map(|t| t.as_slice()).collect();
+            recall::rank_tokenised(
                 candidates,
+                &docs,
                 &query.text,
                 q,
                 weights,

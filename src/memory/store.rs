@@ -16,11 +16,15 @@ use sled::Transactional;
 use super::merge::{self, is_stale, normalize_key};
 use super::recall;
 use super::record::{MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source, UpdateOp};
+use super::user_index::{IndexCache, UserIndex};
 
 /// Name of the tree holding records: key `<user>\0<record id>` → JSON [`MemoryRecord`].
 pub const MEMORIES_TREE: &str = "memories";
 /// Name of the slot index: key `<user>\0<namespace>\0<key>` → record id (UTF-8).
 pub const MEMORY_KEYS_TREE: &str = "memory_keys";
+/// Name of the per-user write stamps: key `<user>` → u64 big-endian, bumped by every write
+/// of that user's records (the recall index cache is valid for one stamp).
+pub const MEMORY_STAMPS_TREE: &str = "memory_stamps";
 
 /// What went wrong in the memory store.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +105,9 @@ pub struct MemoryStore {
     pub(super) db: sled::Db,
     pub(super) memories: sled::Tree,
     keys: sled::Tree,
+    stamps: sled::Tree,
     write_lock: Arc<Mutex<()>>,
+    index: Arc<IndexCache>,
 }
 
 impl MemoryStore {
@@ -119,7 +125,9 @@ impl MemoryStore {
             db: db.clone(),
             memories: open(MEMORIES_TREE)?,
             keys: open(MEMORY_KEYS_TREE)?,
+            stamps: open(MEMORY_STAMPS_TREE)?,
             write_lock: Arc::new(Mutex::new(())),
+            index: Arc::default(),
         })
     }
 
@@ -199,8 +207,18 @@ impl MemoryStore {
             namespace: namespace.map(str::to_owned),
             ..RecallFilter::default()
         };
-        let live = self.candidates(user, &filter, now)?;
-        Ok(recall::rank(live, query, limit, min_score, now))
+        let (live, tokens) = self.candidates_with_tokens(user, &filter, now)?;
+        let docs: Vec<&[String]> = tokens.iter().map(|t| t.as_slice()).collect();
+        Ok(recall::rank_tokenised(
+            live,
+            &docs,
+            query,
+            None,
+            recall::Weights::BM25,
+            limit,
+            min_score,
+            now,
+        ))
     }
 
     /// `user`'s records that `filter` admits at `now` (live, in namespace, kinds, topics):
@@ -211,12 +229,50 @@ impl MemoryStore {
         filter: &RecallFilter,
         now: DateTime<Utc>,
     ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        Ok(self.candidates_with_tokens(user, filter, now)?.0)
+    }
+
+    /// [`Self::candidates`] with each one's BM25 tokens, from the per-user index (rebuilt
+    /// when the user's records changed since it was built).
+    pub fn candidates_with_tokens(
+        &self,
+        user: &str,
+        filter: &RecallFilter,
+        now: DateTime<Utc>,
+    ) -> Result<(Vec<MemoryRecord>, Vec<Tokens>), MemoryError> {
         check_name("user", user)?;
-        Ok(self
-            .user_records(user)?
-            .into_iter()
-            .filter(|r| filter.admits(r, now))
-            .collect())
+        let index = self.user_index(user)?;
+        Ok(index
+            .records
+            .iter()
+            .zip(&index.tokens)
+            .filter(|(r, _)| filter.admits(r, now))
+            .map(|(r, t)| (r.clone(), t.clone()))
+            .unzip())
+    }
+
+    /// The user's cached index, rebuilt from sled when a write changed the user's stamp.
+    fn user_index(&self, user: &str) -> Result<Arc<UserIndex>, MemoryError> {
+        let stamp = self.stamp(user)?;
+        if let Some(index) = self.index.get(user, stamp) {
+            return Ok(index);
+        }
+        let index = Arc::new(UserIndex::build(stamp, self.user_records(user)?));
+        // A write between reading the stamp and the records leaves a newer stamp, so this
+        // entry is simply not used again.
+        self.index.put(user, index.clone());
+        Ok(index)
+    }
+
+    fn stamp(&self, user: &str) -> Result<u64, MemoryError> {
+        let value = self
+            .stamps
+            .get(user.as_bytes())
+            .map_err(|source| MemoryError::Storage {
+                action: "read a memory write stamp",
+                source,
+            })?;
+        Ok(value.map_or(0, |v| decode_stamp(&v)))
     }
 
     /// Store `record` as it is, bypassing the merge rules (imports, evaluation, benches): its
@@ -291,7 +347,7 @@ impl MemoryStore {
                 action: "read a memory record",
                 source,
             })?;
-        self.write(|memories, keys| {
+        self.write(user, |memories, keys| {
             memories.remove(key.as_slice())?;
             for slot in &slots {
                 keys.remove(slot.as_slice())?;
@@ -361,7 +417,7 @@ impl MemoryStore {
         }
         let record_k = record_key(user, &existing.id);
         let slot_k = slot_key(user, namespace, &key);
-        self.write(|memories, keys| {
+        self.write(user, |memories, keys| {
             memories.remove(record_k.as_slice())?;
             keys.remove(slot_k.as_slice())?;
             Ok(())
@@ -450,23 +506,31 @@ impl MemoryStore {
         })?;
         let record_k = record_key(&record.user, &record.id);
         let slot_k = slot_key(&record.user, &record.namespace, &record.key);
-        self.write(|memories, keys| {
+        self.write(&record.user, |memories, keys| {
             memories.insert(record_k.as_slice(), json.as_slice())?;
             keys.insert(slot_k.as_slice(), record.id.as_bytes())?;
             Ok(())
         })
     }
 
-    /// Run `f` as one sled transaction over both trees.
-    fn write<F>(&self, f: F) -> Result<(), MemoryError>
+    /// Run `f` as one sled transaction over both trees, bumping `user`'s write stamp in it.
+    fn write<F>(&self, user: &str, f: F) -> Result<(), MemoryError>
     where
         F: Fn(
             &TransactionalTree,
             &TransactionalTree,
         ) -> sled::transaction::ConflictableTransactionResult<(), ()>,
     {
-        (&self.memories, &self.keys)
-            .transaction(|(memories, keys)| f(memories, keys))
+        (&self.memories, &self.keys, &self.stamps)
+            .transaction(|(memories, keys, stamps)| {
+                f(memories, keys)?;
+                let next = stamps
+                    .get(user.as_bytes())?
+                    .map_or(0, |v| decode_stamp(&v))
+                    .wrapping_add(1);
+                stamps.insert(user.as_bytes(), &next.to_be_bytes())?;
+                Ok(())
+            })
             .map_err(|err| MemoryError::Storage {
                 action: "write memory records",
                 source: match err {
@@ -493,6 +557,14 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// A record's BM25 tokens, shared with the per-user index.
+pub type Tokens = Arc<Vec<String>>;
+
+/// A stored write stamp (8 bytes big-endian; anything else counts as 0).
+fn decode_stamp(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
 }
 
 fn stale(existing: MemoryRecord, source: &Source, what: &str) -> AppliedUpdate {

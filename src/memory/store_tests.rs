@@ -432,3 +432,41 @@ fn applied_op_names_match_the_wire_strings() {
     );
     assert_eq!(serde_json::to_value(AppliedOp::Added).unwrap(), "added");
 }
+
+#[tokio::test]
+async fn recall_sees_every_write_even_through_another_store_on_the_same_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let reader = MemoryStore::open(&db).unwrap();
+    let writer = MemoryStore::open(&db).unwrap();
+    let recall = |s: &MemoryStore| -> Vec<String> {
+        s.recall("alice", None, "green tea", 5, 0.0)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.record.content)
+            .collect()
+    };
+    assert!(recall(&reader).is_empty(), "builds an empty index");
+    apply_one(&writer, "alice", add("drink", "likes green tea"), 0).await;
+    assert_eq!(
+        recall(&reader),
+        ["likes green tea"],
+        "a write elsewhere rebuilds it"
+    );
+    assert_eq!(
+        recall(&reader),
+        ["likes green tea"],
+        "served from the cache"
+    );
+    apply_one(
+        &writer,
+        "alice",
+        add("drink", "likes green tea with jasmine"),
+        1,
+    )
+    .await;
+    assert_eq!(recall(&reader), ["likes green tea with jasmine"]);
+    let id = writer.list("alice").unwrap()[0].id.clone();
+    writer.forget("alice", &id).await.unwrap();
+    assert!(recall(&reader).is_empty(), "a forget is seen at once");
+}
