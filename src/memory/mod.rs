@@ -15,6 +15,7 @@ pub mod record;
 pub mod refs;
 pub mod service;
 pub mod store;
+mod store_recall;
 pub mod sweep;
 pub mod tokenize;
 pub mod user_index;

@@ -14,9 +14,10 @@ use sled::transaction::{TransactionError, TransactionalTree};
 use sled::Transactional;
 
 use super::merge::{self, is_stale, normalize_key};
-use super::recall;
-use super::record::{MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source, UpdateOp};
-use super::user_index::{IndexCache, UserIndex};
+use super::record::{MemoryRecord, MemoryUpdate, Source, UpdateOp};
+use super::store_recall::decode_stamp;
+pub use super::store_recall::Tokens;
+use super::user_index::IndexCache;
 
 /// Name of the tree holding records: key `<user>\0<record id>` → JSON [`MemoryRecord`].
 pub const MEMORIES_TREE: &str = "memories";
@@ -105,9 +106,9 @@ pub struct MemoryStore {
     pub(super) db: sled::Db,
     pub(super) memories: sled::Tree,
     keys: sled::Tree,
-    stamps: sled::Tree,
+    pub(super) stamps: sled::Tree,
     write_lock: Arc<Mutex<()>>,
-    index: Arc<IndexCache>,
+    pub(super) index: Arc<IndexCache>,
 }
 
 impl MemoryStore {
@@ -178,101 +179,6 @@ impl MemoryStore {
                 }
             })
             .collect()
-    }
-
-    /// The best `limit` records of `user` for `query` scoring at least `min_score` (see
-    /// [`super::recall`] for the scoring), restricted to `namespace` when given; expired
-    /// records are left out. Reads only `user`'s records.
-    pub fn recall(
-        &self,
-        user: &str,
-        namespace: Option<&str>,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-    ) -> Result<Vec<RecallHit>, MemoryError> {
-        self.recall_at(user, namespace, query, limit, min_score, Utc::now())
-    }
-
-    pub(crate) fn recall_at(
-        &self,
-        user: &str,
-        namespace: Option<&str>,
-        query: &str,
-        limit: usize,
-        min_score: f64,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<RecallHit>, MemoryError> {
-        let filter = RecallFilter {
-            namespace: namespace.map(str::to_owned),
-            ..RecallFilter::default()
-        };
-        let (live, tokens) = self.candidates_with_tokens(user, &filter, now)?;
-        let docs: Vec<&[String]> = tokens.iter().map(|t| t.as_slice()).collect();
-        Ok(recall::rank_tokenised(
-            live,
-            &docs,
-            query,
-            None,
-            recall::Weights::BM25,
-            limit,
-            min_score,
-            now,
-        ))
-    }
-
-    /// `user`'s records that `filter` admits at `now` (live, in namespace, kinds, topics):
-    /// recall's candidate set.
-    pub fn candidates(
-        &self,
-        user: &str,
-        filter: &RecallFilter,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<MemoryRecord>, MemoryError> {
-        Ok(self.candidates_with_tokens(user, filter, now)?.0)
-    }
-
-    /// [`Self::candidates`] with each one's BM25 tokens, from the per-user index (rebuilt
-    /// when the user's records changed since it was built).
-    pub fn candidates_with_tokens(
-        &self,
-        user: &str,
-        filter: &RecallFilter,
-        now: DateTime<Utc>,
-    ) -> Result<(Vec<MemoryRecord>, Vec<Tokens>), MemoryError> {
-        check_name("user", user)?;
-        let index = self.user_index(user)?;
-        Ok(index
-            .records
-            .iter()
-            .zip(&index.tokens)
-            .filter(|(r, _)| filter.admits(r, now))
-            .map(|(r, t)| (r.clone(), t.clone()))
-            .unzip())
-    }
-
-    /// The user's cached index, rebuilt from sled when a write changed the user's stamp.
-    fn user_index(&self, user: &str) -> Result<Arc<UserIndex>, MemoryError> {
-        let stamp = self.stamp(user)?;
-        if let Some(index) = self.index.get(user, stamp) {
-            return Ok(index);
-        }
-        let index = Arc::new(UserIndex::build(stamp, self.user_records(user)?));
-        // A write between reading the stamp and the records leaves a newer stamp, so this
-        // entry is simply not used again.
-        self.index.put(user, index.clone());
-        Ok(index)
-    }
-
-    fn stamp(&self, user: &str) -> Result<u64, MemoryError> {
-        let value = self
-            .stamps
-            .get(user.as_bytes())
-            .map_err(|source| MemoryError::Storage {
-                action: "read a memory write stamp",
-                source,
-            })?;
-        Ok(value.map_or(0, |v| decode_stamp(&v)))
     }
 
     /// Store `record` as it is, bypassing the merge rules (imports, evaluation, benches): its
@@ -468,7 +374,7 @@ impl MemoryStore {
 
     /// Every readable record of `user` (prefix scan on `<user>\0`). Unreadable records are
     /// skipped with a warning so one bad record cannot block a user's recall.
-    fn user_records(&self, user: &str) -> Result<Vec<MemoryRecord>, MemoryError> {
+    pub(super) fn user_records(&self, user: &str) -> Result<Vec<MemoryRecord>, MemoryError> {
         let mut records = Vec::new();
         for entry in self.memories.scan_prefix(user_prefix(user)) {
             let (key, value) = entry.map_err(|source| MemoryError::Storage {
@@ -559,14 +465,6 @@ impl MemoryStore {
     }
 }
 
-/// A record's BM25 tokens, shared with the per-user index.
-pub type Tokens = Arc<Vec<String>>;
-
-/// A stored write stamp (8 bytes big-endian; anything else counts as 0).
-fn decode_stamp(bytes: &[u8]) -> u64 {
-    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
-}
-
 fn stale(existing: MemoryRecord, source: &Source, what: &str) -> AppliedUpdate {
     AppliedUpdate {
         op: AppliedOp::IgnoredStale,
@@ -605,7 +503,7 @@ pub(super) fn decode(key: &[u8], bytes: &[u8]) -> Result<MemoryRecord, MemoryErr
     })
 }
 
-fn check_name(what: &'static str, value: &str) -> Result<(), MemoryError> {
+pub(super) fn check_name(what: &'static str, value: &str) -> Result<(), MemoryError> {
     let problem = if value.is_empty() {
         "it is empty"
     } else if value.contains('\0') {
