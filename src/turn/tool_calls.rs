@@ -64,7 +64,8 @@ pub(super) async fn execute(
     result
 }
 
-async fn dispatch(
+/// Send one call to `hermes.tool.<name>` and wait for its result (errors become results).
+pub(super) async fn dispatch(
     env: &TurnEnv,
     meta: &SessionMeta,
     turn_id: &str,

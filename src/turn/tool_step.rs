@@ -192,12 +192,13 @@ async fn poll_jobs(
     open: &[&ToolCall],
 ) -> Vec<(ToolCall, ToolCallResult, bool)> {
     let unfinished: Vec<AwaitedJob> = state.record().unfinished_jobs().cloned().collect();
+    let turn_id = state.record().turn_id.clone();
     let mut out = Vec::new();
     for job in unfinished {
         let Some(call) = open.iter().find(|c| c.id == job.call_id) else {
             continue;
         };
-        let Some(result) = waiting::poll(state.env, state.meta, &job).await else {
+        let Some(result) = waiting::poll(state.env, state.meta, &turn_id, &job).await else {
             continue;
         };
         if let Some(j) = state

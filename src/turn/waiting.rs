@@ -6,15 +6,11 @@
 //! state of jobs whose completion event may have been missed (the session was not running,
 //! or the job finished before the turn recorded it).
 
-use std::time::Duration;
-
 use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::TurnEnv;
-use crate::bus::messages::{kinds, JobEvent, ToolCallRequest, ToolCallResult, ToolStatus};
-use crate::bus::{rpc, subjects};
-use crate::envelope::Envelope;
+use crate::bus::messages::{JobEvent, ToolCallResult, ToolStatus};
 use crate::llm::ToolCall;
 use crate::store::sessions::SessionMeta;
 use crate::store::tasks::AwaitedJob;
@@ -122,39 +118,20 @@ pub fn finished_by(job: &AwaitedJob, event: &JobEvent) -> Option<ToolCallResult>
 pub(super) async fn poll(
     env: &TurnEnv,
     meta: &SessionMeta,
+    turn_id: &str,
     job: &AwaitedJob,
 ) -> Option<ToolCallResult> {
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: format!("poll-{}", job.call_id),
-            name: JOB_STATUS.into(),
-            arguments: json!({"job_id": job.job_id}),
-            user: Some(meta.user.clone()),
-            turn_id: None,
-            session: Some(meta.session.clone()),
-            confirmed: false,
-        },
-    )
-    .for_session(&meta.agent, &meta.session, Some(&meta.user));
-    let subject = subjects::tool(JOB_STATUS).ok()?;
-    let timeout = Duration::from_secs(env.config.engine.request_timeout_secs);
-    let reply: Envelope<ToolCallResult> = match rpc::call(
-        env.bus.as_ref(),
-        &subject,
-        &request,
-        kinds::TOOL_RESULT,
-        timeout,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
-            return None;
-        }
+    let call = ToolCall {
+        id: format!("poll-{}", job.call_id),
+        name: JOB_STATUS.into(),
+        arguments: json!({"job_id": job.job_id}),
     };
-    let out = reply.body.output;
+    let reply = super::tool_calls::dispatch(env, meta, turn_id, &call, false).await;
+    if let Some(e) = &reply.error {
+        tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
+        return None;
+    }
+    let out = reply.output;
     let status: JobStatus = serde_json::from_value(out["status"].clone()).ok()?;
     if !status.is_final() {
         return None;
