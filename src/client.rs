@@ -27,6 +27,9 @@ pub enum ClientError {
     Closed,
 }
 
+/// How long a request waits for a session service to appear on the bus.
+const SERVICE_GRACE: Duration = Duration::from_secs(15);
+
 /// A session as seen from outside.
 pub struct SessionClient {
     bus: SharedBus,
@@ -117,17 +120,28 @@ impl SessionClient {
     ) -> Result<R, ClientError> {
         let env =
             Envelope::new(kind, body).for_session(&self.agent, &self.session, Some(&self.user));
-        let reply: Envelope<R> =
-            rpc::call(self.bus.as_ref(), &self.inbound, &env, reply_kind, timeout)
-                .await
-                .map_err(|e| match e {
-                    rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. }) => {
-                        ClientError::Timeout(timeout)
+        // A session service that is starting (or restarting) is waited for a little while.
+        let grace = tokio::time::Instant::now() + timeout.min(SERVICE_GRACE);
+        let mut told = false;
+        loop {
+            match rpc::call(self.bus.as_ref(), &self.inbound, &env, reply_kind, timeout).await {
+                Ok(reply) => return Ok(reply.body),
+                Err(rpc::RpcError::Bus(crate::bus::BusError::NoResponders { .. }))
+                    if tokio::time::Instant::now() < grace =>
+                {
+                    if !told {
+                        tracing::info!(subject = %self.inbound, "no session service yet; waiting");
+                        told = true;
                     }
-                    rpc::RpcError::Bus(b) => ClientError::Bus(b),
-                    other => ClientError::Refused(other.to_string()),
-                })?;
-        Ok(reply.body)
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(rpc::RpcError::Bus(crate::bus::BusError::Timeout { .. })) => {
+                    return Err(ClientError::Timeout(timeout))
+                }
+                Err(rpc::RpcError::Bus(b)) => return Err(ClientError::Bus(b)),
+                Err(other) => return Err(ClientError::Refused(other.to_string())),
+            }
+        }
     }
 
     /// The next event of this session, if one arrives within `timeout`.

@@ -30,6 +30,8 @@ use super::{Bus, BusError, DurableConsumer, DurableOptions, Message, Subscriptio
 
 /// How long the first connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a refused connection is retried at start, for a nats-server that is starting.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
 /// A bus on a NATS server (with JetStream enabled for durable queues).
 pub struct NatsBus {
@@ -60,17 +62,33 @@ impl NatsBus {
                  that thread blocks; connect from a multi-threaded tokio runtime"
             );
         }
-        let client = async_nats::ConnectOptions::new()
-            .name("hermes")
-            .connection_timeout(CONNECT_TIMEOUT)
-            .connect(url)
-            .await
-            .map_err(|err| {
-                connect_error(match err.kind() {
-                    ConnectErrorKind::TimedOut => format!("no answer within {CONNECT_TIMEOUT:?}"),
-                    _ => err.to_string(),
-                })
-            })?;
+        // A server that is still starting (same script, docker-compose) is waited for.
+        let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
+        let client = loop {
+            let attempt = async_nats::ConnectOptions::new()
+                .name("hermes")
+                .connection_timeout(CONNECT_TIMEOUT)
+                .connect(url)
+                .await;
+            match attempt {
+                Ok(client) => break client,
+                Err(err)
+                    if err.kind() == ConnectErrorKind::Io
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::info!(url, error = %err, "nats-server not reachable yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(err) => {
+                    return Err(connect_error(match err.kind() {
+                        ConnectErrorKind::TimedOut => {
+                            format!("no answer within {CONNECT_TIMEOUT:?}")
+                        }
+                        _ => err.to_string(),
+                    }))
+                }
+            }
+        };
         let jetstream = async_nats::jetstream::new(client.clone());
         Ok(Self {
             url: url.to_string(),

@@ -17,7 +17,7 @@ use clap::Args;
 use hermes::actors::ActorSet;
 use hermes::bus::messages::{ToolStatus, TurnEvent};
 use hermes::client::{SessionClient, TurnTrace};
-use hermes::config::{Config, ModelConfig};
+use hermes::config::Config;
 use hermes::engine::Engine;
 
 use super::print::Printer;
@@ -48,7 +48,7 @@ pub fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<()> {
         }
     };
     config.bus.url = "embedded".into();
-    let scripted = matches!(config.models.planner, ModelConfig::Replay { .. });
+    let scripted = config.models.planner.is_demo_script();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
     with_engine_runtime(|io| async move {

@@ -92,6 +92,12 @@ pub struct ProbeArgs {
     /// Arguments of that call, as a JSON object.
     #[arg(long, default_value = "{}")]
     args: String,
+    /// Bearer token sent as `Authorization: Bearer …`.
+    #[arg(long, env = "HERMES_MCP_TOKEN")]
+    token: Option<String>,
+    /// Seconds to keep trying while the server is not up yet.
+    #[arg(long, default_value_t = 10)]
+    wait: u64,
     /// The server's Streamable HTTP URL.
     url: String,
 }
@@ -305,6 +311,18 @@ fn print_audit(records: &[AuditRecord], json: bool) {
     }
 }
 
+/// A connection the server refused: it is not listening yet.
+fn is_refused(error: &dyn std::error::Error) -> bool {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    let text = text.to_lowercase();
+    text.contains("connection refused") || text.contains("error sending request")
+}
+
 /// The conformance client: initialize, list tools, call the scenario's tool.
 async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
@@ -317,13 +335,27 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
         (None, "sse-retry") => (Some("test_reconnection".to_owned()), json!({})),
         (None, _) => (None, Value::Null),
     };
+    let mut headers = std::collections::BTreeMap::new();
+    if let Some(token) = &args.token {
+        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
+    }
     let config = McpServerConfig {
         name: "probe".into(),
         url: Some(args.url.clone()),
+        headers,
         timeout_secs: 20,
         ..Default::default()
     };
-    let client = RmcpClient::connect_http(&config, &args.url).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.wait);
+    let client = loop {
+        match RmcpClient::connect_http(&config, &args.url).await {
+            Ok(client) => break client,
+            Err(e) if tokio::time::Instant::now() < deadline && is_refused(&e) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let tools = client.list_tools().await?;
     println!(
         "tools: {}",

@@ -34,12 +34,18 @@ enum MemoryCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Show one memory with its history and source.
+    /// Show one memory with its history and source, by id or by --key.
     Show {
         #[arg(long)]
         user: String,
         /// Record id (a unique prefix of it is enough).
-        id: String,
+        #[arg(required_unless_present = "key")]
+        id: Option<String>,
+        /// The memory's key instead of its id (e.g. `headphone_budget`).
+        #[arg(long, conflicts_with = "id")]
+        key: Option<String>,
+        #[arg(long, default_value = "default")]
+        namespace: String,
     },
     /// Recall as a turn would: filter, BM25 (+ vectors with an embedder), rerank, threshold.
     Search {
@@ -84,7 +90,20 @@ pub fn run(mut config: Config, args: MemoryArgs) -> anyhow::Result<()> {
         let service = open_service(&config, needs_embedder).await?;
         match args.command {
             MemoryCommand::Ls { user, all } => ls(&service, &user, all),
-            MemoryCommand::Show { user, id } => show(&service, &user, &id),
+            MemoryCommand::Show {
+                user,
+                id,
+                key,
+                namespace,
+            } => {
+                let record = match (id, key) {
+                    (Some(id), _) => find(&service, &user, &id)?,
+                    (None, Some(key)) => find_key(&service, &user, &namespace, &key)?,
+                    (None, None) => anyhow::bail!("give a memory id or --key"),
+                };
+                show(&record);
+                Ok(())
+            }
             MemoryCommand::Search {
                 user,
                 query,
@@ -280,8 +299,26 @@ fn find(service: &MemoryService, user: &str, id: &str) -> anyhow::Result<MemoryR
     }
 }
 
-fn show(service: &MemoryService, user: &str, id: &str) -> anyhow::Result<()> {
-    let r = find(service, user, id)?;
+fn find_key(
+    service: &MemoryService,
+    user: &str,
+    namespace: &str,
+    key: &str,
+) -> anyhow::Result<MemoryRecord> {
+    service
+        .store()
+        .list(user)?
+        .into_iter()
+        .find(|r| r.namespace == namespace && r.key == key)
+        .with_context(|| {
+            format!(
+                "user `{user}` has no memory with key `{key}` in namespace `{namespace}`; see \
+                 `hermes memory ls --user {user}`"
+            )
+        })
+}
+
+fn show(r: &MemoryRecord) {
     let now = chrono::Utc::now();
     println!("id          {}", r.id);
     println!("user        {} (namespace {})", r.user, r.namespace);
@@ -294,7 +331,7 @@ fn show(service: &MemoryService, user: &str, id: &str) -> anyhow::Result<()> {
     println!("topics      {}", r.topics.join(", "));
     println!("created     {}   updated {}", r.created_at, r.updated_at);
     let expires = r.expires_at.map_or("never".to_string(), |t| t.to_string());
-    println!("expires     {expires}   state {}", state(&r, now));
+    println!("expires     {expires}   state {}", state(r, now));
     println!(
         "source      session {} message {} at {}",
         r.source.session, r.source.message_id, r.source.source_time
@@ -302,7 +339,6 @@ fn show(service: &MemoryService, user: &str, id: &str) -> anyhow::Result<()> {
     for (i, old) in r.history.iter().enumerate() {
         println!("history {:>2}  {old}", i + 1);
     }
-    Ok(())
 }
 
 async fn search(service: &MemoryService, query: RecallQuery) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod demo;
+mod doctor;
 mod eval;
 mod mcp;
 mod memory;
@@ -12,12 +13,13 @@ mod serve;
 mod sessions;
 mod tools;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use hermes::config::Config;
+use hermes::config::load::{apply_model_choice, load_file, ModelChoice};
+use hermes::config::{Config, ConfigReport, ModelEnv};
 
 /// Hermes — an event-driven, actor-based agent engine.
 ///
@@ -25,12 +27,21 @@ use hermes::config::Config;
 /// mcp-bridge, memory-extractor) that talk only over NATS subjects and keep their state in
 /// sled. Start with `hermes demo`; run a service with `hermes serve`; talk to it with
 /// `hermes send` or `hermes chat`.
+///
+/// A real model without a config file: `export OPENAI_API_KEY=…` (plus `OPENAI_BASE_URL` for
+/// Ollama, vLLM or llama.cpp) and `HERMES_MODEL=…` or `--model NAME`; `hermes doctor` shows
+/// what each model role resolves to and probes the endpoint.
 #[derive(Parser)]
 #[command(name = "hermes", version, propagate_version = true)]
 pub struct Cli {
     /// Configuration file merged over the embedded defaults (see config/default.toml).
     #[arg(long, global = true, env = "HERMES_CONFIG")]
     config: Option<PathBuf>,
+    /// Model for every role, at an OpenAI-compatible endpoint (`OPENAI_BASE_URL`, default
+    /// OpenAI; key from `OPENAI_API_KEY`). Beats the config file. `HERMES_MODEL` does the same
+    /// for chat, send and serve, unless the config file names the role's model.
+    #[arg(long, global = true, value_name = "NAME")]
+    model: Option<String>,
     /// Log filter, e.g. `info`, `hermes=debug` (default: warn).
     #[arg(long, global = true, env = "HERMES_LOG", default_value = "warn")]
     log: String,
@@ -80,22 +91,31 @@ enum Command {
     /// Evaluations: `hermes eval memory --dataset FILE`.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// Show the resolved configuration — which model each role uses and where that came
+    /// from — and probe each model endpoint.
+    Doctor(doctor::DoctorArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     runtime::init_tracing(&cli.log, cli.log_json);
+    // chat, send, serve and doctor honour OPENAI_* / HERMES_MODEL; the demo keeps its script
+    // unless --model or a file says otherwise; the bench brings its own model.
+    let (path, model) = (cli.config.clone(), cli.model.clone());
+    let load = |honour_env| load(path.as_deref(), model.clone(), honour_env);
+    let all = |honour_env| load(honour_env).map(|(config, _)| config);
     let result = match cli.command {
-        Command::Demo(args) => load(&cli.config).and_then(|c| demo::run(c, args)),
-        Command::Serve(args) => load(&cli.config).and_then(|c| serve::run(c, args)),
-        Command::Send(args) => load(&cli.config).and_then(|c| send::run_send(c, args)),
-        Command::Chat(args) => load(&cli.config).and_then(|c| send::run_chat(c, args)),
-        Command::Bench(args) => load(&cli.config).and_then(|c| bench_cmd::run(c, args)),
-        Command::Sessions(args) => load(&cli.config).and_then(|c| sessions::run(c, args)),
-        Command::Tools(cmd) => load(&cli.config).and_then(|c| tools::run(c, cmd)),
-        Command::Memory(args) => load(&cli.config).and_then(|c| memory::run(c, args)),
-        Command::Eval(cmd) => load(&cli.config).and_then(|c| eval::run(c, cmd)),
-        Command::Mcp(command) => mcp::run(cli.config, command),
+        Command::Demo(args) => all(false).and_then(|c| demo::run(c, args)),
+        Command::Serve(args) => all(true).and_then(|c| serve::run(c, args)),
+        Command::Send(args) => all(true).and_then(|c| send::run_send(c, args)),
+        Command::Chat(args) => all(true).and_then(|c| send::run_chat(c, args)),
+        Command::Bench(args) => all(false).and_then(|c| bench_cmd::run(c, args)),
+        Command::Sessions(args) => all(true).and_then(|c| sessions::run(c, args)),
+        Command::Tools(cmd) => all(true).and_then(|c| tools::run(c, cmd)),
+        Command::Memory(args) => all(true).and_then(|c| memory::run(c, args)),
+        Command::Eval(cmd) => all(true).and_then(|c| eval::run(c, cmd)),
+        Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
+        Command::Mcp(command) => mcp::run(cli.config.clone(), command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,6 +126,19 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn load(path: &Option<PathBuf>) -> anyhow::Result<Config> {
-    Ok(Config::load(path.as_deref())?)
+/// The defaults, the `--config` file, then `--model` and (when `honour_env`) the environment's
+/// model conventions.
+fn load(
+    path: Option<&Path>,
+    flag: Option<String>,
+    honour_env: bool,
+) -> anyhow::Result<(Config, ConfigReport)> {
+    let (mut config, mut report) = load_file(path)?;
+    let choice = ModelChoice {
+        flag,
+        env: ModelEnv::from_process(),
+        honour_env,
+    };
+    apply_model_choice(&mut config, &mut report, &choice);
+    Ok((config, report))
 }

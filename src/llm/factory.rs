@@ -4,38 +4,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bench::BenchModel;
+use super::fallback::FallbackModel;
 use super::openai::OpenAiModel;
 use super::replay::ReplayModel;
 use super::{ChatModel, LlmError};
-use crate::config::{ModelConfig, DEMO_SCENARIO};
+use crate::config::{ModelConfig, ModelEnv, OpenAiConfig, DEMO_SCENARIO};
 
 /// The model `config` describes, serving `role` (planner | extractor | summariser).
 ///
-/// An OpenAI model with `api_key_env` reads its key from that environment variable now; a
-/// replay model with `scenario = "builtin:demo"` uses the embedded demo scenario.
+/// An OpenAI model reads its endpoint and key as [`OpenAiConfig`] says (its own keys, else
+/// `OPENAI_BASE_URL` / `OPENAI_API_KEY`) now; a replay model with
+/// `scenario = "builtin:demo"` uses the embedded demo scenario; a `fallback` table wraps the
+/// model in a [`FallbackModel`].
 pub fn build_model(config: &ModelConfig, role: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
     match config {
-        ModelConfig::Openai {
-            base_url,
-            model,
-            api_key_env,
-            timeout_secs,
-            stream,
-            temperature,
-        } => {
-            let api_key = match api_key_env {
-                Some(var) => Some(api_key_from_env(var, role)?),
-                None => None,
-            };
-            let timeout = Duration::from_secs(*timeout_secs);
-            Ok(Arc::new(OpenAiModel::new(
-                base_url,
-                model,
-                api_key,
-                timeout,
-                *stream,
-                *temperature,
-            )?))
+        ModelConfig::Openai(table) => {
+            let primary = build_openai(table, role, &ModelEnv::from_process())?;
+            match &table.fallback {
+                Some(fallback) => {
+                    let fallback = build_model(fallback, role)?;
+                    Ok(Arc::new(FallbackModel::new(primary, fallback)))
+                }
+                None => Ok(primary),
+            }
         }
         ModelConfig::Replay { scenario } => {
             Ok(Arc::new(ReplayModel::load(scenario, role, DEMO_SCENARIO)?))
@@ -44,7 +35,31 @@ pub fn build_model(config: &ModelConfig, role: &str) -> Result<Arc<dyn ChatModel
     }
 }
 
-fn api_key_from_env(var: &str, role: &str) -> Result<String, LlmError> {
+fn build_openai(
+    table: &OpenAiConfig,
+    role: &str,
+    env: &ModelEnv,
+) -> Result<Arc<dyn ChatModel>, LlmError> {
+    let key_variable = table.key_variable(env);
+    let api_key = match &key_variable {
+        Some(var) => Some(api_key_from_env(var, role)?),
+        None => None,
+    };
+    let model = OpenAiModel::new(
+        &table.resolved_base_url(env),
+        &table.model,
+        api_key,
+        Duration::from_secs(table.timeout_secs),
+        table.stream,
+        table.temperature,
+    )?
+    .with_retries(table.max_retries)
+    .with_key_variable(key_variable);
+    Ok(Arc::new(model))
+}
+
+/// The key in environment variable `var`, or an error that says how to set it.
+pub fn api_key_from_env(var: &str, role: &str) -> Result<String, LlmError> {
     match std::env::var(var) {
         Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_string()),
         Ok(_) => Err(LlmError::Config(format!(
@@ -62,14 +77,22 @@ mod tests {
     use super::*;
 
     fn openai(api_key_env: Option<&str>) -> ModelConfig {
-        ModelConfig::Openai {
-            base_url: "http://127.0.0.1:9/v1".into(),
-            model: "gpt-4o-mini".into(),
+        ModelConfig::Openai(OpenAiConfig {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key_env: api_key_env.map(str::to_string),
             timeout_secs: 5,
-            stream: true,
-            temperature: None,
-        }
+            ..OpenAiConfig::from_env("gpt-4o-mini")
+        })
+    }
+
+    #[test]
+    fn fallback_table_wraps_the_model() {
+        let ModelConfig::Openai(mut table) = openai(None) else {
+            panic!()
+        };
+        table.fallback = Some(Box::new(ModelConfig::Bench {}));
+        let model = build_model(&ModelConfig::Openai(table), "planner").unwrap();
+        assert_eq!(model.id(), "openai:gpt-4o-mini (fallback bench)");
     }
 
     #[test]

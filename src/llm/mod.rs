@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod factory;
+pub mod fallback;
 pub mod openai;
 pub mod replay;
 
@@ -141,8 +142,31 @@ pub type DeltaSender = mpsc::UnboundedSender<String>;
 pub enum LlmError {
     #[error("model endpoint {url} is unreachable: {reason}; check `base_url` in the [models] config and that the server runs")]
     Unreachable { url: String, reason: String },
-    #[error("model endpoint answered HTTP {status}: {body}; check the model name and API key")]
-    Http { status: u16, body: String },
+    #[error("model endpoint answered HTTP {status} after {attempts} attempts: {body}; check that the server is healthy, or configure a `fallback` model for this role")]
+    Http {
+        status: u16,
+        attempts: u32,
+        body: String,
+    },
+    #[error("model endpoint {url} refused the API key (HTTP {status}: {body}); {hint}")]
+    Auth {
+        status: u16,
+        url: String,
+        hint: String,
+        body: String,
+    },
+    #[error("model `{model}` was not found at {url} (HTTP 404: {body}); check `model` (run `hermes doctor` to see what the endpoint serves) and that `base_url` ends in /v1")]
+    ModelNotFound {
+        model: String,
+        url: String,
+        body: String,
+    },
+    #[error("the request does not fit the model's context window ({}, {}): {body}; lower `context_window` of the agent to the model's real window so older turns are summarised sooner", count_or("window", *limit), count_or("request", *requested))]
+    ContextLength {
+        limit: Option<u64>,
+        requested: Option<u64>,
+        body: String,
+    },
     #[error("model reply could not be understood: {0}")]
     BadResponse(String),
     #[error("model did not answer within {0:?}; raise `timeout_secs` for this model or use a faster one")]
@@ -151,6 +175,19 @@ pub enum LlmError {
     NoReplayRule(String),
     #[error("model configuration is invalid: {0}")]
     Config(String),
+    #[error("the model failed ({primary}) and so did its fallback ({fallback})")]
+    BothFailed {
+        primary: Box<LlmError>,
+        fallback: Box<LlmError>,
+    },
+}
+
+/// `"window 8192 tokens"`, or that the server did not say.
+fn count_or(what: &str, count: Option<u64>) -> String {
+    match count {
+        Some(n) => format!("{what} {n} tokens"),
+        None => format!("{what}: the server gave no count"),
+    }
 }
 
 /// A chat model. Implementations must be cheap to share between tasks.

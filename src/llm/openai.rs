@@ -1,12 +1,18 @@
 //! [`OpenAiModel`]: any OpenAI-compatible `POST {base_url}/chat/completions` endpoint (OpenAI,
 //! vLLM, Ollama, llama.cpp server, DeepSeek, Qwen…), whole or streamed.
 //!
-//! The wire format lives in [`wire`], the streaming machinery in [`stream`]; this file owns the
-//! HTTP exchange and the mapping of transport failures to [`LlmError`]:
-//! connection failure → `Unreachable`, non-2xx → `Http` (body quoted, cut to 1000 characters),
-//! `timeout` elapsed (for the whole exchange, streamed body included) → `Timeout`, a reply that
-//! is not the wire format → `BadResponse`.
+//! The wire format lives in [`wire`], the streaming machinery in [`stream`], what a failed
+//! exchange means and whether to try again in [`failure`]; this file owns the HTTP exchange:
+//! connection failure → `Unreachable`, non-2xx → `Auth` / `ModelNotFound` / `ContextLength` /
+//! `Http` (body quoted, cut to 1000 characters), `timeout` elapsed (for one attempt, streamed
+//! body included) → `Timeout`, a reply that is not the wire format → `BadResponse`.
+//!
+//! A 429, a 5xx or a refused connection is retried up to `max_retries` times, waiting what
+//! `Retry-After` asks or an exponential backoff with jitter. A stream that breaks after its
+//! first bytes is not retried: its deltas have already reached the user.
 
+mod failure;
+pub mod probe;
 mod stream;
 mod wire;
 
@@ -16,8 +22,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
 
+use self::failure::{into_error, jitter, parse_retry_after, Caller, Failure};
 use self::stream::{SseParser, StreamState};
-use self::wire::{parse_reply, quote, request_body, QUOTE_CHARS};
+use self::wire::{parse_reply, request_body};
 use super::{ChatModel, ChatRequest, ChatResponse, DeltaSender, LlmError};
 
 /// Longest wait for the TCP/TLS connection itself, whatever the overall timeout.
@@ -33,6 +40,9 @@ pub struct OpenAiModel {
     timeout: Duration,
     stream: bool,
     temperature: Option<f32>,
+    max_retries: u32,
+    /// The environment variable the key came from, named in a 401/403 error.
+    key_variable: Option<String>,
 }
 
 impl OpenAiModel {
@@ -77,11 +87,48 @@ impl OpenAiModel {
             timeout,
             stream,
             temperature,
+            max_retries: 0,
+            key_variable: None,
         })
     }
 
-    /// Send the request; a non-2xx answer becomes `LlmError::Http`.
+    /// Retry a 429, a 5xx or a refused connection up to `max_retries` times.
+    pub fn with_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Name the environment variable the key came from, for the error of a refused key.
+    pub fn with_key_variable(mut self, variable: Option<String>) -> Self {
+        self.key_variable = variable;
+        self
+    }
+
+    /// Send the request, retrying transient failures; the final failure is classified.
     async fn send(&self, body: &Value) -> Result<reqwest::Response, LlmError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let failure = match self.send_once(body).await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            if attempt > self.max_retries || !failure.is_transient() {
+                let caller = Caller {
+                    url: &self.url,
+                    model: &self.model,
+                    key_variable: self.key_variable.as_deref(),
+                    attempts: attempt,
+                };
+                return Err(into_error(failure, &caller));
+            }
+            let wait = failure.delay(attempt, jitter());
+            tracing::warn!(model = %self.model, attempt, ?wait, ?failure, "model call failed; retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn send_once(&self, body: &Value) -> Result<reqwest::Response, Failure> {
         let mut builder = self.client.post(&self.url).json(body);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
@@ -89,15 +136,21 @@ impl OpenAiModel {
         let response = builder
             .send()
             .await
-            .map_err(|e| self.transport_error(&e, "sending the request"))?;
+            .map_err(|e| Failure::Other(self.transport_error(&e, "sending the request")))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
-        let text = response.text().await.unwrap_or_default();
-        Err(LlmError::Http {
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = response.text().await.unwrap_or_default();
+        Err(Failure::Status {
             status: status.as_u16(),
-            body: quote(text.trim(), QUOTE_CHARS),
+            body,
+            retry_after,
         })
     }
 

@@ -238,7 +238,9 @@ impl Tool for SessionSearchTool {
                 Chinese or English). Use it when the user refers to something said before that \
                 is not in the current context. Do not use it for facts about the world. \
                 Parameters: query (keywords), limit (1-10, default 5). Returns {hits: [{session, \
-                role, ts, text, score}]} best first; an empty list when nothing matches."
+                role, ts, text, score}]} best first; an empty list when nothing matches. \
+                Errors: unavailable when the session service does not answer (tell the user \
+                instead of retrying)."
                 .into(),
             input_schema: serde_json::json!({
                 "type": "object",

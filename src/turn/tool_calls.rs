@@ -44,7 +44,8 @@ pub(super) async fn execute(
                 Ok(prepared) => {
                     let mut repaired = call.clone();
                     repaired.arguments = prepared.arguments;
-                    let mut result = dispatch(env, meta, turn_id, &repaired, confirmed).await;
+                    let wait = def.timeout() + REPLY_MARGIN;
+                    let mut result = dispatch(env, meta, turn_id, &repaired, confirmed, wait).await;
                     result.auto_corrected |= !prepared.corrections.is_empty();
                     result.corrections.extend(prepared.corrections);
                     result
@@ -52,7 +53,10 @@ pub(super) async fn execute(
                 Err(e) => failed(call, e),
             }
         }
-        Some(_) => dispatch(env, meta, turn_id, call, confirmed).await,
+        Some(def) => {
+            let wait = def.timeout() + REPLY_MARGIN;
+            dispatch(env, meta, turn_id, call, confirmed, wait).await
+        }
         None => failed(call, unknown_tool(&call.name, tools)),
     };
     emitter
@@ -64,13 +68,21 @@ pub(super) async fn execute(
     result
 }
 
-/// Send one call to `hermes.tool.<name>` and wait for its result (errors become results).
+/// How long the session waits for a tool without a definition at hand (e.g. `job_status`).
+pub(super) fn default_wait(env: &TurnEnv) -> Duration {
+    Duration::from_secs(env.config.tools.default_timeout_secs) + REPLY_MARGIN
+}
+
+/// Send one call to `hermes.tool.<name>` and wait up to `timeout` for its result (errors
+/// become results). Callers pass the tool's own timeout plus a margin: the executor or worker
+/// reports its own timeouts, and the session must not give up first.
 pub(super) async fn dispatch(
     env: &TurnEnv,
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
     confirmed: bool,
+    timeout: Duration,
 ) -> ToolCallResult {
     let subject = match subjects::tool(&call.name) {
         Ok(s) => s,
@@ -94,7 +106,6 @@ pub(super) async fn dispatch(
         },
     )
     .for_session(&meta.agent, &meta.session, Some(&meta.user));
-    let timeout = Duration::from_secs(env.config.tools.default_timeout_secs) + REPLY_MARGIN;
     match rpc::call::<_, ToolCallResult>(
         env.bus.as_ref(),
         &subject,

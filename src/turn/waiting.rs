@@ -126,7 +126,8 @@ pub(super) async fn poll(
         name: JOB_STATUS.into(),
         arguments: json!({"job_id": job.job_id}),
     };
-    let reply = super::tool_calls::dispatch(env, meta, turn_id, &call, false).await;
+    let wait = super::tool_calls::default_wait(env);
+    let reply = super::tool_calls::dispatch(env, meta, turn_id, &call, false, wait).await;
     if let Some(e) = &reply.error {
         tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
         return None;

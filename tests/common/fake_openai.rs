@@ -43,13 +43,30 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 enum Scripted {
     Text(String),
     ToolCalls(Vec<(String, Value)>),
-    Error { status: u16, body: String },
-    Slow { delay: Duration, text: String },
+    Error {
+        status: u16,
+        body: String,
+        retry_after: Option<String>,
+    },
+    Slow {
+        delay: Duration,
+        text: String,
+    },
+}
+
+/// How the fake answers once its queue is empty: like a small obliging model. An extraction
+/// request (`response_format: json_object`) gets `{"memory_updates": []}`; a request whose last
+/// message is a tool result gets `Done: <that result>`; a user message with tools offered gets
+/// a call of `tool` (when that tool is offered); anything else gets `ok`.
+#[derive(Debug, Clone)]
+pub struct Auto {
+    pub tool: Option<(String, Value)>,
 }
 
 #[derive(Default)]
 struct State {
     queue: VecDeque<Scripted>,
+    auto: Option<Auto>,
     requests: Vec<Value>,
     authorizations: Vec<Option<String>>,
 }
@@ -92,6 +109,22 @@ impl FakeOpenAi {
         }
     }
 
+    /// A server on its own one-thread runtime (for tests that are not async themselves), in
+    /// [`Auto`] mode calling `tool` with `arguments` whenever a user message offers that tool.
+    /// Keep the runtime alive as long as the server.
+    pub fn start_auto(tool: &str, arguments: Value) -> (tokio::runtime::Runtime, Self) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fake = runtime.block_on(Self::start());
+        fake.set_auto(Auto {
+            tool: Some((tool.to_string(), arguments)),
+        });
+        (runtime, fake)
+    }
+
     /// `http://127.0.0.1:<port>/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
@@ -112,7 +145,22 @@ impl FakeOpenAi {
         self.push(Scripted::Error {
             status,
             body: body.to_string(),
+            retry_after: None,
         });
+    }
+
+    /// A 429 with `Retry-After: <retry_after>`.
+    pub fn push_rate_limited(&self, retry_after: &str) {
+        self.push(Scripted::Error {
+            status: 429,
+            body: r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#.into(),
+            retry_after: Some(retry_after.to_string()),
+        });
+    }
+
+    /// Answer by [`Auto`] once the queue is empty.
+    pub fn set_auto(&self, auto: Auto) {
+        self.state.lock().unwrap().auto = Some(auto);
     }
 
     /// A text reply that starts only after `delay` (for timeout tests).
@@ -138,10 +186,24 @@ impl FakeOpenAi {
     }
 }
 
+/// The models `GET /v1/models` lists.
+pub const MODELS: [&str; 3] = ["gpt-4o-mini", "qwen2.5:7b", "fake-model"];
+
 async fn handle(
     req: Request<Incoming>,
     state: Arc<Mutex<State>>,
 ) -> Result<Response<Body>, Infallible> {
+    if req.method() == Method::GET && req.uri().path() == "/v1/models" {
+        let data: Vec<Value> = MODELS
+            .iter()
+            .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+            .collect();
+        let list = json!({"object": "list", "data": data});
+        return Ok(Response::builder()
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(list.to_string())).boxed_unsync())
+            .unwrap());
+    }
     if req.method() != Method::POST || req.uri().path() != "/v1/chat/completions" {
         return Ok(plain(
             StatusCode::NOT_FOUND,
@@ -169,7 +231,9 @@ async fn handle(
         let mut state = state.lock().unwrap();
         state.requests.push(body.clone());
         state.authorizations.push(authorization);
-        (state.queue.pop_front(), state.requests.len())
+        let next = state.queue.pop_front();
+        let next = next.or_else(|| state.auto.as_ref().map(|auto| auto_reply(auto, &body)));
+        (next, state.requests.len())
     };
     let Some(mut scripted) = scripted else {
         return Ok(plain(
@@ -181,9 +245,20 @@ async fn handle(
         tokio::time::sleep(delay).await;
         scripted = Scripted::Text(text);
     }
-    if let Scripted::Error { status, body } = scripted {
+    if let Scripted::Error {
+        status,
+        body,
+        retry_after,
+    } = scripted
+    {
         let status = StatusCode::from_u16(status).unwrap();
-        return Ok(plain(status, &body));
+        let mut response = plain(status, &body);
+        if let Some(wait) = retry_after {
+            response
+                .headers_mut()
+                .insert("retry-after", wait.parse().unwrap());
+        }
+        return Ok(response);
     }
     let calls = tool_calls(&scripted, number);
     let text = match &scripted {
@@ -195,6 +270,32 @@ async fn handle(
         return Ok(streamed(&text, &calls, usage));
     }
     Ok(whole(&text, &calls))
+}
+
+fn auto_reply(auto: &Auto, body: &Value) -> Scripted {
+    if body["response_format"]["type"] == "json_object" {
+        return Scripted::Text(r#"{"memory_updates": []}"#.into());
+    }
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or(Value::Null);
+    if last["role"] == "tool" {
+        let result = last["content"].as_str().unwrap_or_default();
+        return Scripted::Text(format!("Done: {result}"));
+    }
+    let offered = |name: &str| {
+        body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == name))
+    };
+    match &auto.tool {
+        Some((name, args)) if last["role"] == "user" && offered(name) => {
+            Scripted::ToolCalls(vec![(name.clone(), args.clone())])
+        }
+        _ => Scripted::Text("ok".into()),
+    }
 }
 
 /// `(id, name, arguments JSON text)` of the scripted calls; ids are `call_<request>_<index>`.

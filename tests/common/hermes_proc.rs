@@ -6,9 +6,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The binary under test, with no model conventions inherited from the environment.
 pub fn hermes() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes"));
     cmd.env("HERMES_LOG", "warn");
+    for var in [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "HERMES_MODEL",
+        "HERMES_CONFIG",
+    ] {
+        cmd.env_remove(var);
+    }
     cmd
 }
 

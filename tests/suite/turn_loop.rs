@@ -276,14 +276,11 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
     fake.push_text("One plus two is three, as the tool says.");
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path(), SCENARIO);
-    config.models.planner = hermes::config::ModelConfig::Openai {
-        base_url: fake.base_url(),
-        model: "gpt-4o-mini".into(),
-        api_key_env: None,
+    config.models.planner = hermes::config::ModelConfig::Openai(hermes::config::OpenAiConfig {
+        base_url: Some(fake.base_url()),
         timeout_secs: 30,
-        stream: true,
-        temperature: None,
-    };
+        ..hermes::config::OpenAiConfig::from_env("gpt-4o-mini")
+    });
     with_engine(config, |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "oa", "u1")
             .await

@@ -1,5 +1,15 @@
 //! The one typed configuration tree, loaded once (embedded defaults, then an optional file,
-//! then CLI overrides) and passed down. Nothing reads configuration from globals.
+//! then the model conventions of the environment and CLI overrides) and passed down. Nothing
+//! reads configuration from globals.
+//!
+//! [`load`] owns the merge of a file over the defaults and where each model role came from;
+//! [`models`] owns the model tables and the `OPENAI_*` / `HERMES_MODEL` conventions.
+
+pub mod load;
+pub mod models;
+
+pub use load::{ConfigReport, ModelOrigin};
+pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,9 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// The defaults every run starts from; `config/default.toml` in the repository.
-pub const DEFAULT_CONFIG: &str = include_str!("../config/default.toml");
+pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
 /// The demo story's scripted model replies; `config/demo-scenario.toml`.
-pub const DEMO_SCENARIO: &str = include_str!("../config/demo-scenario.toml");
+pub const DEMO_SCENARIO: &str = include_str!("../../config/demo-scenario.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -85,47 +95,6 @@ pub struct AgentConfig {
 
 fn default_recent_turns() -> usize {
     10
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelsConfig {
-    pub planner: ModelConfig,
-    pub extractor: ModelConfig,
-    pub summariser: ModelConfig,
-}
-
-/// One model role's provider.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "provider", rename_all = "lowercase", deny_unknown_fields)]
-pub enum ModelConfig {
-    /// Any OpenAI-compatible chat-completions endpoint.
-    Openai {
-        /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`
-        base_url: String,
-        model: String,
-        /// Name of the environment variable holding the API key (none for local servers).
-        #[serde(default)]
-        api_key_env: Option<String>,
-        #[serde(default = "default_model_timeout")]
-        timeout_secs: u64,
-        /// Stream the reply (text deltas reach `hermes.out…` as they arrive).
-        #[serde(default = "default_true")]
-        stream: bool,
-        #[serde(default)]
-        temperature: Option<f32>,
-    },
-    /// A scripted model read from a scenario file; `builtin:demo` is the demo's script.
-    Replay { scenario: String },
-    /// The benchmark model of `shared/bench/WORKLOAD.md`.
-    Bench {},
-}
-
-fn default_model_timeout() -> u64 {
-    120
-}
-fn default_true() -> bool {
-    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -348,41 +317,12 @@ impl Config {
         Self::parse(DEFAULT_CONFIG, "embedded defaults")
     }
 
-    /// The embedded defaults with `path`'s tables merged over them (tables merge key by key;
-    /// arrays and values replace).
+    /// The embedded defaults with `path`'s tables merged over them (see [`load`]).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let mut base: toml::Value =
-            toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError::Parse {
-                origin: "embedded defaults".into(),
-                message: e.to_string(),
-            })?;
-        let origin = match path {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-                let overlay: toml::Value =
-                    toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                        origin: path.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-                merge(&mut base, overlay);
-                path.display().to_string()
-            }
-            None => "embedded defaults".into(),
-        };
-        let config: Config = base
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Parse {
-                origin,
-                message: e.to_string(),
-            })?;
-        config.check()?;
-        Ok(config)
+        Ok(load::load_file(path)?.0)
     }
 
-    fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.into(),
             message: e.to_string(),
@@ -391,7 +331,7 @@ impl Config {
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         for name in self.agents.keys() {
             crate::bus::subjects::check_id("agent", name).map_err(|e| ConfigError::Invalid {
                 key: format!("agents.{name}"),
@@ -484,22 +424,6 @@ impl Config {
                 self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         })
-    }
-}
-
-fn merge(base: &mut toml::Value, overlay: toml::Value) {
-    match (base, overlay) {
-        (toml::Value::Table(b), toml::Value::Table(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(existing) if existing.is_table() && v.is_table() => merge(existing, v),
-                    _ => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
     }
 }
 

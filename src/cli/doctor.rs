@@ -1,0 +1,181 @@
+//! `hermes doctor`: the configuration `chat`, `send` and `serve` would run with — which model
+//! each role uses and where that came from — and a probe of every model endpoint.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clap::Args;
+
+use hermes::config::models::ROLES;
+use hermes::config::{Config, ConfigReport, ModelConfig, ModelEnv, ModelOrigin};
+use hermes::llm::openai::probe::{probe, ProbeOutcome};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Show the configuration only; do not contact the model endpoints.
+    #[arg(long)]
+    no_probe: bool,
+    /// Seconds to wait for each endpoint.
+    #[arg(long, default_value_t = 10)]
+    timeout: u64,
+}
+
+/// How to connect a real model, for people who have only the demo script.
+pub const CONNECT_A_MODEL: &str = "\
+Connect a real model in one of two ways:
+  1. the environment, no file:  export OPENAI_API_KEY=sk-…  (and, for Ollama, vLLM or a
+     llama.cpp server: export OPENAI_BASE_URL=http://127.0.0.1:11434/v1), then
+     export HERMES_MODEL=gpt-4o-mini or pass --model NAME
+  2. a config file:  hermes --config my.toml chat, with [models.planner] provider = \"openai\"
+     and model = \"…\" (see README.md, \"A real model\")
+`hermes doctor` shows which model each role uses and checks the endpoint.";
+
+pub fn run(config: Config, report: ConfigReport, args: DoctorArgs) -> anyhow::Result<()> {
+    let env = ModelEnv::from_process();
+    print_config(&config, &report);
+    print_models(&config, &report, &env);
+    if ROLES
+        .iter()
+        .filter_map(|r| config.models.role(r))
+        .all(ModelConfig::is_demo_script)
+    {
+        println!("\nEvery role uses the scripted demo model: it knows only the demo story.");
+        println!("{CONNECT_A_MODEL}");
+    }
+    if args.no_probe {
+        return Ok(());
+    }
+    let failed = super::runtime::io_runtime()?.block_on(probe_endpoints(
+        &config,
+        &env,
+        Duration::from_secs(args.timeout),
+    ));
+    if failed > 0 {
+        anyhow::bail!("{failed} model endpoint(s) failed the probe; see above");
+    }
+    Ok(())
+}
+
+fn print_config(config: &Config, report: &ConfigReport) {
+    let file = match &report.file {
+        Some(path) => format!("embedded defaults + {}", path.display()),
+        None => "embedded defaults (no --config / HERMES_CONFIG)".into(),
+    };
+    println!("{:<10}  {file}", "config");
+    println!("{:<10}  {}", "bus", config.bus.url);
+    println!("{:<10}  {}", "data dir", config.engine.data_dir.display());
+    let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
+    println!("{:<10}  {}", "agents", agents.join(", "));
+    println!();
+}
+
+fn print_models(config: &Config, report: &ConfigReport, env: &ModelEnv) {
+    let rows: Vec<[String; 6]> = ROLES
+        .iter()
+        .filter_map(|role| Some((role, config.models.role(role)?)))
+        .map(|(role, model)| {
+            let origin = report
+                .models
+                .get(role)
+                .unwrap_or(&ModelOrigin::Defaults)
+                .to_string();
+            let (name, endpoint, key) = describe(model, env);
+            [
+                role.to_string(),
+                model.provider().to_string(),
+                name,
+                endpoint,
+                key,
+                origin,
+            ]
+        })
+        .collect();
+    let header = ["role", "provider", "model", "endpoint", "key", "from"].map(str::to_string);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+/// `(model, endpoint, key)` columns for one role.
+fn describe(model: &ModelConfig, env: &ModelEnv) -> (String, String, String) {
+    match model {
+        ModelConfig::Openai(table) => {
+            let key = match table.key_variable(env) {
+                Some(var) if std::env::var(&var).is_ok_and(|v| !v.trim().is_empty()) => {
+                    format!("${var} (set)")
+                }
+                Some(var) => format!("${var} (NOT SET)"),
+                None => "none".into(),
+            };
+            let mut name = table.model.clone();
+            if let Some(fallback) = &table.fallback {
+                let (fallback_name, _, _) = describe(fallback, env);
+                name.push_str(&format!(" → fallback {fallback_name}"));
+            }
+            (name, table.resolved_base_url(env), key)
+        }
+        ModelConfig::Replay { scenario } => (scenario.clone(), "-".into(), "-".into()),
+        ModelConfig::Bench {} => ("bench".into(), "-".into(), "-".into()),
+    }
+}
+
+/// Probe each distinct (endpoint, model, key) once; the number that failed.
+async fn probe_endpoints(config: &Config, env: &ModelEnv, timeout: Duration) -> usize {
+    let mut targets: BTreeMap<(String, String, Option<String>), Vec<&str>> = BTreeMap::new();
+    for role in ROLES {
+        let mut model = config.models.role(role);
+        while let Some(ModelConfig::Openai(table)) = model {
+            let key = table.key_variable(env);
+            targets
+                .entry((table.resolved_base_url(env), table.model.clone(), key))
+                .or_default()
+                .push(role);
+            model = table.fallback.as_deref();
+        }
+    }
+    let mut failed = 0;
+    for ((url, model, key_var), roles) in targets {
+        let key = key_var
+            .as_deref()
+            .and_then(|v| std::env::var(v).ok())
+            .filter(|k| !k.trim().is_empty());
+        println!("\nprobing {url} for `{model}` ({})", roles.join(", "));
+        let result = probe(&url, &model, key.as_deref(), timeout).await;
+        let ms = result.elapsed.as_millis();
+        match result.outcome {
+            ProbeOutcome::Listed { models, has_model } => {
+                println!(
+                    "  ok: GET /models answered in {ms} ms ({} models)",
+                    models.len()
+                );
+                if !has_model {
+                    failed += 1;
+                    let some: Vec<&str> = models.iter().take(10).map(String::as_str).collect();
+                    println!(
+                        "  problem: `{model}` is not among them; it serves: {}",
+                        some.join(", ")
+                    );
+                }
+            }
+            ProbeOutcome::Completed => {
+                println!("  ok: a one-token completion with `{model}` worked in {ms} ms")
+            }
+            ProbeOutcome::Failed(why) => {
+                failed += 1;
+                println!("  problem: {why}");
+            }
+        }
+    }
+    failed
+}

@@ -1,0 +1,241 @@
+//! README.md, executed: every `sh`/`bash` block runs and every `toml` block loads as a config
+//! file, in README order, in one working directory — the way a reader follows it. A block
+//! whose info string says `no-run` is skipped (each such block says why in the README).
+//!
+//! How a block runs: `bash -euo pipefail` in a temporary directory that links the checkout's
+//! `config/`, `examples/`, `scripts/` and `tests/`; `hermes` is the binary under test (first on
+//! `PATH`, with `.tools/venv/bin` for `nats-server` and the Python examples);
+//! `cargo run [--release] -- ARGS` runs `hermes ARGS`; background jobs (`&`) are stopped when
+//! the block ends. Two addresses stand for servers the harness provides: `127.0.0.1:11434`
+//! (an OpenAI-compatible server, as Ollama's port) becomes the local fake OpenAI server, which
+//! answers like a small obliging model and streams tool-call arguments in fragments; and
+//! `4222` becomes a free port for the `nats-server` the block starts itself.
+//!
+//! A toml block whose first line is `# NAME.toml …` is also written to `NAME.toml` for the
+//! blocks after it. Info-string words after the language are harness directives:
+//! `no-run`, and `expect-tool-call` (the fake model must have received a tool result during
+//! the block, i.e. a turn completed a tool call).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::fake_openai::FakeOpenAi;
+
+/// Longest a block may run.
+const BLOCK_TIMEOUT: Duration = Duration::from_secs(240);
+
+#[derive(Debug)]
+struct Block {
+    /// 1-based line of the opening fence.
+    line: usize,
+    lang: String,
+    directives: Vec<String>,
+    text: String,
+}
+
+impl Block {
+    fn has(&self, directive: &str) -> bool {
+        self.directives.iter().any(|d| d == directive)
+    }
+}
+
+fn blocks(markdown: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut open: Option<Block> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match &mut open {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    let mut words = info.split_whitespace().map(str::to_string);
+                    open = Some(Block {
+                        line: i + 1,
+                        lang: words.next().unwrap_or_default(),
+                        directives: words.collect(),
+                        text: String::new(),
+                    });
+                }
+            }
+            Some(block) => {
+                if trimmed.starts_with("```") {
+                    out.extend(open.take());
+                } else {
+                    block.text.push_str(line);
+                    block.text.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The working directory: a temporary folder with the checkout's folders linked in.
+fn workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["config", "examples", "scripts", "tests"] {
+        std::os::unix::fs::symlink(repo().join(name), dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
+const PRELUDE: &str = r#"
+cargo() {
+  if [ "${1:-}" = run ]; then
+    shift
+    while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done
+    [ "$#" -gt 0 ] && shift
+    hermes "$@"
+  else
+    echo "README harness: \`cargo $*\` is not run here; mark the block no-run" >&2
+    return 1
+  fi
+}
+stop_jobs() { kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; }
+trap stop_jobs EXIT
+"#;
+
+/// The block's text with the harness's servers in place of the documented addresses.
+fn localise(text: &str, fake_addr: &str) -> String {
+    let nats_port = free_port().to_string();
+    let nats = regex::Regex::new(r"\b4222\b").unwrap();
+    nats.replace_all(text, nats_port.as_str())
+        .replace("127.0.0.1:11434", fake_addr)
+}
+
+fn run_sh(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
+    let text = localise(&block.text, fake_addr);
+    let hermes = PathBuf::from(env!("CARGO_BIN_EXE_hermes"));
+    let path = format!(
+        "{}:{}:{}",
+        hermes.parent().unwrap().display(),
+        repo().join(".tools/venv/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!("{PRELUDE}\n{text}");
+    let mut child = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("HERMES_LOG", "warn")
+        .env_remove("HERMES_CONFIG")
+        .env_remove("HERMES_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start bash: {e}"))?;
+    let started = Instant::now();
+    loop {
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        if started.elapsed() > BLOCK_TIMEOUT {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let tail = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
+    Err(format!(
+        "exit {:?} after {:?}\n--- block ---\n{text}--- stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}",
+        output.status.code(),
+        started.elapsed(),
+        tail(&output.stdout),
+        tail(&output.stderr)
+    ))
+}
+
+fn check_toml(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
+    let first = block.text.lines().next().unwrap_or_default();
+    let name = first
+        .strip_prefix("# ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|n| n.ends_with(".toml"));
+    let path = dir.join(name.unwrap_or("readme-snippet.toml"));
+    std::fs::write(&path, localise(&block.text, fake_addr)).map_err(|e| e.to_string())?;
+    hermes::config::load::load_file(Some(&path))
+        .map(|_| ())
+        .map_err(|e| format!("does not load as a config file: {e}\n{}", block.text))
+}
+
+fn received_tool_result(fake: &FakeOpenAi, from: usize) -> bool {
+    fake.requests()[from..].iter().any(|r| {
+        r["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+    })
+}
+
+#[test]
+fn readme_blocks_run() {
+    let (_runtime, fake) = FakeOpenAi::start_auto("add", json!({"a": 2, "b": 3}));
+    let fake_addr = fake
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let dir = workdir();
+    let mut ran = 0;
+    for block in blocks(&readme) {
+        if block.has("no-run") {
+            continue;
+        }
+        let seen = fake.requests().len();
+        let result = match block.lang.as_str() {
+            "sh" | "bash" | "shell" => run_sh(&block, dir.path(), &fake_addr),
+            "toml" => check_toml(&block, dir.path(), &fake_addr),
+            _ => continue,
+        };
+        if let Err(why) = result {
+            panic!("README.md block at line {} failed: {why}", block.line);
+        }
+        if block.has("expect-tool-call") {
+            assert!(
+                received_tool_result(&fake, seen),
+                "README.md block at line {}: no turn completed a tool call through the model",
+                block.line
+            );
+        }
+        ran += 1;
+    }
+    assert!(
+        ran >= 10,
+        "only {ran} README blocks ran; is the README intact?"
+    );
+}
+
+#[test]
+fn block_parser_reads_info_string_directives() {
+    let md = "text\n```sh no-run\necho a\n```\n```toml\n# my.toml\nx = 1\n```\n";
+    let found = blocks(md);
+    assert_eq!(found.len(), 2);
+    assert_eq!((found[0].lang.as_str(), found[0].line), ("sh", 2));
+    assert!(found[0].has("no-run"));
+    assert_eq!(found[1].text, "# my.toml\nx = 1\n");
+}
