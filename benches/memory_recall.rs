@@ -99,7 +99,9 @@ fn record(user: usize, i: usize, rng: &mut Lcg) -> MemoryRecord {
 
 fn fill(total: usize) -> (tempfile::TempDir, MemoryStore) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = hermes::store::open(dir.path()).expect("sled opens");
+    let db = hermes::store::durability::Durable::from(
+        hermes::store::open(dir.path()).expect("sled opens"),
+    );
     let store = MemoryStore::open(&db).expect("store opens");
     let mut rng = Lcg(7);
     let started = Instant::now();

@@ -19,11 +19,11 @@ use serde_json::json;
 
 use hermes::actors::tool_executor::{build_registry, execute, Caller, ExecCore};
 use hermes::actors::ActorSet;
-use hermes::bus::messages::{kinds, ToolCallRequest, ToolCallResult};
 use hermes::bus::{rpc, SharedBus};
 use hermes::config::Config;
 use hermes::engine::Engine;
-use hermes::envelope::Envelope;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::{kinds, ToolCallRequest, ToolCallResult};
 use hermes::tools::metrics::ExecutorMetrics;
 use hermes::tools::stores::ToolStores;
 
@@ -149,7 +149,7 @@ fn validation(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let db = hermes::store::open(dir.path()).unwrap();
+    let db = hermes::store::durability::Durable::from(hermes::store::open(dir.path()).unwrap());
     let bus = rt
         .block_on(hermes::bus::connect("embedded", Some(db.clone())))
         .unwrap();

@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
-use crate::bus::messages::{
+use crate::bus::{rpc, SharedBus, Subscription};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{
     kinds, Accepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
 };
-use crate::bus::{rpc, subjects, SharedBus, Subscription};
-use crate::envelope::Envelope;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

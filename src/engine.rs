@@ -9,17 +9,22 @@ use tokio::runtime::Handle;
 
 use crate::actors::mcp_bridge::McpBridge;
 use crate::actors::memory_extractor::MemoryExtractor;
+use crate::actors::memory_service::MemoryRequests;
 use crate::actors::planner::Planner;
-use crate::actors::router::{LiveSessions, SessionRouter};
+use crate::actors::router::SessionRouter;
 use crate::actors::session_search::SessionSearch;
 use crate::actors::tool_executor::{self, ToolExecutor};
-use crate::actors::{adapter, ActorDeps, ActorSet};
-use crate::bus::messages::McpCatalog;
-use crate::bus::{self, subjects, SharedBus};
+use crate::actors::{ActorDeps, ActorSet};
+use crate::bus::service::typed;
+use crate::bus::{self, Serving, SharedBus};
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::llm::factory::build_model;
 use crate::memory::MemoryService;
+use crate::protocol::subjects;
+use crate::protocol::McpCatalog;
+use crate::protocol::SessionSearchRequest;
+use crate::store::durability::Durable;
 use crate::store::sessions::SessionStore;
 use crate::turn::TurnEnv;
 
@@ -41,14 +46,18 @@ const ARBITER_JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// A running engine.
 pub struct Engine {
     pub bus: SharedBus,
-    pub db: Option<sled::Db>,
+    pub db: Option<Durable>,
     pub config: Arc<Config>,
     /// The MCP servers this process mounted, and how they fared.
     pub mcp: Option<McpCatalog>,
     /// Tools mounted from MCP servers.
     pub mcp_tools_mounted: usize,
-    router: Option<Addr<SessionRouter>>,
+    router: Option<SessionRouter>,
     arbiters: Vec<Arbiter>,
+    /// Bus services this process runs; dropping them stops serving.
+    services: Vec<Serving>,
+    /// Actors held alive for as long as the engine runs (an actor with no address stops).
+    actors: Vec<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Engine {
@@ -65,14 +74,14 @@ impl Engine {
             || actors.mcp_bridge
         {
             let dir = config.engine.data_dir.clone();
-            Some(
-                io.spawn_blocking(move || crate::store::open(&dir))
-                    .await
-                    .map_err(|e| EngineError::Actor {
-                        actor: "store",
-                        reason: e.to_string(),
-                    })??,
-            )
+            let db = io
+                .spawn_blocking(move || crate::store::open(&dir))
+                .await
+                .map_err(|e| EngineError::Actor {
+                    actor: "store",
+                    reason: e.to_string(),
+                })??;
+            Some(Durable::new(db, config.engine.durability_mode()))
         } else {
             None
         };
@@ -98,16 +107,21 @@ impl Engine {
             mcp_tools_mounted: 0,
             router: None,
             arbiters: Vec::new(),
+            services: Vec::new(),
+            actors: Vec::new(),
         };
         if actors.mcp_bridge {
             let arbiter = engine.arbiter();
-            let (_, catalog) = McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
-                .await
-                .map_err(|reason| EngineError::Actor {
-                    actor: "mcp-bridge",
-                    reason,
-                })?;
+            let (bridge, catalog, serving) =
+                McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
+                    .await
+                    .map_err(|reason| EngineError::Actor {
+                        actor: "mcp-bridge",
+                        reason,
+                    })?;
             engine.mcp = Some(catalog);
+            engine.services.extend(serving);
+            engine.actors.push(Box::new(bridge));
         }
         if actors.tool_executor {
             engine.start_tool_executor(&deps, actors.mcp_bridge).await?;
@@ -139,20 +153,19 @@ impl Engine {
         deps: &ActorDeps,
         bridge_here: bool,
     ) -> Result<(), EngineError> {
-        let arbiter = self.arbiter();
-        let (addr, core) = ToolExecutor::start(deps.clone(), self.db.clone(), &arbiter)
+        let (executor, serving) = ToolExecutor::start(deps.clone(), self.db.clone())
             .await
             .map_err(|reason| EngineError::Actor {
                 actor: "tool-executor",
                 reason,
             })?;
+        self.services.extend(serving);
         if self.config.mcp.servers.is_empty() {
             return Ok(());
         }
         let mount = tool_executor::mount_mcp_tools(
             deps.clone(),
-            core.registry,
-            addr,
+            executor,
             Duration::from_secs(if bridge_here { 10 } else { 120 }),
         );
         if bridge_here {
@@ -191,19 +204,8 @@ impl Engine {
                     reason: e.to_string(),
                 }
             })?;
-        let arbiter = self.arbiter();
         let planner = Planner::new(deps.clone(), model, summariser);
-        let addr = Planner::start_in_arbiter(&arbiter, |_| planner);
-        for subject in [subjects::PLAN, subjects::SUMMARISE] {
-            adapter::serve(
-                &deps.io,
-                deps.bus.clone(),
-                subject,
-                Some(subjects::groups::PLANNER),
-                addr.clone().recipient(),
-            )
-            .await?;
-        }
+        self.services.extend(planner.serve().await?);
         Ok(())
     }
 
@@ -237,13 +239,16 @@ impl Engine {
                 reason: e.to_string(),
             }
         })?;
+        self.services
+            .extend(MemoryRequests::serve(service.clone(), self.config.clone(), &deps.bus).await?);
         let arbiter = self.arbiter();
-        MemoryExtractor::start(deps.clone(), service, model, &arbiter)
+        let extractor = MemoryExtractor::start(deps.clone(), service, model, &db, &arbiter)
             .await
             .map_err(|reason| EngineError::Actor {
                 actor: "memory-extractor",
                 reason,
             })?;
+        self.actors.push(Box::new(extractor));
         Ok(())
     }
 
@@ -278,52 +283,50 @@ impl Engine {
             store: SessionStore::open(&db)?,
             tokens,
         };
-        let search = SessionSearch {
+        let search = Arc::new(SessionSearch {
             store: env.store.clone(),
-            max_envelope_bytes: self.config.engine.max_envelope_bytes,
-        }
-        .start();
-        adapter::serve(
-            &deps.io,
-            deps.bus.clone(),
-            subjects::SESSIONS_SEARCH,
-            Some(subjects::groups::SESSION),
-            search.recipient(),
-        )
-        .await?;
-        let router = SessionRouter::new(env, deps.io.clone()).start();
-        adapter::forward(
-            &deps.io,
-            deps.bus.clone(),
-            subjects::INBOUND_ALL,
-            Some(subjects::groups::SESSION),
-            router.clone().recipient(),
-        )
-        .await?;
-        // Async jobs' completions wake the sessions waiting on them.
-        adapter::forward(
-            &deps.io,
-            deps.bus.clone(),
-            subjects::JOB_ALL,
-            Some(subjects::groups::SESSION),
-            router.clone().recipient(),
-        )
-        .await?;
+        });
+        self.services.push(
+            deps.bus
+                .serve(
+                    subjects::SESSIONS_SEARCH,
+                    subjects::groups::SESSION,
+                    typed::<SessionSearchRequest, _>(search, self.config.engine.max_envelope_bytes),
+                )
+                .await?,
+        );
+        let count = match self.config.engine.session_arbiters {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        };
+        let arbiters = (0..count).map(|_| self.arbiter()).collect();
+        let router = SessionRouter::new(env, arbiters);
+        // The services, the eviction timer and the resume scan live on the I/O runtime.
+        let bus = deps.bus.clone();
+        let serving_router = router.clone();
+        let serving = deps
+            .io
+            .spawn(async move { serving_router.serve(&bus).await })
+            .await
+            .map_err(|e| EngineError::Actor {
+                actor: "session",
+                reason: e.to_string(),
+            })??;
+        self.services.extend(serving);
         self.router = Some(router);
         Ok(())
     }
 
     /// Session actors in memory now (idle ones stop after `engine.session_idle_secs`).
     pub async fn live_sessions(&self) -> usize {
-        match &self.router {
-            Some(r) => r.send(LiveSessions).await.unwrap_or(0),
-            None => 0,
-        }
+        self.router.as_ref().map_or(0, SessionRouter::live)
     }
 
     /// Stop the actors' threads, wait for them to end (so their handles on the store are
     /// gone and the data directory can be opened again) and flush the store.
     pub async fn shutdown(self) {
+        drop(self.services);
+        drop(self.actors);
         for a in &self.arbiters {
             a.stop();
         }
@@ -340,7 +343,7 @@ impl Engine {
             tracing::warn!("actor threads did not end in time; shutting down without them");
         }
         if let Some(db) = &self.db {
-            if let Err(e) = crate::store::flush::flush(db).await {
+            if let Err(e) = db.flush_all().await {
                 tracing::warn!(error = %e, "final flush failed");
             }
         }

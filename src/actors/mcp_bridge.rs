@@ -12,27 +12,30 @@
 //! A server that fails to start is reported loudly (an error log and `status = "failed"` in
 //! the catalog, which `hermes demo`/`serve`/`mcp status` print) — never silently.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use bytes::Bytes;
+use async_trait::async_trait;
 
-use super::adapter::{self, Incoming};
-use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{
-    kinds, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
-    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
-};
-use crate::bus::subjects::{self, audit_kinds};
-use crate::envelope::Envelope;
+use super::ActorDeps;
+use crate::bus::service::{typed, Service, ServiceError};
+use crate::bus::Serving;
 use crate::mcp::audit::{self, AuditLog, AuditRecord};
 use crate::mcp::pool::McpPool;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::request::McpCatalogRequest;
+use crate::protocol::subjects::{self, audit_kinds};
+use crate::protocol::{
+    kinds, AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
+    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
+};
 
+/// Owns the MCP connections: shuts them down when it stops.
 pub struct McpBridge {
     deps: ActorDeps,
     pool: Arc<McpPool>,
-    audit: Option<AuditLog>,
 }
 
 impl Actor for McpBridge {
@@ -44,23 +47,14 @@ impl Actor for McpBridge {
     }
 }
 
-/// The subjects the bridge answers.
-const SERVED: [&str; 5] = [
-    subjects::MCP_CALL,
-    subjects::MCP_CATALOG,
-    subjects::MCP_READ,
-    subjects::MCP_PROMPT,
-    subjects::MCP_AUDIT,
-];
-
 impl McpBridge {
     /// Start every configured server (concurrently), then serve. `db` holds the audit tree
     /// (without one, calls are still published on `hermes.audit.mcp` but not stored).
     pub async fn start(
         deps: ActorDeps,
-        db: Option<sled::Db>,
+        db: Option<crate::store::durability::Durable>,
         arbiter: &ArbiterHandle,
-    ) -> Result<(Addr<McpBridge>, McpCatalog), String> {
+    ) -> Result<(Addr<McpBridge>, McpCatalog, Vec<Serving>), String> {
         let self_exe = std::env::current_exe()
             .map_err(|e| format!("cannot locate the hermes executable: {e}"))?;
         let configs = deps.config.mcp.servers.clone();
@@ -70,7 +64,7 @@ impl McpBridge {
             .spawn(async move { McpPool::start(&configs, &self_exe).await })
             .await
             .map_err(|e| e.to_string())?;
-        let audit = match db.as_ref().map(AuditLog::open).transpose() {
+        let audit = match db.as_ref().map(|d| AuditLog::open(d)).transpose() {
             Ok(audit) => audit,
             Err(e) => return Err(e.to_string()),
         };
@@ -78,26 +72,65 @@ impl McpBridge {
         let bridge = McpBridge {
             deps: deps.clone(),
             pool: pool.clone(),
-            audit: audit.clone(),
         };
         let addr = McpBridge::start_in_arbiter(arbiter, |_| bridge);
-        for subject in SERVED {
-            adapter::serve(
-                &deps.io,
-                deps.bus.clone(),
-                subject,
-                Some(subjects::groups::MCP),
-                addr.clone().recipient(),
-            )
+        let serving = serve(&deps, pool.clone(), audit.clone())
             .await
             .map_err(|e| e.to_string())?;
-        }
         if let Some(audit) = audit {
             record_server_side_audit(&deps, audit).await?;
         }
         deps.io.spawn(announce_changes(deps.clone(), pool));
-        Ok((addr, catalog))
+        Ok((addr, catalog, serving))
     }
+}
+
+/// Serve the bridge's subjects (queue `mcp`) until the guards drop.
+async fn serve(
+    deps: &ActorDeps,
+    pool: Arc<McpPool>,
+    audit: Option<AuditLog>,
+) -> Result<Vec<Serving>, crate::bus::BusError> {
+    let requests = Arc::new(McpRequests {
+        deps: deps.clone(),
+        pool,
+        audit,
+    });
+    let max = deps.config.engine.max_envelope_bytes;
+    let group = subjects::groups::MCP;
+    let bus = &deps.bus;
+    Ok(vec![
+        bus.serve(
+            subjects::MCP_CALL,
+            group,
+            typed::<McpCallRequest, _>(requests.clone(), max),
+        )
+        .await?,
+        bus.serve(
+            subjects::MCP_READ,
+            group,
+            typed::<McpReadRequest, _>(requests.clone(), max),
+        )
+        .await?,
+        bus.serve(
+            subjects::MCP_PROMPT,
+            group,
+            typed::<McpPromptRequest, _>(requests.clone(), max),
+        )
+        .await?,
+        bus.serve(
+            subjects::MCP_CATALOG,
+            group,
+            typed::<McpCatalogRequest, _>(requests.clone(), max),
+        )
+        .await?,
+        bus.serve(
+            subjects::MCP_AUDIT,
+            group,
+            typed::<McpAuditRequest, _>(requests, max),
+        )
+        .await?,
+    ])
 }
 
 /// Publish the catalog on `hermes.mcp.changed` after every change.
@@ -125,10 +158,13 @@ async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(),
         let log = log.clone();
         deps.io.spawn(async move {
             while let Some(msg) = sub.next().await {
-                match Envelope::decode_as::<AuditRecord>(&msg.payload, 1 << 20, kinds::AUDIT_EVENT)
-                {
+                match Envelope::<AuditEntry>::decode_typed(
+                    &msg.payload,
+                    1 << 20,
+                    kinds::AUDIT_EVENT,
+                ) {
                     Ok(envelope) => {
-                        if let Err(e) = log.record(&envelope.body) {
+                        if let Err(e) = log.record(&envelope.body.into()) {
                             tracing::warn!(error = %e, "could not store an MCP audit record");
                         }
                     }
@@ -140,80 +176,105 @@ async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(),
     Ok(())
 }
 
-impl Handler<Incoming> for McpBridge {
-    type Result = ResponseFuture<Option<Bytes>>;
-
-    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
-        let pool = self.pool.clone();
-        let deps = self.deps.clone();
-        let audit = self.audit.clone();
-        Box::pin(async move {
-            let io = deps.io.clone();
-            match io.spawn(answer(deps, pool, audit, msg)).await {
-                Ok(reply) => reply,
-                Err(e) => error_bytes("mcp_crashed", format!("the MCP bridge task failed: {e}")),
-            }
-        })
-    }
-}
-
-/// Decode the request of `msg`'s subject, run it, audit it, encode the reply.
-async fn answer(
+/// Answers the bridge's requests: catalog and audit at once, server calls on the I/O runtime
+/// (the MCP connections live there).
+struct McpRequests {
     deps: ActorDeps,
     pool: Arc<McpPool>,
     audit: Option<AuditLog>,
-    msg: Incoming,
-) -> Option<Bytes> {
-    let max = deps.config.engine.max_envelope_bytes;
-    let ctx = CallContext {
-        deps: &deps,
-        audit: audit.as_ref(),
-    };
-    match msg.subject.as_str() {
-        subjects::MCP_CATALOG => reply_bytes(&Envelope::new(kinds::MCP_CATALOG, pool.catalog())),
-        subjects::MCP_AUDIT => {
-            let request = match Envelope::decode_as::<McpAuditRequest>(
-                &msg.payload,
-                max,
-                kinds::MCP_AUDIT_REQUEST,
-            ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
-            match audit.as_ref().map(|log| log.latest(request.body.limit)) {
-                Some(Ok(records)) => reply_bytes(&Envelope::new(kinds::MCP_AUDIT, McpAuditReply { records })),
-                Some(Err(e)) => error_bytes("audit_failed", e.to_string()),
-                None => error_bytes("no_audit_store", "this MCP bridge runs without a data directory, so it keeps no audit records; run the bridge with a data directory"),
-            }
+}
+
+impl McpRequests {
+    async fn on_io<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        self.deps.io.spawn(work).await.map_err(|e| {
+            ServiceError::new("mcp_crashed", format!("the MCP bridge task failed: {e}"))
+        })
+    }
+
+    fn context(&self) -> OwnedContext {
+        OwnedContext {
+            deps: self.deps.clone(),
+            audit: self.audit.clone(),
+            pool: self.pool.clone(),
         }
-        subjects::MCP_READ => {
-            let request =
-                match Envelope::decode_as::<McpReadRequest>(&msg.payload, max, kinds::MCP_READ) {
-                    Ok(r) => r,
-                    Err(e) => return error_bytes("bad_request", e.to_string()),
-                };
-            let reply = ctx.read(&pool, request.body).await;
-            reply_bytes(&Envelope::new(kinds::MCP_READ_RESULT, reply).in_trace(&request.trace_id))
+    }
+}
+
+/// What a call on the I/O runtime takes along.
+struct OwnedContext {
+    deps: ActorDeps,
+    audit: Option<AuditLog>,
+    pool: Arc<McpPool>,
+}
+
+impl OwnedContext {
+    fn borrow(&self) -> CallContext<'_> {
+        CallContext {
+            deps: &self.deps,
+            audit: self.audit.as_ref(),
         }
-        subjects::MCP_PROMPT => {
-            let request =
-                match Envelope::decode_as::<McpPromptRequest>(&msg.payload, max, kinds::MCP_PROMPT)
-                {
-                    Ok(r) => r,
-                    Err(e) => return error_bytes("bad_request", e.to_string()),
-                };
-            let reply = ctx.prompt(&pool, request.body).await;
-            reply_bytes(&Envelope::new(kinds::MCP_PROMPT_RESULT, reply).in_trace(&request.trace_id))
-        }
-        _ => {
-            let request =
-                match Envelope::decode_as::<McpCallRequest>(&msg.payload, max, kinds::MCP_CALL) {
-                    Ok(r) => r,
-                    Err(e) => return error_bytes("bad_request", e.to_string()),
-                };
-            let reply = ctx.call(&pool, request.body).await;
-            reply_bytes(&Envelope::new(kinds::MCP_RESULT, reply).in_trace(&request.trace_id))
-        }
+    }
+}
+
+#[async_trait]
+impl Service<McpCallRequest> for McpRequests {
+    async fn call(&self, request: Envelope<McpCallRequest>) -> Result<McpCallReply, ServiceError> {
+        let owned = self.context();
+        self.on_io(async move { owned.borrow().call(&owned.pool, request.body).await })
+            .await
+    }
+}
+
+#[async_trait]
+impl Service<McpReadRequest> for McpRequests {
+    async fn call(&self, request: Envelope<McpReadRequest>) -> Result<McpReadReply, ServiceError> {
+        let owned = self.context();
+        self.on_io(async move { owned.borrow().read(&owned.pool, request.body).await })
+            .await
+    }
+}
+
+#[async_trait]
+impl Service<McpPromptRequest> for McpRequests {
+    async fn call(
+        &self,
+        request: Envelope<McpPromptRequest>,
+    ) -> Result<McpPromptReply, ServiceError> {
+        let owned = self.context();
+        self.on_io(async move { owned.borrow().prompt(&owned.pool, request.body).await })
+            .await
+    }
+}
+
+#[async_trait]
+impl Service<McpCatalogRequest> for McpRequests {
+    async fn call(&self, _: Envelope<McpCatalogRequest>) -> Result<McpCatalog, ServiceError> {
+        Ok(self.pool.catalog())
+    }
+}
+
+#[async_trait]
+impl Service<McpAuditRequest> for McpRequests {
+    async fn call(
+        &self,
+        request: Envelope<McpAuditRequest>,
+    ) -> Result<McpAuditReply, ServiceError> {
+        let Some(log) = &self.audit else {
+            return Err(ServiceError::new(
+                "no_audit_store",
+                "this MCP bridge runs without a data directory, so it keeps no audit records; \
+                 run the bridge with a data directory",
+            ));
+        };
+        let records = log
+            .latest(request.body.limit)
+            .map_err(|e| ServiceError::new("audit_failed", e.to_string()))?;
+        Ok(McpAuditReply {
+            records: records.into_iter().map(Into::into).collect(),
+        })
     }
 }
 

@@ -1,42 +1,29 @@
-//! The Memory-extractor: the only writer of memories, and the memory service of the bus.
+//! The Memory-extractor: the only writer of memories. Its store also answers the memory
+//! service of the bus ([`super::memory_service`]).
 //!
-//! Serves (queue group `memory`): `hermes.memory.recall` ([`RecallRequest`] →
-//! `memory.recalled` [`RecallReply`]), `hermes.memory.write` ([`MemoryWriteRequest`] →
-//! `memory.written` [`MemoryWriteReply`]), `hermes.memory.forget` ([`MemoryForgetRequest`] →
-//! `memory.written` [`MemoryWriteReply`]) and `hermes.memory.list` ([`MemoryListRequest`] →
-//! `memory.listed` [`MemoryListReply`], a user's live records, e.g. for Hermes' MCP server's
-//! resources); a write or forget is on disk before it is answered.
-//! The requests run on the I/O runtime, and their record scans in `spawn_blocking`
-//! ([`MemoryService`]), never on the actor's arbiter.
-//!
-//! Off the turn's path it consumes the durable `hermes.memory.extract` queue: each finished turn
-//! goes to the extractor model, noise (moods, chit-chat) is dropped, the updates are merged
-//! (durably), a `memory.written` event goes to the session, and only then is the job
-//! acknowledged — a crash in between means the job is delivered again, never lost. A model that
-//! cannot be reached leaves the job for redelivery; a reply that is invalid twice in a row is
-//! dropped with an `error` event on the session and the job acknowledged (retrying the same
-//! transcript would not help). Every `memory.sweep_interval_secs` it runs the forgetting sweep.
+//! Off the turn's path it consumes the durable `hermes.memory.extract` queue on its own arbiter,
+//! one job at a time: each finished turn goes to the extractor model, noise (moods, chit-chat)
+//! is dropped, the updates are merged (committed), a `memory.written` event goes to the
+//! session, and only then is the job acknowledged — a crash in between means the job is
+//! delivered again, never lost; a turn already mined (tree `memory_extracted`) is acknowledged
+//! without a second mining. A model that cannot be reached leaves the job for redelivery; a
+//! reply that is invalid twice in a row is dropped with an `error` event on the session and the
+//! job acknowledged (retrying the same transcript would not help). Every
+//! `memory.sweep_interval_secs` it runs the forgetting sweep.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::Bytes;
 
-use super::adapter::{self, Incoming};
-use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{
-    kinds, ExtractJob, MemoryChange, MemoryForgetRequest, MemoryListReply, MemoryListRequest,
-    MemoryWriteReply, MemoryWriteRequest, RecallReply, RecallRequest, TurnEvent,
-};
-use crate::bus::{rpc, subjects, DurableOptions};
-use crate::envelope::Envelope;
+use super::ActorDeps;
+use crate::bus::{rpc, DurableConsumer, DurableOptions};
 use crate::llm::ChatModel;
 use crate::memory::extract;
-use crate::memory::{
-    AppliedOp, AppliedUpdate, MemoryError, MemoryService, MemoryUpdate, RecallFilter, RecallQuery,
-    Source,
-};
+use crate::memory::{AppliedUpdate, MemoryError, MemoryService, MemoryUpdate, Source};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, ExtractJob, MemoryChange, TurnEvent};
 
 /// Namespace of memories extracted from a user's own conversations.
 pub use crate::memory::DEFAULT_NAMESPACE;
@@ -45,16 +32,36 @@ pub struct MemoryExtractor {
     deps: ActorDeps,
     service: MemoryService,
     model: Arc<dyn ChatModel>,
+    /// Turns already mined (turn id → when), so a job delivered again is not mined twice.
+    extracted: sled::Tree,
+    consumer: Option<DurableConsumer>,
 }
+
+/// The sled tree of mined turn ids.
+pub const EXTRACTED_TREE: &str = "memory_extracted";
 
 impl Actor for MemoryExtractor {
     type Context = Context<Self>;
+
+    /// Consume the extraction queue on this actor's arbiter, one job at a time.
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let Some(consumer) = self.consumer.take() else {
+            return;
+        };
+        let worker = Worker {
+            deps: self.deps.clone(),
+            service: self.service.clone(),
+            model: self.model.clone(),
+            extracted: self.extracted.clone(),
+        };
+        ctx.spawn(consume(consumer, worker).into_actor(self));
+    }
 }
 
 /// What became of one extraction job.
 #[derive(Debug)]
 enum Outcome {
-    /// Written (or nothing to write): acknowledge.
+    /// Written (or nothing to write, or mined before): acknowledge.
     Done,
     /// A transient failure (model unreachable, storage): deliver again later.
     Retry(String),
@@ -62,40 +69,17 @@ enum Outcome {
     Dropped(String),
 }
 
-/// One durable extraction job to process.
-#[derive(Message)]
-#[rtype(result = "Outcome")]
-struct Extract(Bytes);
-
 impl MemoryExtractor {
+    /// Start the extractor on `arbiter`: it consumes `hermes.memory.extract` and sweeps expired
+    /// memories every `memory.sweep_interval_secs`. `db` holds the mined-turns tree.
     pub async fn start(
         deps: ActorDeps,
         service: MemoryService,
         model: Arc<dyn ChatModel>,
+        db: &sled::Db,
         arbiter: &ArbiterHandle,
     ) -> Result<Addr<MemoryExtractor>, String> {
-        let actor = MemoryExtractor {
-            deps: deps.clone(),
-            service: service.clone(),
-            model,
-        };
-        let addr = MemoryExtractor::start_in_arbiter(arbiter, |_| actor);
-        for subject in [
-            subjects::MEMORY_RECALL,
-            subjects::MEMORY_WRITE,
-            subjects::MEMORY_FORGET,
-            subjects::MEMORY_LIST,
-        ] {
-            adapter::serve(
-                &deps.io,
-                deps.bus.clone(),
-                subject,
-                Some(subjects::groups::MEMORY),
-                addr.clone().recipient(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        }
+        let extracted = db.open_tree(EXTRACTED_TREE).map_err(|e| e.to_string())?;
         let options = DurableOptions {
             ack_wait: Duration::from_secs(deps.config.memory.extract_ack_wait_secs),
             max_deliver: 5,
@@ -105,17 +89,32 @@ impl MemoryExtractor {
             .durable_consume(subjects::MEMORY_EXTRACT, options)
             .await
             .map_err(|e| e.to_string())?;
-        deps.io.spawn(consume(consumer, addr.clone()));
         let interval = deps.config.memory.sweep_interval_secs;
         if interval > 0 {
             deps.io
-                .spawn(sweep_loop(service, Duration::from_secs(interval)));
+                .spawn(sweep_loop(service.clone(), Duration::from_secs(interval)));
         }
-        Ok(addr)
+        let actor = MemoryExtractor {
+            deps,
+            service,
+            model,
+            extracted,
+            consumer: Some(consumer),
+        };
+        Ok(MemoryExtractor::start_in_arbiter(arbiter, |_| actor))
     }
 }
 
-async fn consume(mut consumer: crate::bus::DurableConsumer, worker: Addr<MemoryExtractor>) {
+/// What one extraction needs.
+#[derive(Clone)]
+struct Worker {
+    deps: ActorDeps,
+    service: MemoryService,
+    model: Arc<dyn ChatModel>,
+    extracted: sled::Tree,
+}
+
+async fn consume(mut consumer: DurableConsumer, worker: Worker) {
     while let Some(next) = consumer.next().await {
         let delivery = match next {
             Ok(d) => d,
@@ -124,8 +123,8 @@ async fn consume(mut consumer: crate::bus::DurableConsumer, worker: Addr<MemoryE
                 continue;
             }
         };
-        match worker.send(Extract(delivery.payload.clone())).await {
-            Ok(outcome @ (Outcome::Done | Outcome::Dropped(_))) => {
+        match worker.extract(&delivery.payload).await {
+            outcome @ (Outcome::Done | Outcome::Dropped(_)) => {
                 if let Outcome::Dropped(reason) = outcome {
                     tracing::debug!(reason, "extraction job acknowledged without a write");
                 }
@@ -133,12 +132,54 @@ async fn consume(mut consumer: crate::bus::DurableConsumer, worker: Addr<MemoryE
                     tracing::warn!(error = %e, "extraction ack failed; it will be redelivered");
                 }
             }
-            Ok(Outcome::Retry(e)) => {
+            Outcome::Retry(e) => {
                 tracing::warn!(error = %e, delivery = delivery.delivery, "extraction failed; will retry");
                 let _ = delivery.nak(Some(Duration::from_secs(2))).await;
             }
-            Err(_) => break,
         }
+    }
+}
+
+impl Worker {
+    /// Mine one job: on this task when the model answers in-process, on the I/O runtime when
+    /// it is behind a network endpoint.
+    async fn extract(&self, payload: &[u8]) -> Outcome {
+        let job =
+            match Envelope::<ExtractJob>::decode_typed(payload, usize::MAX, kinds::EXTRACT_JOB) {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::error!(error = %e, "malformed extraction job dropped");
+                    return Outcome::Dropped(e.to_string());
+                }
+            };
+        match self.extracted.contains_key(job.body.turn_id.as_bytes()) {
+            Ok(true) => return Outcome::Done,
+            Ok(false) => {}
+            Err(e) => return Outcome::Retry(e.to_string()),
+        }
+        let turn_id = job.body.turn_id.clone();
+        let run = extract_job(
+            self.deps.clone(),
+            self.service.clone(),
+            self.model.clone(),
+            job,
+        );
+        let outcome = if self.model.is_local() {
+            run.await
+        } else {
+            self.deps
+                .io
+                .spawn(run)
+                .await
+                .unwrap_or_else(|e| Outcome::Retry(e.to_string()))
+        };
+        if matches!(outcome, Outcome::Done) {
+            let now = chrono::Utc::now().timestamp().to_be_bytes();
+            if let Err(e) = self.extracted.insert(turn_id.as_bytes(), &now) {
+                tracing::warn!(error = %e, "mined turn not recorded; a redelivery would mine it again");
+            }
+        }
+        outcome
     }
 }
 
@@ -153,147 +194,8 @@ async fn sweep_loop(service: MemoryService, every: Duration) {
     }
 }
 
-impl Handler<Incoming> for MemoryExtractor {
-    type Result = ResponseFuture<Option<Bytes>>;
-
-    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
-        let deps = self.deps.clone();
-        let service = self.service.clone();
-        Box::pin(async move {
-            let io = deps.io.clone();
-            io.spawn(serve_request(deps, service, msg))
-                .await
-                .unwrap_or_else(|e| error_bytes("internal", e.to_string()))
-        })
-    }
-}
-
-async fn serve_request(deps: ActorDeps, service: MemoryService, msg: Incoming) -> Option<Bytes> {
-    let max = deps.config.engine.max_envelope_bytes;
-    match msg.subject.as_str() {
-        subjects::MEMORY_RECALL => {
-            let request = match Envelope::decode_as::<RecallRequest>(
-                &msg.payload,
-                max,
-                kinds::RECALL_REQUEST,
-            ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
-            let body = request.body;
-            let query = RecallQuery {
-                user: body.user,
-                text: body.query,
-                filter: RecallFilter {
-                    namespace: body.namespace,
-                    kinds: body.kinds,
-                    topics: body.topics,
-                },
-                limit: body.limit.min(deps.config.memory.recall_limit),
-                min_score: deps.config.memory.min_score,
-                weights: None,
-                now: chrono::Utc::now(),
-            };
-            match service.recall(query).await {
-                Ok(hits) => reply_bytes(
-                    &Envelope::new(kinds::RECALL_REPLY, RecallReply { hits })
-                        .in_trace(&request.trace_id),
-                ),
-                Err(e) => error_bytes("recall_failed", e.to_string()),
-            }
-        }
-        subjects::MEMORY_WRITE => {
-            let request = match Envelope::decode_as::<MemoryWriteRequest>(
-                &msg.payload,
-                max,
-                kinds::MEMORY_WRITE,
-            ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
-            let body = &request.body;
-            let source = Source {
-                session: body.source.clone(),
-                message_id: uuid::Uuid::now_v7().to_string(),
-                source_time: chrono::Utc::now(),
-            };
-            let updates = std::slice::from_ref(&body.update);
-            let written = service
-                .apply(&body.user, &body.namespace, updates, &source)
-                .await;
-            written_reply(written.map(|a| changes(&a)), &request.trace_id)
-        }
-        subjects::MEMORY_FORGET => {
-            let request = match Envelope::decode_as::<MemoryForgetRequest>(
-                &msg.payload,
-                max,
-                kinds::MEMORY_FORGET,
-            ) {
-                Ok(r) => r,
-                Err(e) => return error_bytes("bad_request", e.to_string()),
-            };
-            let b = &request.body;
-            let forgotten = service
-                .forget(&b.user, &b.namespace, b.id.as_deref(), b.key.as_deref())
-                .await
-                .map(|removed| {
-                    removed
-                        .into_iter()
-                        .map(|r| MemoryChange {
-                            op: AppliedOp::Deleted.as_str().into(),
-                            key: r.key,
-                            content: r.content,
-                        })
-                        .collect()
-                });
-            written_reply(forgotten, &request.trace_id)
-        }
-        subjects::MEMORY_LIST => list_reply(&service, &msg.payload, max).await,
-        other => error_bytes(
-            "bad_request",
-            format!("the memory service does not serve `{other}`"),
-        ),
-    }
-}
-
-async fn list_reply(service: &MemoryService, payload: &[u8], max: usize) -> Option<Bytes> {
-    let request = match Envelope::decode_as::<MemoryListRequest>(payload, max, kinds::MEMORY_LIST) {
-        Ok(r) => r,
-        Err(e) => return error_bytes("bad_request", e.to_string()),
-    };
-    let b = &request.body;
-    let listed = service
-        .list(
-            &b.user,
-            b.namespace.as_deref(),
-            b.id.as_deref(),
-            chrono::Utc::now(),
-        )
-        .await;
-    match listed {
-        Ok(records) => reply_bytes(
-            &Envelope::new(kinds::MEMORY_LISTED, MemoryListReply { records })
-                .in_trace(&request.trace_id),
-        ),
-        Err(e @ MemoryError::InvalidName { .. }) => error_bytes("bad_request", e.to_string()),
-        Err(e) => error_bytes("list_failed", e.to_string()),
-    }
-}
-
-fn written_reply(changes: Result<Vec<MemoryChange>, MemoryError>, trace: &str) -> Option<Bytes> {
-    match changes {
-        Ok(changes) => reply_bytes(
-            &Envelope::new(kinds::MEMORY_WRITTEN, MemoryWriteReply { changes }).in_trace(trace),
-        ),
-        Err(e @ (MemoryError::InvalidName { .. } | MemoryError::InvalidUpdate { .. })) => {
-            error_bytes("bad_request", e.to_string())
-        }
-        Err(e) => error_bytes("write_failed", e.to_string()),
-    }
-}
-
 /// What each applied update did, as reported on the bus.
-fn changes(applied: &[AppliedUpdate]) -> Vec<MemoryChange> {
+pub(crate) fn changes(applied: &[AppliedUpdate]) -> Vec<MemoryChange> {
     applied
         .iter()
         .map(|a| MemoryChange {
@@ -306,30 +208,6 @@ fn changes(applied: &[AppliedUpdate]) -> Vec<MemoryChange> {
                 .unwrap_or_default(),
         })
         .collect()
-}
-
-impl Handler<Extract> for MemoryExtractor {
-    type Result = ResponseFuture<Outcome>;
-
-    fn handle(&mut self, msg: Extract, _ctx: &mut Self::Context) -> Self::Result {
-        let deps = self.deps.clone();
-        let service = self.service.clone();
-        let model = self.model.clone();
-        Box::pin(async move {
-            let job =
-                match Envelope::decode_as::<ExtractJob>(&msg.0, usize::MAX, kinds::EXTRACT_JOB) {
-                    Ok(j) => j,
-                    Err(e) => {
-                        tracing::error!(error = %e, "malformed extraction job dropped");
-                        return Outcome::Dropped(e.to_string());
-                    }
-                };
-            let io = deps.io.clone();
-            io.spawn(extract_job(deps, service, model, job))
-                .await
-                .unwrap_or_else(|e| Outcome::Retry(e.to_string()))
-        })
-    }
 }
 
 async fn extract_job(

@@ -1,16 +1,20 @@
-//! The five actors. Each owns its state; the others reach it only over the bus.
+//! The five actors and the bus services in front of them. Each owns its state; the others
+//! reach it only over the bus.
 //!
 //! | actor | serves | owns |
 //! |---|---|---|
-//! | [`session::SessionActor`] (one per live session, via [`router::SessionRouter`]) | `hermes.in.>` | sled `sessions`, `messages` |
-//! | [`planner::Planner`] | `hermes.plan` | the planner model |
-//! | [`tool_executor::ToolExecutor`] | `hermes.tool.<name>`, `hermes.tools.list` | the tool registry |
-//! | [`mcp_bridge::McpBridge`] | `hermes.mcp.call`, `hermes.mcp.catalog` | MCP client sessions |
-//! | [`memory_extractor::MemoryExtractor`] | `hermes.memory.recall` / `.write` / `.forget`, queue `hermes.memory.extract` | sled `memories`, `memory_keys`, `memory_vectors`, `memory_refs` |
+//! | [`session::SessionActor`] (one per live session, spread over arbiters by [`router::SessionRouter`]) | `hermes.in.>`, `hermes.job.*`, `hermes.sessions.search` | sled `sessions`, `messages`, `tasks` |
+//! | [`planner::Planner`] (a stateless service) | `hermes.plan`, `hermes.summarise` | the planner and summariser models |
+//! | [`tool_executor::ToolExecutor`] (a stateless service over its stores) | `hermes.tool.<name>`, `hermes.tools.list`, `hermes.tools.metrics` | the tool registry, sled `jobs`, `tool_results_idem`, `tool_raw` |
+//! | [`mcp_bridge::McpBridge`] | `hermes.mcp.*` | MCP client sessions, sled `mcp_audit` |
+//! | [`memory_extractor::MemoryExtractor`] (+ [`memory_service`]) | `hermes.memory.recall` / `.write` / `.forget` / `.list`, queue `hermes.memory.extract` | sled `memories`, `memory_keys`, `memory_vectors`, `memory_refs`, `memory_extracted` |
+//!
+//! Requests are [`crate::bus::Handler`]s that run where the message arrives; mailboxes are for
+//! what must be serialised — a session's turns, the extractor's queue, the bridge's connections.
 
-pub mod adapter;
 pub mod mcp_bridge;
 pub mod memory_extractor;
+pub mod memory_service;
 pub mod planner;
 pub mod router;
 pub mod session;
@@ -19,13 +23,10 @@ pub mod tool_executor;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use serde::Serialize;
 use tokio::runtime::Handle;
 
 use crate::bus::SharedBus;
 use crate::config::Config;
-use crate::envelope::{error_envelope, Envelope};
 
 /// What every actor gets: the bus, the I/O runtime and the configuration.
 #[derive(Clone)]
@@ -34,19 +35,6 @@ pub struct ActorDeps {
     /// The multi-threaded runtime for network I/O (NATS, MCP, model HTTP).
     pub io: Handle,
     pub config: Arc<Config>,
-}
-
-/// Encode a reply envelope; an encoding failure becomes an error envelope.
-pub(crate) fn reply_bytes<B: Serialize>(envelope: &Envelope<B>) -> Option<Bytes> {
-    match envelope.encode() {
-        Ok(b) => Some(b),
-        Err(e) => error_bytes("encode_failed", e.to_string()),
-    }
-}
-
-/// An encoded `error` envelope.
-pub(crate) fn error_bytes(code: &str, message: impl Into<String>) -> Option<Bytes> {
-    error_envelope(code, message).encode().ok()
 }
 
 /// The actor set a process runs (`hermes serve --actors …`).

@@ -2,22 +2,24 @@
 //!
 //! It calls the planner model with the assembled context and the visible tools, streams text
 //! deltas to the session's out subject while the model answers, and returns the tool calls or
-//! the answer. It keeps no per-session state, so any number of planners can share the queue.
+//! the answer. It keeps no per-session state, so any number of planners can share the queue,
+//! and it is a bus service rather than a mailbox: a request runs where it arrives (in the
+//! session's task on the embedded bus), and only a model behind a network endpoint moves to
+//! the I/O runtime.
 
 use std::sync::Arc;
 
-use actix::prelude::*;
-use bytes::Bytes;
+use async_trait::async_trait;
 
-use super::adapter::Incoming;
-use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{
-    kinds, PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent,
-};
-use crate::bus::{rpc, subjects};
-use crate::envelope::Envelope;
+use super::ActorDeps;
+use crate::bus::service::{typed, Service, ServiceError};
+use crate::bus::{BusError, Serving};
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
 
+/// The planning service: the planner and summariser models.
 pub struct Planner {
     deps: ActorDeps,
     model: Arc<dyn ChatModel>,
@@ -32,35 +34,78 @@ impl Planner {
             summariser,
         }
     }
-}
 
-impl Actor for Planner {
-    type Context = Context<Self>;
-}
+    /// Serve `hermes.plan` and `hermes.summarise` (queue `planner`) until the guards drop.
+    pub async fn serve(self) -> Result<Vec<Serving>, BusError> {
+        let planner = Arc::new(self);
+        let bus = planner.deps.bus.clone();
+        let max = planner
+            .deps
+            .config
+            .engine
+            .max_envelope_bytes
+            .max(64 * 1024 * 1024);
+        let group = subjects::groups::PLANNER;
+        Ok(vec![
+            bus.serve(
+                subjects::PLAN,
+                group,
+                typed::<PlanRequest, _>(planner.clone(), max),
+            )
+            .await?,
+            bus.serve(
+                subjects::SUMMARISE,
+                group,
+                typed::<SummariseRequest, _>(planner, max),
+            )
+            .await?,
+        ])
+    }
 
-impl Handler<Incoming> for Planner {
-    type Result = ResponseFuture<Option<Bytes>>;
-
-    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
-        let deps = self.deps.clone();
-        if msg.subject == subjects::SUMMARISE {
-            return Box::pin(summarise_request(deps, self.summariser.clone(), msg));
+    /// Run `call` where it belongs: a model answering in-process runs here, in the caller's
+    /// task; one that talks to a server runs on the I/O runtime.
+    async fn run_model<T: Send + 'static>(
+        &self,
+        model: &Arc<dyn ChatModel>,
+        call: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        if model.is_local() {
+            return Ok(call.await);
         }
-        let model = self.model.clone();
-        Box::pin(async move {
-            let max = deps.config.engine.max_envelope_bytes.max(64 * 1024 * 1024);
-            let request =
-                match Envelope::decode_as::<PlanRequest>(&msg.payload, max, kinds::PLAN_REQUEST) {
-                    Ok(r) => r,
-                    Err(e) => return error_bytes("bad_request", e.to_string()),
-                };
-            // Model I/O runs on the I/O runtime, not on this actor's arbiter.
-            let io = deps.io.clone();
-            match io.spawn(plan(deps, model, request)).await {
-                Ok(Ok(reply)) => reply_bytes(&reply),
-                Ok(Err(e)) => error_bytes("model_failed", e),
-                Err(e) => error_bytes("planner_crashed", e.to_string()),
-            }
+        self.deps
+            .io
+            .spawn(call)
+            .await
+            .map_err(|e| ServiceError::new("planner_crashed", e.to_string()))
+    }
+}
+
+#[async_trait]
+impl Service<PlanRequest> for Planner {
+    async fn call(&self, request: Envelope<PlanRequest>) -> Result<PlanReply, ServiceError> {
+        let call = plan(self.deps.clone(), self.model.clone(), request);
+        self.run_model(&self.model, call)
+            .await?
+            .map_err(|e| ServiceError::new("model_failed", e))
+    }
+}
+
+#[async_trait]
+impl Service<SummariseRequest> for Planner {
+    async fn call(
+        &self,
+        request: Envelope<SummariseRequest>,
+    ) -> Result<SummariseReply, ServiceError> {
+        let chat = summary_chat(&request.body);
+        let model = self.summariser.clone();
+        let reply = self
+            .run_model(&self.summariser, async move {
+                model.complete(&chat, None).await
+            })
+            .await?
+            .map_err(|e| ServiceError::new("model_failed", e.to_string()))?;
+        Ok(SummariseReply {
+            summary: reply.text.trim().to_string(),
         })
     }
 }
@@ -69,7 +114,7 @@ async fn plan(
     deps: ActorDeps,
     model: Arc<dyn ChatModel>,
     request: Envelope<PlanRequest>,
-) -> Result<Envelope<PlanReply>, String> {
+) -> Result<PlanReply, String> {
     let body = &request.body;
     let chat = ChatRequest {
         messages: body.messages.clone(),
@@ -94,7 +139,7 @@ async fn plan(
                 let env = Envelope::new(kinds::TURN_EVENT, event)
                     .for_session(&agent, &session, user.as_deref())
                     .in_trace(&trace);
-                if let Err(e) = rpc::publish(deps.bus.as_ref(), &subject, &env).await {
+                if let Err(e) = crate::bus::rpc::publish(deps.bus.as_ref(), &subject, &env).await {
                     tracing::debug!(error = %e, "delta not published");
                 }
             }
@@ -107,16 +152,12 @@ async fn plan(
         let _ = f.await;
     }
     let response = result.map_err(|e| e.to_string())?;
-    let reply = PlanReply {
+    Ok(PlanReply {
         text: response.text,
         tool_calls: response.tool_calls,
         usage: response.usage,
         model: model.id(),
-    };
-    let mut env = Envelope::new(kinds::PLAN_REPLY, reply).in_trace(&request.trace_id);
-    env.agent = request.agent.clone();
-    env.session = request.session.clone();
-    Ok(env)
+    })
 }
 
 /// The summariser's instructions: keep what the goal needs, drop chit-chat.
@@ -125,40 +166,6 @@ user and an assistant. Fold the new messages into the previous summary. Keep fac
 decisions, open questions, identifiers (order ids, names, numbers) and everything the task \
 goal needs; drop greetings, chit-chat and moods. Reply with the new summary only, at most \
 200 words, in the user's language.";
-
-async fn summarise_request(
-    deps: ActorDeps,
-    model: Arc<dyn ChatModel>,
-    msg: Incoming,
-) -> Option<Bytes> {
-    let max = deps.config.engine.max_envelope_bytes.max(64 * 1024 * 1024);
-    let request = match Envelope::decode_as::<SummariseRequest>(
-        &msg.payload,
-        max,
-        kinds::SUMMARISE_REQUEST,
-    ) {
-        Ok(r) => r,
-        Err(e) => return error_bytes("bad_request", e.to_string()),
-    };
-    let chat = summary_chat(&request.body);
-    let io = deps.io.clone();
-    let result = io
-        .spawn(async move { model.complete(&chat, None).await })
-        .await;
-    match result {
-        Ok(Ok(r)) => reply_bytes(
-            &Envelope::new(
-                kinds::SUMMARISE_REPLY,
-                SummariseReply {
-                    summary: r.text.trim().to_string(),
-                },
-            )
-            .in_trace(&request.trace_id),
-        ),
-        Ok(Err(e)) => error_bytes("model_failed", e.to_string()),
-        Err(e) => error_bytes("planner_crashed", e.to_string()),
-    }
-}
 
 /// The summariser's request: instructions, then the transcript as one user message.
 fn summary_chat(request: &SummariseRequest) -> ChatRequest {

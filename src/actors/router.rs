@@ -1,25 +1,37 @@
-//! The session router: receives every inbound message (`hermes.in.>`, queue `session`) —
-//! user messages and confirmations — checks it, and hands it to the session's actor,
-//! starting (and reloading) it on demand. It also hears async jobs' final events
-//! (`hermes.job.*`) and wakes the session whose turn waits on that job.
+//! The session router: the registry of live Session actors and the two bus services that feed
+//! them — every inbound message (`hermes.in.>`, queue `session`: user messages and
+//! confirmations) and async jobs' final events (`hermes.job.*`, queue `session`), which wake the
+//! session whose turn waits on that job.
+//!
+//! The services run where a message arrives (in the publisher's task on the embedded bus): they
+//! check the message and hand it straight to the session's mailbox. Session actors are spread
+//! over `engine.session_arbiters` arbiters by a stable hash of `<agent>.<session>`, started (and
+//! reloaded from sled) on demand and stopped after `engine.session_idle_secs` idle.
 //!
 //! Bad input — malformed or oversized envelopes, invalid ids, unknown agents, empty or
 //! too-long texts — is answered with an error (reply and `error` event) and audited on
 //! `hermes.audit.bad_input`; it never reaches a session and never stops an actor.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::adapter::Incoming;
-use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor, TurnDone};
-use crate::bus::messages::{kinds, Confirmation, JobEvent, TurnEvent, UserMessage};
-use crate::bus::{subjects, SharedBus};
-use crate::envelope::{error_envelope, Envelope};
+use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor};
+use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
+use crate::protocol::envelope::{error_envelope, Envelope};
+use crate::protocol::subjects;
+use crate::protocol::{kinds, Confirmation, JobEvent, TurnEvent, UserMessage};
 use crate::turn::TurnEnv;
+
+/// A session's key: agent and session id.
+pub type SessionKey = (String, String);
 
 /// A live session actor and what the router knows of its work.
 struct Live {
@@ -29,44 +41,134 @@ struct Live {
     last_active: Instant,
 }
 
+/// The registry of live session actors; clones share it.
+#[derive(Clone)]
 pub struct SessionRouter {
-    env: TurnEnv,
-    io: tokio::runtime::Handle,
-    sessions: HashMap<(String, String), Live>,
+    inner: Arc<Inner>,
 }
 
+struct Inner {
+    env: TurnEnv,
+    arbiters: Vec<ArbiterHandle>,
+    live: Mutex<HashMap<SessionKey, Live>>,
+}
+
+/// How often idle session actors are looked for.
+const EVICT_EVERY: Duration = Duration::from_secs(5);
+
 impl SessionRouter {
-    pub fn new(env: TurnEnv, io: tokio::runtime::Handle) -> Self {
+    /// A router placing session actors on `arbiters` (at least one).
+    pub fn new(env: TurnEnv, arbiters: Vec<ArbiterHandle>) -> Self {
         Self {
-            env,
-            io,
-            sessions: HashMap::new(),
+            inner: Arc::new(Inner {
+                env,
+                arbiters,
+                live: Mutex::new(HashMap::new()),
+            }),
         }
     }
 
-    /// The live actor of a session, started (and reloaded from sled) if needed.
-    fn actor(&mut self, key: (String, String), ctx: &mut Context<Self>) -> &mut Live {
-        let env = self.env.clone();
-        let done = ctx.address().recipient();
-        let live = self.sessions.entry(key.clone()).or_insert_with(|| Live {
-            addr: SessionActor::new(env, key.0.clone(), key.1.clone(), done).start(),
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionKey, Live>> {
+        // Every update is one insert/remove/field write: a poisoned lock is still consistent.
+        self.inner.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Serve `hermes.in.>` and `hermes.job.*` (queue `session`), evict idle actors, and resume
+    /// the turns a crash interrupted. Call on a tokio runtime (the I/O runtime).
+    pub async fn serve(&self, bus: &SharedBus) -> Result<Vec<Serving>, BusError> {
+        let group = subjects::groups::SESSION;
+        let serving = vec![
+            bus.serve(
+                subjects::INBOUND_ALL,
+                group,
+                Arc::new(Inbound(self.clone())),
+            )
+            .await?,
+            bus.serve(subjects::JOB_ALL, group, Arc::new(JobEvents(self.clone())))
+                .await?,
+        ];
+        let router = self.clone();
+        let idle = Duration::from_secs(self.inner.env.config.engine.session_idle_secs);
+        let every = EVICT_EVERY.min(idle / 2).max(Duration::from_millis(100));
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                router.evict_idle();
+            }
+        });
+        self.resume_interrupted().await;
+        Ok(serving)
+    }
+
+    /// Start the actors of sessions whose turn a crash interrupted; each resumes its turn.
+    async fn resume_interrupted(&self) {
+        let store = self.inner.env.store.clone();
+        match tokio::task::spawn_blocking(move || store.unfinished()).await {
+            Ok(Ok(keys)) => {
+                for key in keys {
+                    tracing::info!(agent = %key.0, session = %key.1, "session has an interrupted turn; resuming");
+                    self.with_actor(key, |_| ());
+                }
+            }
+            Ok(Err(e)) => tracing::error!(error = %e, "cannot look for interrupted turns"),
+            Err(e) => tracing::error!(error = %e, "interrupted-turn scan crashed"),
+        }
+    }
+
+    /// Run `f` with the live actor of `key` (started and reloaded from sled if needed) and
+    /// count one more message in flight for it.
+    fn with_actor<T>(&self, key: SessionKey, f: impl FnOnce(&Addr<SessionActor>) -> T) -> T {
+        let mut live = self.lock();
+        let entry = live.entry(key.clone()).or_insert_with(|| Live {
+            addr: self.start_actor(&key),
             in_flight: 0,
             last_active: Instant::now(),
         });
-        if !live.addr.connected() {
-            live.addr =
-                SessionActor::new(self.env.clone(), key.0, key.1, ctx.address().recipient())
-                    .start();
-            live.in_flight = 0;
+        if !entry.addr.connected() {
+            entry.addr = self.start_actor(&key);
+            entry.in_flight = 0;
         }
-        live.last_active = Instant::now();
-        live
+        entry.in_flight += 1;
+        entry.last_active = Instant::now();
+        f(&entry.addr)
+    }
+
+    fn start_actor(&self, key: &SessionKey) -> Addr<SessionActor> {
+        let mut hasher = DefaultHasher::new();
+        key.hash(&mut hasher);
+        let arbiters = &self.inner.arbiters;
+        let arbiter = &arbiters[(hasher.finish() as usize) % arbiters.len().max(1)];
+        let actor = SessionActor::new(
+            self.inner.env.clone(),
+            key.0.clone(),
+            key.1.clone(),
+            self.clone(),
+        );
+        SessionActor::start_in_arbiter(arbiter, |_| actor)
+    }
+
+    /// A session's turn ended (or its message was refused): it may go idle.
+    pub fn done(&self, key: &SessionKey) {
+        if let Some(live) = self.lock().get_mut(key) {
+            live.in_flight = live.in_flight.saturating_sub(1);
+            live.last_active = Instant::now();
+        }
+    }
+
+    /// Session actors in memory now.
+    pub fn live(&self) -> usize {
+        self.lock().len()
     }
 
     /// Stop actors that have been idle longer than `engine.session_idle_secs`.
-    fn evict_idle(&mut self) {
-        let idle = Duration::from_secs(self.env.config.engine.session_idle_secs);
-        self.sessions.retain(|_, live| {
+    fn evict_idle(&self) {
+        let idle = Duration::from_secs(self.inner.env.config.engine.session_idle_secs);
+        self.lock().retain(|_, live| {
             let keep = live.in_flight > 0 || live.last_active.elapsed() < idle;
             if !keep {
                 live.addr.do_send(Retire);
@@ -75,11 +177,12 @@ impl SessionRouter {
         });
     }
 
-    fn check(&self, msg: &Incoming) -> Result<Checked, Refusal> {
+    fn check(&self, msg: &BusMessage) -> Result<Checked, Refusal> {
         let (agent, session) = subjects::parse_inbound(&msg.subject)
             .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
         let at = Some((agent.clone(), session.clone()));
-        let max = self.env.config.engine.max_envelope_bytes;
+        let config = &self.inner.env.config;
+        let max = config.engine.max_envelope_bytes;
         let raw = Envelope::decode(&msg.payload, max)
             .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
         if raw.kind == kinds::CONFIRMATION {
@@ -90,15 +193,14 @@ impl SessionRouter {
             return Ok(Checked {
                 key: (agent, session),
                 user,
-                inbound: Inbound::Confirmation(envelope),
+                arrival: Arrival::Confirmation(envelope),
             });
         }
         let envelope: Envelope<UserMessage> = raw
             .into_typed(kinds::USER_MESSAGE)
             .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
         let user = self.addressed(&envelope, &agent, &session)?;
-        let text = envelope.body.text.trim();
-        if text.is_empty() {
+        if envelope.body.text.trim().is_empty() {
             return Err(Refusal::new(
                 "empty_message",
                 "the message text is empty",
@@ -106,7 +208,7 @@ impl SessionRouter {
             ));
         }
         let chars = envelope.body.text.chars().count();
-        let limit = self.env.config.engine.max_message_chars;
+        let limit = config.engine.max_message_chars;
         if chars > limit {
             return Err(Refusal::new(
                 "message_too_long",
@@ -117,7 +219,7 @@ impl SessionRouter {
         Ok(Checked {
             key: (agent, session),
             user,
-            inbound: Inbound::Message(envelope),
+            arrival: Arrival::Message(envelope),
         })
     }
 
@@ -138,7 +240,8 @@ impl SessionRouter {
                 at,
             ));
         }
-        self.env
+        self.inner
+            .env
             .config
             .agent(agent)
             .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
@@ -150,10 +253,50 @@ impl SessionRouter {
             )
         })
     }
+}
 
-    /// A job's final event wakes the session whose turn waits on it (started if needed).
-    fn job_event(&mut self, msg: &Incoming, ctx: &mut Context<Self>) {
-        let max = self.env.config.engine.max_envelope_bytes;
+/// The `hermes.in.>` service.
+struct Inbound(SessionRouter);
+
+#[async_trait]
+impl Handler for Inbound {
+    /// A checked message goes to its session's mailbox; the actor acknowledges it once it is
+    /// persisted. A refused one is answered here.
+    async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
+        let router = &self.0;
+        match router.check(&msg) {
+            Ok(checked) => {
+                let (user, reply) = (checked.user, msg.reply);
+                router.with_actor(checked.key, |addr| match checked.arrival {
+                    Arrival::Message(envelope) => addr.do_send(Deliver {
+                        envelope,
+                        user,
+                        reply,
+                    }),
+                    Arrival::Confirmation(envelope) => addr.do_send(Decide {
+                        envelope,
+                        user,
+                        reply,
+                    }),
+                });
+                None
+            }
+            Err(refusal) => {
+                tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");
+                refuse(&router.inner.env.bus, &msg, &refusal).await
+            }
+        }
+    }
+}
+
+/// The `hermes.job.*` service: a job's final event wakes the session whose turn waits on it.
+struct JobEvents(SessionRouter);
+
+#[async_trait]
+impl Handler for JobEvents {
+    async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
+        let router = &self.0;
+        let max = router.inner.env.config.engine.max_envelope_bytes;
         let event = match Envelope::decode(&msg.payload, max).and_then(|raw| {
             let kind = raw.kind.clone();
             raw.into_typed::<JobEvent>(&kind)
@@ -161,32 +304,31 @@ impl SessionRouter {
             Ok(env) => env.body,
             Err(e) => {
                 tracing::warn!(subject = %msg.subject, error = %e, "unreadable job event ignored");
-                return;
+                return None;
             }
         };
         if !event.status.is_final() || event.turn_id.is_none() {
-            return;
+            return None;
         }
         let (Some(agent), Some(session)) = (event.agent.clone(), event.session.clone()) else {
-            return;
+            return None;
         };
-        if self.env.config.agent(&agent).is_err() {
-            return;
+        if router.inner.env.config.agent(&agent).is_err() {
+            return None;
         }
-        let live = self.actor((agent, session), ctx);
-        live.in_flight += 1;
-        live.addr.do_send(JobFinished { event });
+        router.with_actor((agent, session), |addr| addr.do_send(JobFinished { event }));
+        None
     }
 }
 
 /// An inbound message that passed the checks.
 struct Checked {
-    key: (String, String),
+    key: SessionKey,
     user: String,
-    inbound: Inbound,
+    arrival: Arrival,
 }
 
-enum Inbound {
+enum Arrival {
     Message(Envelope<UserMessage>),
     Confirmation(Envelope<Confirmation>),
 }
@@ -194,11 +336,11 @@ enum Inbound {
 struct Refusal {
     code: &'static str,
     message: String,
-    at: Option<(String, String)>,
+    at: Option<SessionKey>,
 }
 
 impl Refusal {
-    fn new(code: &'static str, message: impl Into<String>, at: Option<(String, String)>) -> Self {
+    fn new(code: &'static str, message: impl Into<String>, at: Option<SessionKey>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -207,94 +349,9 @@ impl Refusal {
     }
 }
 
-/// How often idle session actors are looked for.
-const EVICT_EVERY: Duration = Duration::from_secs(5);
-
-impl Actor for SessionRouter {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
-        let idle = Duration::from_secs(self.env.config.engine.session_idle_secs);
-        let every = EVICT_EVERY.min(idle / 2).max(Duration::from_millis(100));
-        ctx.run_interval(every, |act, _| act.evict_idle());
-        // Resume turns a crash interrupted: start those sessions' actors now.
-        let store = self.env.store.clone();
-        let find = tokio::task::spawn_blocking(move || store.unfinished());
-        ctx.spawn(find.into_actor(self).map(|found, act, ctx| match found {
-            Ok(Ok(keys)) => {
-                for key in keys {
-                    tracing::info!(agent = %key.0, session = %key.1, "session has an interrupted turn; resuming");
-                    act.actor(key, ctx).in_flight += 1;
-                }
-            }
-            Ok(Err(e)) => tracing::error!(error = %e, "cannot look for interrupted turns"),
-            Err(e) => tracing::error!(error = %e, "interrupted-turn scan crashed"),
-        }));
-    }
-}
-
-/// How many session actors are in memory now.
-#[derive(Message)]
-#[rtype(result = "usize")]
-pub struct LiveSessions;
-
-impl Handler<LiveSessions> for SessionRouter {
-    type Result = usize;
-    fn handle(&mut self, _: LiveSessions, _: &mut Self::Context) -> usize {
-        self.sessions.len()
-    }
-}
-
-impl Handler<TurnDone> for SessionRouter {
-    type Result = ();
-    fn handle(&mut self, msg: TurnDone, _: &mut Self::Context) {
-        if let Some(live) = self.sessions.get_mut(&msg.key) {
-            live.in_flight = live.in_flight.saturating_sub(1);
-            live.last_active = Instant::now();
-        }
-    }
-}
-
-impl Handler<Incoming> for SessionRouter {
-    type Result = Option<Bytes>;
-
-    fn handle(&mut self, msg: Incoming, ctx: &mut Self::Context) -> Self::Result {
-        if msg.subject.starts_with(subjects::JOB_PREFIX) {
-            self.job_event(&msg, ctx);
-            return None;
-        }
-        match self.check(&msg) {
-            Ok(checked) => {
-                let live = self.actor(checked.key, ctx);
-                live.in_flight += 1;
-                let (user, reply) = (checked.user, msg.reply);
-                match checked.inbound {
-                    Inbound::Message(envelope) => live.addr.do_send(Deliver {
-                        envelope,
-                        user,
-                        reply,
-                    }),
-                    Inbound::Confirmation(envelope) => live.addr.do_send(Decide {
-                        envelope,
-                        user,
-                        reply,
-                    }),
-                }
-            }
-            Err(refusal) => {
-                tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");
-                self.io.spawn(refuse(self.env.bus.clone(), msg, refusal));
-            }
-        }
-        None
-    }
-}
-
-async fn refuse(bus: SharedBus, msg: Incoming, refusal: Refusal) {
-    let error = error_envelope(refusal.code, refusal.message.clone());
-    if let (Some(reply), Ok(bytes)) = (&msg.reply, error.encode()) {
-        let _ = bus.publish(reply, bytes).await;
-    }
+/// Publish the refusal as an `error` event of the session and an audit event; the error
+/// envelope returned is the reply.
+async fn refuse(bus: &SharedBus, msg: &BusMessage, refusal: &Refusal) -> Option<Bytes> {
     if let Some((agent, session)) = &refusal.at {
         if let Ok(out) = subjects::outbound(agent, session) {
             let event = Envelope::new(
@@ -318,4 +375,7 @@ async fn refuse(bus: SharedBus, msg: Incoming, refusal: Refusal) {
     if let (Ok(subject), Ok(bytes)) = (subjects::audit("bad_input"), audit.encode()) {
         let _ = bus.publish(&subject, bytes).await;
     }
+    error_envelope(refusal.code, refusal.message.clone())
+        .encode()
+        .ok()
 }

@@ -9,21 +9,13 @@ use std::sync::Arc;
 use actix::prelude::*;
 use chrono::Utc;
 
-use crate::bus::messages::{
-    kinds, Accepted, Confirmation, ConfirmationAccepted, JobEvent, UserMessage,
-};
-use crate::envelope::{error_envelope, Envelope};
+use super::router::SessionRouter;
 use crate::llm::ChatMessage;
+use crate::protocol::envelope::{error_envelope, Envelope};
+use crate::protocol::{kinds, Accepted, Confirmation, ConfirmationAccepted, JobEvent, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::{Decision, TaskState, TurnPhase, TurnRecord};
 use crate::turn::{self, TurnEnv};
-
-/// Sent to the router after every turn (and after a resume), so it knows the actor is idle.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct TurnDone {
-    pub key: (String, String),
-}
 
 /// Tells an idle actor to stop (the router no longer routes to it).
 #[derive(Message)]
@@ -37,11 +29,11 @@ pub struct SessionActor {
     meta: Option<SessionMeta>,
     task: TaskState,
     history: Arc<Vec<StoredMessage>>,
-    done: Recipient<TurnDone>,
+    router: SessionRouter,
 }
 
 impl SessionActor {
-    pub fn new(env: TurnEnv, agent: String, session: String, done: Recipient<TurnDone>) -> Self {
+    pub fn new(env: TurnEnv, agent: String, session: String, router: SessionRouter) -> Self {
         Self {
             env,
             agent,
@@ -49,7 +41,7 @@ impl SessionActor {
             meta: None,
             task: TaskState::default(),
             history: Arc::new(Vec::new()),
-            done,
+            router,
         }
     }
 
@@ -73,7 +65,30 @@ impl SessionActor {
             act.meta = Some(meta);
             act.task = task;
             Arc::make_mut(&mut act.history).extend(added);
-            act.done.do_send(TurnDone { key: act.key() });
+            act.router.done(&act.key());
+        }));
+    }
+}
+
+impl SessionActor {
+    /// Queue the extraction of an answered turn that a crash cut off before it was queued.
+    fn queue_extraction(&mut self, ctx: &mut Context<Self>) {
+        let Some(mut meta) = self.meta.take() else {
+            return;
+        };
+        let env = self.env.clone();
+        let mut task = std::mem::take(&mut self.task);
+        let history = self.history.clone();
+        let fut = async move {
+            if let Err(e) = turn::queue_extraction(&env, &mut meta, &mut task, &history).await {
+                tracing::error!(session = %meta.session, error = %e, "interrupted extraction not queued");
+            }
+            (meta, task)
+        };
+        ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
+            act.meta = Some(meta);
+            act.task = task;
+            act.router.done(&act.key());
         }));
     }
 }
@@ -94,6 +109,8 @@ impl Actor for SessionActor {
                 if let Some(t) = act.task.resumable_turn() {
                     tracing::info!(session = %act.session, turn = %t.turn_id, phase = ?t.phase, "resuming an interrupted turn");
                     act.run(ctx);
+                } else if act.task.pending_extraction().is_some() {
+                    act.queue_extraction(ctx);
                 }
             }
             Ok(Err(e)) => {
@@ -169,7 +186,7 @@ impl Handler<Deliver> for SessionActor {
                             Arc::make_mut(&mut act.history).push(stored);
                             act.run(ctx);
                         }
-                        None => act.done.do_send(TurnDone { key: act.key() }),
+                        None => act.router.done(&act.key()),
                     }
                 }),
         );
@@ -187,13 +204,13 @@ impl Handler<Decide> for SessionActor {
                 self.session
             );
             let reply_to = msg.reply;
-            let done = self.done.clone();
+            let router = self.router.clone();
             let key = self.key();
             ctx.wait(
                 async move {
                     let err = error_envelope("unknown_session", text);
                     reply(&env, reply_to.as_deref(), &err).await;
-                    done.do_send(TurnDone { key });
+                    router.done(&key);
                 }
                 .into_actor(self),
             );
@@ -211,7 +228,7 @@ impl Handler<Decide> for SessionActor {
             if decided {
                 act.run(ctx);
             } else {
-                act.done.do_send(TurnDone { key: act.key() });
+                act.router.done(&act.key());
             }
         }));
     }
@@ -230,16 +247,16 @@ impl Handler<JobFinished> for SessionActor {
                 .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
         });
         let Some(job) = awaited else {
-            self.done.do_send(TurnDone { key: self.key() });
+            self.router.done(&self.key());
             return;
         };
         match turn::finished_by(job, &msg.event) {
             Some(result) => {
                 tracing::info!(session = %self.session, job = %job.job_id, "job finished; the waiting turn goes on");
-                job.result = Some(result);
+                job.result = Some((&result).into());
                 self.run(ctx);
             }
-            None => self.done.do_send(TurnDone { key: self.key() }),
+            None => self.router.done(&self.key()),
         }
     }
 }
@@ -298,7 +315,11 @@ async fn decide(env: &TurnEnv, meta: &mut SessionMeta, task: &mut TaskState, msg
     }
     turn.updated_at = Utc::now();
     let turn_id = turn.turn_id.clone();
-    if let Err(e) = env.store.save(meta, &[], task).await {
+    let saved = match env.store.save(meta, &[], task).await {
+        Ok(()) => env.store.commit().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = saved {
         tracing::error!(session = %meta.session, error = %e, "decision not persisted; refused");
         if let Some(turn) = task.unfinished_turn_mut() {
             for c in turn.confirmations.iter_mut() {
@@ -374,11 +395,15 @@ async fn accept(
         stored.id.clone(),
         msg.envelope.trace_id.clone(),
     ));
-    if let Err(e) = env
+    let saved = match env
         .store
         .save(meta, std::slice::from_ref(&stored), task)
         .await
     {
+        Ok(()) => env.store.commit().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = saved {
         tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
         task.turn = None;
         let err = error_envelope("store_failed", format!("message not stored: {e}"));

@@ -1,5 +1,6 @@
 //! The Tool-executor: serves `hermes.tool.<name>` (queue `tool`) for every tool in its
-//! registry, the catalog on `hermes.tools.list` and its counters on `hermes.tools.metrics`.
+//! registry, the catalog on `hermes.tools.list` and its counters on `hermes.tools.metrics` —
+//! as bus services that run where a request arrives (see [`crate::bus::Handler`]).
 //!
 //! Every call passes the whitelist and schema validation (with safe repair) before it runs
 //! ([`run::execute`]). MCP tools are mounted from the MCP-bridge's catalog as proxy tools, so
@@ -16,16 +17,16 @@ pub mod run;
 
 use std::sync::Arc;
 
-use actix::prelude::*;
-use bytes::Bytes;
+use async_trait::async_trait;
 
-use super::adapter::{self, Incoming};
-use super::{error_bytes, reply_bytes, ActorDeps};
-use crate::bus::messages::{kinds, ToolCallRequest, ToolsCatalog};
-use crate::bus::SharedBus;
-use crate::bus::{subjects, BusError};
+use super::ActorDeps;
+use crate::bus::service::{typed, Service, ServiceError};
+use crate::bus::{BusError, Serving, SharedBus};
 use crate::config::ToolsConfig;
-use crate::envelope::Envelope;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::request::{ToolsListRequest, ToolsMetricsRequest};
+use crate::protocol::subjects;
+use crate::protocol::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog};
 use crate::tools::builtin::{self, BuiltinData};
 use crate::tools::definition::ToolDefinition;
 use crate::tools::metrics::ExecutorMetrics;
@@ -38,47 +39,51 @@ use crate::tools::Tool;
 pub use mcp_mounts::mount_mcp_tools;
 pub use run::{execute, Caller, ExecCore};
 
+/// The tool-executor service: its registry, stores and counters.
 pub struct ToolExecutor {
-    deps: ActorDeps,
     core: ExecCore,
-}
-
-impl Actor for ToolExecutor {
-    type Context = Context<Self>;
+    max_bytes: usize,
 }
 
 impl ToolExecutor {
-    /// Start the executor with the configured built-ins and subscribe them; MCP tools are
+    /// Start the executor with the configured built-ins and serve them; MCP tools are
     /// mounted by [`mount_mcp_tools`] once the bridge answers. `db` holds the executor's
     /// trees (a temporary database is used when there is none). Unfinished async jobs are
-    /// resumed in the background.
+    /// resumed in the background. The guards keep the services running.
     pub async fn start(
         deps: ActorDeps,
-        db: Option<sled::Db>,
-        arbiter: &ArbiterHandle,
-    ) -> Result<(Addr<ToolExecutor>, ExecCore), String> {
+        db: Option<crate::store::durability::Durable>,
+    ) -> Result<(Arc<ToolExecutor>, Vec<Serving>), String> {
         let core = build_core(&deps, db)?;
-        let actor = ToolExecutor {
-            deps: deps.clone(),
+        let executor = Arc::new(ToolExecutor {
             core: core.clone(),
-        };
-        let addr = ToolExecutor::start_in_arbiter(arbiter, |_| actor);
-        let recipient = addr.clone().recipient();
-        for subject in [subjects::TOOLS_LIST, subjects::TOOLS_METRICS] {
-            adapter::serve(
-                &deps.io,
-                deps.bus.clone(),
-                subject,
-                Some(subjects::groups::TOOL),
-                recipient.clone(),
+            max_bytes: deps.config.engine.max_envelope_bytes,
+        });
+        let group = subjects::groups::TOOL;
+        let bus = &deps.bus;
+        let mut serving = vec![
+            bus.serve(
+                subjects::TOOLS_LIST,
+                group,
+                typed::<ToolsListRequest, _>(executor.clone(), executor.max_bytes),
             )
             .await
-            .map_err(|e| e.to_string())?;
-        }
+            .map_err(|e| e.to_string())?,
+            bus.serve(
+                subjects::TOOLS_METRICS,
+                group,
+                typed::<ToolsMetricsRequest, _>(executor.clone(), executor.max_bytes),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
+        ];
         for name in core.registry.names() {
-            subscribe_tool(&deps, &name, recipient.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+            serving.push(
+                executor
+                    .serve_tool(bus, &name)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
         }
         let resuming = core.clone();
         deps.io.spawn(async move {
@@ -91,7 +96,61 @@ impl ToolExecutor {
         if days > 0 {
             deps.io.spawn(prune_raw_outputs(core.clone(), days));
         }
-        Ok((addr, core))
+        Ok((executor, serving))
+    }
+
+    /// The executor's registry, stores and counters.
+    pub fn core(&self) -> &ExecCore {
+        &self.core
+    }
+
+    /// Serve `hermes.tool.<name>` (queue `tool`) until the guard drops.
+    pub async fn serve_tool(
+        self: &Arc<Self>,
+        bus: &SharedBus,
+        name: &str,
+    ) -> Result<Serving, BusError> {
+        let subject = subjects::tool(name).map_err(|e| BusError::InvalidSubject {
+            subject: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        bus.serve(
+            &subject,
+            subjects::groups::TOOL,
+            typed::<ToolCallRequest, _>(self.clone(), self.max_bytes),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl Service<ToolCallRequest> for ToolExecutor {
+    /// Runs where the request arrives: built-ins are quick, and tools that wait on the network
+    /// (MCP proxies, async jobs) hand that wait to the I/O runtime themselves.
+    async fn call(
+        &self,
+        request: Envelope<ToolCallRequest>,
+    ) -> Result<ToolCallResult, ServiceError> {
+        let caller = Caller {
+            agent: request.agent.clone(),
+            session: request.session.clone(),
+            user: request.user.clone(),
+        };
+        Ok(execute(&self.core, request.body, caller).await)
+    }
+}
+
+#[async_trait]
+impl Service<ToolsListRequest> for ToolExecutor {
+    async fn call(&self, _: Envelope<ToolsListRequest>) -> Result<ToolsCatalog, ServiceError> {
+        Ok(catalog(&self.core))
+    }
+}
+
+#[async_trait]
+impl Service<ToolsMetricsRequest> for ToolExecutor {
+    async fn call(&self, _: Envelope<ToolsMetricsRequest>) -> Result<ToolMetrics, ServiceError> {
+        Ok(self.core.metrics.snapshot())
     }
 }
 
@@ -129,7 +188,10 @@ async fn prune_raw_outputs(core: ExecCore, days: u64) {
 
 /// The registry with the configured built-ins (config overrides applied), the worker tools
 /// of `[[tools.define]]`, and the stores.
-pub fn build_core(deps: &ActorDeps, db: Option<sled::Db>) -> Result<ExecCore, String> {
+pub fn build_core(
+    deps: &ActorDeps,
+    db: Option<crate::store::durability::Durable>,
+) -> Result<ExecCore, String> {
     let stores = match db {
         Some(db) => ToolStores::open(&db),
         None => ToolStores::temporary(),
@@ -203,67 +265,6 @@ pub fn catalog(core: &ExecCore) -> ToolsCatalog {
         tools: definitions.iter().map(|d| d.spec()).collect(),
         definitions,
         metrics: core.metrics.snapshot(),
-    }
-}
-
-async fn subscribe_tool(
-    deps: &ActorDeps,
-    name: &str,
-    recipient: Recipient<Incoming>,
-) -> Result<(), BusError> {
-    let subject = subjects::tool(name).map_err(|e| BusError::InvalidSubject {
-        subject: name.to_string(),
-        reason: e.to_string(),
-    })?;
-    adapter::serve(
-        &deps.io,
-        deps.bus.clone(),
-        &subject,
-        Some(subjects::groups::TOOL),
-        recipient,
-    )
-    .await
-    .map(|_| ())
-}
-
-impl Handler<Incoming> for ToolExecutor {
-    type Result = ResponseFuture<Option<Bytes>>;
-
-    fn handle(&mut self, msg: Incoming, _ctx: &mut Self::Context) -> Self::Result {
-        let deps = self.deps.clone();
-        let core = self.core.clone();
-        Box::pin(async move {
-            if msg.subject == subjects::TOOLS_LIST {
-                return reply_bytes(&Envelope::new(kinds::TOOLS_CATALOG, catalog(&core)));
-            }
-            if msg.subject == subjects::TOOLS_METRICS {
-                let metrics = core.metrics.snapshot();
-                return reply_bytes(&Envelope::new(kinds::TOOLS_METRICS, metrics));
-            }
-            let max = deps.config.engine.max_envelope_bytes;
-            let request =
-                match Envelope::decode_as::<ToolCallRequest>(&msg.payload, max, kinds::TOOL_CALL) {
-                    Ok(r) => r,
-                    Err(e) => return error_bytes("bad_request", e.to_string()),
-                };
-            let trace = request.trace_id.clone();
-            let caller = Caller {
-                agent: request.agent.clone(),
-                session: request.session.clone(),
-                user: request.user.clone(),
-            };
-            let io = deps.io.clone();
-            let body = request.body;
-            match io
-                .spawn(async move { execute(&core, body, caller).await })
-                .await
-            {
-                Ok(result) => {
-                    reply_bytes(&Envelope::new(kinds::TOOL_RESULT, result).in_trace(&trace))
-                }
-                Err(e) => error_bytes("tool_crashed", e.to_string()),
-            }
-        })
     }
 }
 

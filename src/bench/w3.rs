@@ -1,16 +1,17 @@
-//! W3 "message passing": raw bus + actor cost, between two actors on the engine's bus.
+//! W3 "message passing": the cost of the bus and a service on it, the way the engine's actors
+//! talk: a counting service for one-way messages and an echo service for request/reply.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
+use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::measure::{progress, Stats};
 use super::BenchError;
-use crate::actors::adapter::{self, Incoming};
+use crate::bus::{Handler, Message};
 use crate::engine::Engine;
 
 const ONEWAY: u64 = 100_000;
@@ -22,12 +23,10 @@ const WINDOW: u64 = 8192;
 
 /// Answers every request with its payload.
 struct Echo;
-impl Actor for Echo {
-    type Context = Context<Self>;
-}
-impl Handler<Incoming> for Echo {
-    type Result = Option<Bytes>;
-    fn handle(&mut self, msg: Incoming, _: &mut Self::Context) -> Option<Bytes> {
+
+#[async_trait]
+impl Handler for Echo {
+    async fn handle(&self, msg: Message) -> Option<Bytes> {
         Some(msg.payload)
     }
 }
@@ -36,16 +35,15 @@ impl Handler<Incoming> for Echo {
 struct Counter {
     seen: Arc<AtomicU64>,
     target: u64,
-    done: Option<tokio::sync::oneshot::Sender<()>>,
+    done: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
-impl Actor for Counter {
-    type Context = Context<Self>;
-}
-impl Handler<Incoming> for Counter {
-    type Result = Option<Bytes>;
-    fn handle(&mut self, _: Incoming, _: &mut Self::Context) -> Option<Bytes> {
+
+#[async_trait]
+impl Handler for Counter {
+    async fn handle(&self, _: Message) -> Option<Bytes> {
         if self.seen.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
-            if let Some(done) = self.done.take() {
+            let done = self.done.lock().ok().and_then(|mut d| d.take());
+            if let Some(done) = done {
                 let _ = done.send(());
             }
         }
@@ -58,7 +56,6 @@ fn setup(e: impl std::fmt::Display) -> BenchError {
 }
 
 pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
-    let io = tokio::runtime::Handle::current();
     let bus = engine.bus.clone();
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let (oneway_subject, rr_subject) = (
@@ -69,13 +66,13 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
     // One-way: publish ONEWAY messages; time until the consumer actor handled the last.
     let (tx, rx) = tokio::sync::oneshot::channel();
     let seen = Arc::new(AtomicU64::new(0));
-    let counter = Counter {
+    let counter = Arc::new(Counter {
         seen: seen.clone(),
         target: ONEWAY,
-        done: Some(tx),
-    }
-    .start();
-    adapter::forward(&io, bus.clone(), &oneway_subject, None, counter.recipient())
+        done: std::sync::Mutex::new(Some(tx)),
+    });
+    let _counting = bus
+        .serve(&oneway_subject, "bench", counter)
         .await
         .map_err(setup)?;
     let payload = Bytes::from_static(b"{\"n\":1}");
@@ -103,8 +100,8 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
     bar.finish_and_clear();
 
     // Request/reply against an echo actor.
-    let echo = Echo.start();
-    adapter::serve(&io, bus.clone(), &rr_subject, None, echo.recipient())
+    let _echoing = bus
+        .serve(&rr_subject, "bench", Arc::new(Echo))
         .await
         .map_err(setup)?;
     tracing::info!("w3: request/reply phase");

@@ -1,12 +1,15 @@
 //! The embedded (in-process) bus: NATS semantics without a server, for `hermes demo`, `hermes
 //! chat` and single-process deployments.
 //!
-//! - Subjects, `*`/`>` wildcards, queue groups and request/reply live in [`fanout`]: bounded
-//!   per-subscription channels, no background tasks, so every method works from any tokio
-//!   runtime (including actix's current-thread arbiters); it only needs the caller's runtime to
-//!   have timers enabled. Backpressure and the slow-subscriber rule are documented there.
-//! - Request/reply uses a unique inbox subject `_INBOX.<uuid>`; a request nobody subscribes to
-//!   fails at once with [`BusError::NoResponders`], like NATS.
+//! - Subjects, `*`/`>` wildcards and queue groups live in [`fanout`]: bounded per-subscription
+//!   channels, and services ([`Handler`]s) that are *called* in the publisher's task — so a
+//!   request to an in-process service and its reply cost no thread switch. No background
+//!   tasks: every method works from any tokio runtime (actix's current-thread arbiters
+//!   included) that has timers enabled. Backpressure and the slow-subscriber rule are there.
+//! - Request/reply uses an inbox subject `_INBOX.<n>` backed by a oneshot: a reply completes
+//!   the waiting request directly (a handler that answered inline leaves it ready before the
+//!   requester even waits). A request nobody listens to fails at once with
+//!   [`BusError::NoResponders`], like NATS.
 //! - Durable work queues are stored in the sled database given to [`EmbeddedBus::open`]; see
 //!   [`durable`] for storage layout, redelivery and restart behaviour.
 //!
@@ -17,35 +20,88 @@ mod durable;
 mod fanout;
 mod queue_state;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::sync::oneshot;
 
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
-    Bus, BusError, DurableConsumer, DurableOptions, Message, Subscription, DEFAULT_MAX_PAYLOAD,
+    Bus, BusError, DurableConsumer, DurableOptions, Handler, Message, Serving, Subscription,
+    DEFAULT_MAX_PAYLOAD,
 };
+use crate::store::durability::Durable;
 use durable::Queues;
 use fanout::{Fanout, SUBSCRIPTION_CAPACITY};
 
-/// Replies a request inbox buffers (a request takes the first; extra replies are discarded).
-const INBOX_CAPACITY: usize = 4;
+/// What every inbox subject of this bus starts with.
+const INBOX_PREFIX: &str = "_INBOX.";
 
 /// The in-process bus.
 pub struct EmbeddedBus {
     fanout: Arc<Fanout>,
     queues: Queues,
+    /// Requests waiting for their reply, by inbox subject; a reply completes one at once.
+    inboxes: Arc<Inboxes>,
+}
+
+#[derive(Default)]
+struct Inboxes {
+    next: AtomicU64,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Bytes>>>,
+}
+
+impl Inboxes {
+    fn open(&self) -> (String, oneshot::Receiver<Bytes>) {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let subject = format!("{INBOX_PREFIX}{n}");
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(subject.clone(), tx);
+        (subject, rx)
+    }
+
+    fn close(&self, subject: &str) {
+        self.lock().remove(subject);
+    }
+
+    /// Complete the request waiting on `subject`; false when none waits (late or unknown).
+    fn deliver(&self, subject: &str, payload: Bytes) -> bool {
+        let waiting = self.lock().remove(subject);
+        match waiting {
+            Some(tx) => tx.send(payload).is_ok(),
+            None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Bytes>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Removes an inbox whose request gave up (timeout, cancellation).
+struct InboxGuard<'a> {
+    inboxes: &'a Inboxes,
+    subject: String,
+}
+
+impl Drop for InboxGuard<'_> {
+    fn drop(&mut self) {
+        self.inboxes.close(&self.subject);
+    }
 }
 
 impl EmbeddedBus {
     /// A bus whose durable queues live in `db` (trees `bus.queue.*`). Messages stored by an
     /// earlier process in the same database are delivered again to the first consumers.
-    pub fn open(db: sled::Db) -> Result<Self, BusError> {
+    pub fn open(db: Durable) -> Result<Self, BusError> {
         Ok(Self {
             fanout: Fanout::new(),
             queues: Queues::new(db),
+            inboxes: Arc::default(),
         })
     }
 
@@ -53,23 +109,51 @@ impl EmbeddedBus {
         check_payload(payload.len(), DEFAULT_MAX_PAYLOAD)
     }
 
+    /// Hand `message` to its listeners (handlers run now) or to the request waiting on it.
+    async fn route(&self, message: Message) -> usize {
+        if message.subject.starts_with(INBOX_PREFIX)
+            && self
+                .inboxes
+                .deliver(&message.subject, message.payload.clone())
+        {
+            return 1;
+        }
+        let inboxes = self.inboxes.clone();
+        let fanout = self.fanout.clone();
+        let reply = move |to: String, answer: Bytes| {
+            let inboxes = inboxes.clone();
+            let fanout = fanout.clone();
+            async move {
+                if !inboxes.deliver(&to, answer.clone()) {
+                    let message = Message {
+                        subject: to,
+                        reply: None,
+                        payload: answer,
+                    };
+                    fanout.publish(message, |_, _| async {}).await;
+                }
+            }
+        };
+        self.fanout.publish(message, reply).await
+    }
+
     async fn send_request(&self, subject: &str, payload: Bytes) -> Result<Bytes, BusError> {
-        let inbox = format!("_INBOX.{}", uuid::Uuid::new_v4().simple());
-        let mut replies = self.fanout.subscribe(&inbox, None, INBOX_CAPACITY);
+        let (inbox, reply) = self.inboxes.open();
+        let _guard = InboxGuard {
+            inboxes: &self.inboxes,
+            subject: inbox.clone(),
+        };
         let message = Message {
             subject: subject.to_string(),
             reply: Some(inbox),
             payload,
         };
-        if self.fanout.publish(message).await == 0 {
+        if self.route(message).await == 0 {
             return Err(BusError::NoResponders {
                 subject: subject.to_string(),
             });
         }
-        match replies.recv().await {
-            Some(reply) => Ok(reply.payload),
-            None => Err(BusError::Closed),
-        }
+        reply.await.map_err(|_| BusError::Closed)
     }
 }
 
@@ -97,7 +181,7 @@ impl Bus for EmbeddedBus {
             reply: None,
             payload,
         };
-        self.fanout.publish(message).await;
+        self.route(message).await;
         Ok(())
     }
 
@@ -114,6 +198,21 @@ impl Bus for EmbeddedBus {
             .fanout
             .subscribe(pattern, Some(group), SUBSCRIPTION_CAPACITY);
         Ok(Subscription::new(live))
+    }
+
+    async fn serve(
+        &self,
+        pattern: &str,
+        group: &str,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Serving, BusError> {
+        check_subject(pattern, true)?;
+        check_group(group)?;
+        Ok(Serving::new(self.fanout.serve(
+            pattern,
+            Some(group),
+            handler,
+        )))
     }
 
     async fn request(
@@ -148,8 +247,8 @@ impl Bus for EmbeddedBus {
         Ok(self.queues.get(queue)?.consumer(options))
     }
 
-    /// Every publish has already been handed to its subscribers' buffers (and every durable
-    /// publish flushed) when it returns, so there is nothing left to wait for.
+    /// Every publish has already been handed to its listeners (and every handler has run)
+    /// when it returns, so there is nothing left to wait for.
     async fn flush(&self) -> Result<(), BusError> {
         Ok(())
     }

@@ -6,11 +6,11 @@
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
 pub mod embedded;
-pub mod messages;
+
 pub mod nats;
 pub mod pattern;
 pub mod rpc;
-pub mod subjects;
+pub mod service;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,6 +47,29 @@ impl Subscription {
     /// The next message, or `None` once the bus is closed.
     pub async fn next(&mut self) -> Option<Message> {
         self.inner.next().await
+    }
+}
+
+/// A service on the bus: answers messages where they arrive. The embedded bus calls it in the
+/// sender's task (a request to an in-process service is a function call, not a hop between
+/// threads); the NATS bus calls it on the connection's runtime for each message.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Handle `message`. `Some(reply)` is sent to the message's reply subject; `None` sends
+    /// nothing now (the service may answer later by publishing to `message.reply`).
+    async fn handle(&self, message: Message) -> Option<Bytes>;
+}
+
+/// A registered [`Handler`]; dropping it stops the service.
+pub struct Serving {
+    _guard: Box<dyn Send + Sync>,
+}
+
+impl Serving {
+    pub fn new(guard: impl Send + Sync + 'static) -> Self {
+        Self {
+            _guard: Box::new(guard),
+        }
     }
 }
 
@@ -179,6 +202,15 @@ pub trait Bus: Send + Sync + 'static {
     /// Subscribe as a member of a queue group: each message goes to one member of the group.
     async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<Subscription, BusError>;
 
+    /// Serve `pattern` in queue `group` with `handler` (see [`Handler`]) until the returned
+    /// guard drops.
+    async fn serve(
+        &self,
+        pattern: &str,
+        group: &str,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Serving, BusError>;
+
     /// Send a request and wait for the first reply.
     async fn request(
         &self,
@@ -214,7 +246,10 @@ pub async fn respond(bus: &dyn Bus, message: &Message, payload: Bytes) -> Result
 
 /// Open the bus named by `url`: `embedded` (needs the sled database for durable queues) or
 /// `nats://host:port`.
-pub async fn connect(url: &str, db: Option<sled::Db>) -> Result<SharedBus, BusError> {
+pub async fn connect(
+    url: &str,
+    db: Option<crate::store::durability::Durable>,
+) -> Result<SharedBus, BusError> {
     if url == "embedded" {
         let db = db.ok_or_else(|| {
             BusError::Storage("the embedded bus needs the data directory's sled database".into())

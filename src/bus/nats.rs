@@ -16,7 +16,7 @@
 mod jetstream;
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::{ConnectErrorKind, RequestErrorKind};
@@ -26,12 +26,23 @@ use futures::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::pattern::{check_group, check_payload, check_subject};
-use super::{Bus, BusError, DurableConsumer, DurableOptions, Message, Subscription};
+use super::{
+    Bus, BusError, DurableConsumer, DurableOptions, Handler, Message, Serving, Subscription,
+};
 
 /// How long the first connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a refused connection is retried at start, for a nats-server that is starting.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// A bus on a NATS server (with JetStream enabled for durable queues).
 pub struct NatsBus {
@@ -174,6 +185,45 @@ impl Bus for NatsBus {
             .await
             .map_err(|e| self.io_error("queue subscribe failed", e))?;
         Ok(Self::wrap(subscriber))
+    }
+
+    /// Each message is handled in a task of its own on the connection's runtime, so a slow
+    /// request never holds up the next.
+    async fn serve(
+        &self,
+        pattern: &str,
+        group: &str,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Serving, BusError> {
+        check_subject(pattern, true)?;
+        check_group(group)?;
+        let mut subscriber = self
+            .client
+            .queue_subscribe(pattern.to_string(), group.to_string())
+            .await
+            .map_err(|e| self.io_error("queue subscribe failed", e))?;
+        let client = self.client.clone();
+        let pattern = pattern.to_string();
+        let task = self.runtime.spawn(async move {
+            while let Some(m) = subscriber.next().await {
+                let (handler, client) = (handler.clone(), client.clone());
+                tokio::spawn(async move {
+                    let reply = m.reply.clone();
+                    let message = Message {
+                        subject: m.subject.to_string(),
+                        reply: m.reply.map(|r| r.to_string()),
+                        payload: m.payload,
+                    };
+                    if let (Some(answer), Some(to)) = (handler.handle(message).await, reply) {
+                        if let Err(e) = client.publish(to, answer).await {
+                            tracing::warn!(error = %e, "reply not sent");
+                        }
+                    }
+                });
+            }
+            tracing::debug!(pattern, "service subscription closed");
+        });
+        Ok(Serving::new(AbortOnDrop(task)))
     }
 
     async fn request(

@@ -6,7 +6,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{Bus, BusError};
-use crate::envelope::{Envelope, EnvelopeError};
+use crate::protocol::envelope::{Envelope, EnvelopeError};
+use crate::protocol::request::{Reply, Request};
+use crate::protocol::subjects::IdError;
 
 /// Why a typed call failed.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +17,8 @@ pub enum RpcError {
     Bus(#[from] BusError),
     #[error(transparent)]
     Envelope(#[from] EnvelopeError),
+    #[error(transparent)]
+    Subject(#[from] IdError),
 }
 
 /// Largest reply a typed call accepts (the bus limit applies before this).
@@ -31,6 +35,22 @@ pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
     let payload = request.encode()?;
     let reply = bus.request(subject, payload, timeout).await?;
     Ok(Envelope::decode_as(&reply, MAX_REPLY_BYTES, reply_kind)?)
+}
+
+/// Send a typed request to its own subject and decode its typed reply.
+pub async fn request<R: Request>(
+    bus: &dyn Bus,
+    request: &Envelope<R>,
+    timeout: Duration,
+) -> Result<Envelope<R::Reply>, RpcError> {
+    let subject = R::subject(request)?;
+    let payload = request.encode()?;
+    let reply = bus.request(&subject, payload, timeout).await?;
+    Ok(Envelope::decode_typed(
+        &reply,
+        MAX_REPLY_BYTES,
+        <R::Reply as Reply>::KIND,
+    )?)
 }
 
 /// Publish an envelope on `subject`.

@@ -15,10 +15,10 @@ use anyhow::Context;
 use clap::Args;
 
 use hermes::actors::ActorSet;
-use hermes::bus::messages::{ToolStatus, TurnEvent};
 use hermes::client::{SessionClient, TurnTrace};
 use hermes::config::Config;
 use hermes::engine::Engine;
+use hermes::protocol::{ToolStatus, TurnEvent};
 
 use super::print::Printer;
 use super::runtime::with_engine_runtime;

@@ -57,7 +57,10 @@ pub fn run(config: Config, command: EvalCommand) -> anyhow::Result<()> {
     let samples = eval::load(&args.dataset)?;
     let questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let temp = tempfile::tempdir()?;
-    let db = hermes::store::open(temp.path())?;
+    let db = hermes::store::open_durable(
+        temp.path(),
+        hermes::store::durability::Mode::Batch(std::time::Duration::from_millis(50)),
+    )?;
     let embedder_config = match (&config.memory.embedder, retriever) {
         (_, Retriever::Bm25) => EmbedderConfig::None,
         (EmbedderConfig::None, _) => EmbedderConfig::Local { model_dir: None },

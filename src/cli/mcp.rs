@@ -11,15 +11,16 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use hermes::actors::ActorSet;
-use hermes::bus::messages::{kinds, McpAuditReply, McpAuditRequest, McpCatalog};
-use hermes::bus::{rpc, subjects, SharedBus};
+use hermes::bus::{rpc, SharedBus};
 use hermes::config::{Config, McpServerConfig};
 use hermes::engine::Engine;
-use hermes::envelope::Envelope;
 use hermes::mcp::audit::{AuditLog, AuditRecord};
 use hermes::mcp::client::RmcpClient;
 use hermes::mcp::server::{self, Principal, ServerDeps};
 use hermes::mcp::McpClient;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, McpAuditRequest, McpCatalog};
 
 use super::runtime::{io_runtime, with_engine_runtime};
 
@@ -266,18 +267,12 @@ fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
         let limit = args.limit;
         io_runtime()?.block_on(async move {
             let bus = hermes::bus::connect(&config.bus.url, None).await?;
-            let request = Envelope::new(kinds::MCP_AUDIT_REQUEST, McpAuditRequest { limit });
+            let request = Envelope::request(McpAuditRequest { limit });
             let timeout = Duration::from_secs(config.engine.request_timeout_secs);
-            let reply = rpc::call::<_, McpAuditReply>(
-                bus.as_ref(),
-                subjects::MCP_AUDIT,
-                &request,
-                kinds::MCP_AUDIT,
-                timeout,
-            )
-            .await
-            .context("no MCP bridge answered on hermes.mcp.audit")?;
-            anyhow::Ok(reply.body.records)
+            let reply = rpc::request(bus.as_ref(), &request, timeout)
+                .await
+                .context("no MCP bridge answered on hermes.mcp.audit")?;
+            anyhow::Ok(reply.body.records.into_iter().map(Into::into).collect())
         })?
     };
     print_audit(&records, args.json);

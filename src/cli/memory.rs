@@ -12,6 +12,7 @@ use clap::{Args, Subcommand};
 
 use hermes::config::Config;
 use hermes::memory::{MemoryKind, MemoryRecord, MemoryService, RecallFilter, RecallQuery};
+use hermes::store::durability::{Durable, Mode};
 
 use super::runtime::io_runtime;
 
@@ -174,7 +175,7 @@ async fn open_service(config: &Config, with_embedder: bool) -> anyhow::Result<Me
     Ok(MemoryService::open(&db, &config.memory, embedder)?)
 }
 
-async fn open_db(dir: &Path) -> anyhow::Result<sled::Db> {
+async fn open_db(dir: &Path) -> anyhow::Result<Durable> {
     if !dir.exists() {
         anyhow::bail!(
             "data directory {} does not exist; pass --data-dir or --config with [engine].data_dir",
@@ -182,7 +183,9 @@ async fn open_db(dir: &Path) -> anyhow::Result<sled::Db> {
         );
     }
     let owned = dir.to_path_buf();
-    let opened = tokio::task::spawn_blocking(move || hermes::store::open(&owned)).await?;
+    let opened =
+        tokio::task::spawn_blocking(move || hermes::store::open_durable(&owned, Mode::Sync))
+            .await?;
     opened.with_context(|| {
         format!(
             "the data directory {} is locked or unreadable — stop the `hermes serve`/`hermes chat` \

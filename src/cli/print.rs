@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use hermes::bus::messages::{ToolStatus, TurnEvent};
+use hermes::protocol::{ToolStatus, TurnEvent};
 
 /// Prints events; deltas are streamed inline and closed by the answer.
 #[derive(Default)]

@@ -8,11 +8,11 @@ use std::time::Duration;
 use clap::Args;
 
 use hermes::actors::ActorSet;
-use hermes::bus::messages::TurnEvent;
 use hermes::bus::SharedBus;
 use hermes::client::SessionClient;
 use hermes::config::Config;
 use hermes::engine::Engine;
+use hermes::protocol::TurnEvent;
 
 use super::print::Printer;
 use super::runtime::with_engine_runtime;

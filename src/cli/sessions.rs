@@ -10,8 +10,10 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use hermes::config::Config;
+use hermes::context::search;
 use hermes::llm::Role;
-use hermes::store::{search, sessions::SessionStore};
+use hermes::store::durability::{Durable, Mode};
+use hermes::store::sessions::SessionStore;
 
 #[derive(Args)]
 pub struct SessionsArgs {
@@ -63,7 +65,7 @@ pub fn run(config: Config, args: SessionsArgs) -> anyhow::Result<()> {
             dir.display()
         )
     })?;
-    let store = SessionStore::open(&db)?;
+    let store = SessionStore::open(&Durable::new(db, Mode::Sync))?;
     match args.command {
         SessionsCommand::Ls { user } => {
             let list = store.list(user.as_deref())?;

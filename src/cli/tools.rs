@@ -11,10 +11,11 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use hermes::actors::tool_executor::configured_definitions;
-use hermes::bus::messages::{kinds, ToolsCatalog};
-use hermes::bus::{self, rpc, subjects};
+use hermes::bus::{self, rpc};
 use hermes::config::Config;
-use hermes::envelope::Envelope;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, ToolsCatalog};
 use hermes::tools::definition::ToolDefinition;
 use hermes::tools::lint::{lint, Finding};
 

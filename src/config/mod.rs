@@ -7,9 +7,11 @@
 
 pub mod load;
 pub mod models;
+pub mod tools;
 
 pub use load::{ConfigReport, ModelOrigin};
 pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
+pub use tools::ToolDefineConfig;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,41 @@ pub struct EngineConfig {
     /// A session actor idle this long stops; the next message reloads it from sled.
     #[serde(default = "default_idle_secs")]
     pub session_idle_secs: u64,
+    /// `sync`: what a turn acknowledged or answered is on disk before the acknowledgement or
+    /// answer leaves. `batch`: flushed within `durability_batch_ms`.
+    #[serde(default)]
+    pub durability: DurabilityConfig,
+    /// The longest a write waits for its flush in `batch` mode, milliseconds.
+    #[serde(default = "default_batch_ms")]
+    pub durability_batch_ms: u64,
+    /// Arbiters (threads) the session actors are spread over; 0 = one per CPU.
+    #[serde(default)]
+    pub session_arbiters: usize,
+}
+
+/// `engine.durability`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityConfig {
+    #[default]
+    Sync,
+    Batch,
+}
+
+impl EngineConfig {
+    /// The store's durability mode.
+    pub fn durability_mode(&self) -> crate::store::durability::Mode {
+        match self.durability {
+            DurabilityConfig::Sync => crate::store::durability::Mode::Sync,
+            DurabilityConfig::Batch => crate::store::durability::Mode::Batch(
+                std::time::Duration::from_millis(self.durability_batch_ms.max(1)),
+            ),
+        }
+    }
+}
+
+fn default_batch_ms() -> u64 {
+    5
 }
 
 fn default_idle_secs() -> u64 {
@@ -180,7 +217,7 @@ pub struct ToolsConfig {
     pub builtin: Vec<String>,
     /// Tool definitions: metadata overrides for existing tools, or external worker tools.
     #[serde(default)]
-    pub define: Vec<crate::tools::definition::ToolDefineConfig>,
+    pub define: Vec<ToolDefineConfig>,
     /// Days a raw tool output stays readable through its `raw_reference`; 0 keeps them forever.
     #[serde(default = "default_raw_retention_days")]
     pub raw_retention_days: u64,
@@ -333,13 +370,15 @@ impl Config {
 
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         for name in self.agents.keys() {
-            crate::bus::subjects::check_id("agent", name).map_err(|e| ConfigError::Invalid {
-                key: format!("agents.{name}"),
-                message: e.to_string(),
+            crate::protocol::subjects::check_id("agent", name).map_err(|e| {
+                ConfigError::Invalid {
+                    key: format!("agents.{name}"),
+                    message: e.to_string(),
+                }
             })?;
         }
         for server in &self.mcp.servers {
-            crate::bus::subjects::check_id("mcp server", &server.name).map_err(|e| {
+            crate::protocol::subjects::check_id("mcp server", &server.name).map_err(|e| {
                 ConfigError::Invalid {
                     key: "mcp.servers.name".into(),
                     message: e.to_string(),

@@ -119,6 +119,10 @@ impl ChatModel for BenchModel {
         "gpt-4o".into()
     }
 
+    fn is_local(&self) -> bool {
+        true
+    }
+
     /// Answers at once; it does not stream, so `deltas` receives nothing.
     async fn complete(
         &self,

@@ -25,6 +25,10 @@ impl ChatModel for FallbackModel {
         format!("{} (fallback {})", self.primary.id(), self.fallback.id())
     }
 
+    fn is_local(&self) -> bool {
+        self.primary.is_local() && self.fallback.is_local()
+    }
+
     /// The primary's: the context is budgeted for the model that usually answers.
     fn model_name(&self) -> String {
         self.primary.model_name()

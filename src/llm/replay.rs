@@ -248,6 +248,10 @@ impl ChatModel for ReplayModel {
         "gpt-4o".into()
     }
 
+    fn is_local(&self) -> bool {
+        true
+    }
+
     async fn complete(
         &self,
         request: &ChatRequest,

@@ -14,14 +14,16 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::bus::messages::kinds;
-use crate::bus::{rpc, subjects, Bus};
-use crate::envelope::Envelope;
+use crate::bus::{rpc, Bus};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::kinds;
+use crate::protocol::mcp::AuditEntry;
+use crate::protocol::subjects;
 
 /// The sled tree of audit records.
 pub const TREE: &str = "mcp_audit";
 
-/// One audited MCP operation.
+/// One audited MCP operation, as stored in the `mcp_audit` tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
     pub ts: DateTime<Utc>,
@@ -40,6 +42,38 @@ pub struct AuditRecord {
     pub status: String,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+impl From<AuditRecord> for AuditEntry {
+    fn from(r: AuditRecord) -> Self {
+        Self {
+            ts: r.ts,
+            side: r.side,
+            who: r.who,
+            server: r.server,
+            method: r.method,
+            target: r.target,
+            duration_ms: r.duration_ms,
+            status: r.status,
+            error: r.error,
+        }
+    }
+}
+
+impl From<AuditEntry> for AuditRecord {
+    fn from(e: AuditEntry) -> Self {
+        Self {
+            ts: e.ts,
+            side: e.side,
+            who: e.who,
+            server: e.server,
+            method: e.method,
+            target: e.target,
+            duration_ms: e.duration_ms,
+            status: e.status,
+            error: e.error,
+        }
+    }
 }
 
 impl AuditRecord {
@@ -136,7 +170,7 @@ pub async fn publish(bus: &dyn Bus, kind: &str, record: &AuditRecord) {
             return;
         }
     };
-    let envelope = Envelope::new(kinds::AUDIT_EVENT, record);
+    let envelope = Envelope::new(kinds::AUDIT_EVENT, AuditEntry::from(record.clone()));
     if let Err(error) = rpc::publish(bus, &subject, &envelope).await {
         tracing::warn!(%error, subject, "could not publish an MCP audit record");
     }

@@ -11,83 +11,12 @@ pub mod server;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A tool a server offers, as the server describes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpTool {
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-}
-
-/// The result of `tools/call`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpToolResult {
-    /// The server flagged the result as an error (`isError`).
-    pub is_error: bool,
-    /// Text content blocks joined by newlines.
-    pub text: String,
-    /// `structuredContent`, when the server sent it.
-    #[serde(default)]
-    pub structured: Option<Value>,
-}
-
-/// A resource a server offers (`resources/list`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpResource {
-    pub uri: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub mime_type: Option<String>,
-}
-
-/// One block of a `resources/read` result: text as is, binary summarised by its size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpResourceContent {
-    pub uri: String,
-    #[serde(default)]
-    pub mime_type: Option<String>,
-    /// The text, or a bracketed summary of a binary blob (`[blob image/png 120 bytes]`).
-    pub text: String,
-}
-
-/// A prompt template a server offers (`prompts/list`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpPrompt {
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub arguments: Vec<McpPromptArgument>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpPromptArgument {
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub required: bool,
-}
-
-/// The messages of a `prompts/get` result, each as role + text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpPromptResult {
-    #[serde(default)]
-    pub description: Option<String>,
-    pub messages: Vec<McpPromptMessage>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpPromptMessage {
-    /// `user` or `assistant`.
-    pub role: String,
-    pub text: String,
-}
+pub use crate::protocol::mcp::{
+    McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
+    McpResourceContent, McpTool, McpToolResult,
+};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

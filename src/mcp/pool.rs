@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 use super::client::RmcpClient;
 use super::{McpClient, McpPrompt, McpResource, McpTool};
-use crate::bus::messages::{McpCatalog, McpServerStatus};
 use crate::config::McpServerConfig;
+use crate::protocol::{McpCatalog, McpServerStatus};
 
 /// First reconnect delay; doubled per failed attempt up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);

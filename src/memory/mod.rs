@@ -20,6 +20,7 @@ pub mod sweep;
 pub mod tokenize;
 pub mod user_index;
 pub mod vectors;
+pub mod wire;
 
 pub use extract::{build_request, parse_updates, ExtractError};
 pub use record::{

@@ -3,34 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The namespace of a user's own memories: what extraction writes and what a write or forget
-/// that names no namespace uses.
-pub const DEFAULT_NAMESPACE: &str = "default";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MemoryKind {
-    Preference,
-    Fact,
-    Constraint,
-    Event,
-}
-
-impl MemoryKind {
-    /// `preference`, `fact`, `constraint` or `event` (any case); `None` for anything else.
-    pub fn parse(text: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(text.to_lowercase())).ok()
-    }
-}
-
-/// Where a memory came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Source {
-    pub session: String,
-    pub message_id: String,
-    /// When the user said it (not when it was stored): newer source time wins a conflict.
-    pub source_time: DateTime<Utc>,
-}
+pub use crate::protocol::memory::{MemoryKind, MemoryUpdate, Source, UpdateOp, DEFAULT_NAMESPACE};
 
 /// A stored memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,36 +32,6 @@ pub struct MemoryRecord {
     /// next sweep removes it unless an open task references it. A new write clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demoted_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UpdateOp {
-    Add,
-    Update,
-    Delete,
-    Noop,
-}
-
-/// One entry of the extractor's `{memory_updates: [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryUpdate {
-    pub op: UpdateOp,
-    pub kind: MemoryKind,
-    pub key: String,
-    #[serde(default)]
-    pub content: String,
-    #[serde(default = "default_importance")]
-    pub importance: f32,
-    /// Days until it expires; none for long-term memories.
-    #[serde(default)]
-    pub expiry_days: Option<u32>,
-    #[serde(default)]
-    pub topics: Vec<String>,
-}
-
-fn default_importance() -> f32 {
-    0.5
 }
 
 /// A recalled memory with its score.

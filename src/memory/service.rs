@@ -59,7 +59,7 @@ async fn blocking<T: Send + 'static>(
 impl MemoryService {
     /// Open the memory trees of `db`; `embedder` from [`super::embed::from_config`].
     pub fn open(
-        db: &sled::Db,
+        db: &crate::store::durability::Durable,
         config: &MemoryConfig,
         embedder: Option<SharedEmbedder>,
     ) -> Result<Self, MemoryError> {

@@ -96,7 +96,7 @@ fn query(user: &str, text: &str) -> RecallQuery {
     }
 }
 
-fn open(db: &sled::Db, embedder: Option<SharedEmbedder>) -> MemoryService {
+fn open(db: &crate::store::durability::Durable, embedder: Option<SharedEmbedder>) -> MemoryService {
     let config = Config::embedded().unwrap();
     MemoryService::open(db, &config.memory, embedder).unwrap()
 }
@@ -104,7 +104,7 @@ fn open(db: &sled::Db, embedder: Option<SharedEmbedder>) -> MemoryService {
 #[tokio::test]
 async fn hybrid_recall_finds_a_paraphrase_bm25_misses() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let service = open(&db, Some(WordEmbedder::new("test:words")));
     service
         .apply(
@@ -137,7 +137,7 @@ async fn hybrid_recall_finds_a_paraphrase_bm25_misses() {
 #[tokio::test]
 async fn vectors_of_another_embedder_are_never_used_and_missing_ones_are_embedded_lazily() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let first = WordEmbedder::new("test:first");
     let a = open(&db, Some(first.clone()));
     a.apply(
@@ -180,7 +180,7 @@ async fn vectors_of_another_embedder_are_never_used_and_missing_ones_are_embedde
 #[tokio::test]
 async fn failing_embedder_degrades_recall_to_bm25() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let broken = Arc::new(WordEmbedder {
         id: "test:broken".into(),
         texts_seen: AtomicUsize::new(0),
@@ -207,7 +207,7 @@ async fn failing_embedder_degrades_recall_to_bm25() {
 #[tokio::test]
 async fn recall_filters_by_kind_topic_and_namespace() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let service = open(&db, None);
     service
         .apply(
@@ -268,7 +268,7 @@ async fn recall_filters_by_kind_topic_and_namespace() {
 #[tokio::test]
 async fn forget_by_key_and_by_id_remove_the_record() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let service = open(&db, None);
     let applied = service
         .apply(
@@ -308,7 +308,7 @@ async fn forget_by_key_and_by_id_remove_the_record() {
 #[tokio::test]
 async fn list_returns_live_records_by_namespace_or_id_and_never_another_users() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let service = open(&db, None);
     let mut short = update("trip", "train to berlin on friday", MemoryKind::Event);
     short.expiry_days = Some(1);

@@ -6,6 +6,7 @@
 //! (open one `MemoryStore` per database and clone it), and [`MemoryStore::apply`] and
 //! [`MemoryStore::forget`] return only after sled has flushed them to disk.
 
+use crate::store::durability::Durable;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
@@ -60,6 +61,8 @@ pub enum MemoryError {
     },
     #[error("embedding memories failed: {0}")]
     Embedding(String),
+    #[error(transparent)]
+    Flush(#[from] crate::store::durability::FlushError),
     #[error("a memory task stopped before it finished ({0}); the engine is shutting down or hit a bug — retry, and report it if it persists")]
     Interrupted(String),
 }
@@ -103,7 +106,7 @@ pub struct AppliedUpdate {
 /// Memory records of all users in one sled database.
 #[derive(Clone)]
 pub struct MemoryStore {
-    pub(super) db: sled::Db,
+    pub(super) db: Durable,
     pub(super) memories: sled::Tree,
     keys: sled::Tree,
     pub(super) stamps: sled::Tree,
@@ -115,7 +118,7 @@ impl MemoryStore {
     /// Open (creating if needed) the trees [`MEMORIES_TREE`] — key `<user>\0<record id>`, value
     /// the record as JSON — and [`MEMORY_KEYS_TREE`] — key `<user>\0<namespace>\0<key>`, value
     /// the id of the record holding that slot.
-    pub fn open(db: &sled::Db) -> Result<Self, MemoryError> {
+    pub fn open(db: &Durable) -> Result<Self, MemoryError> {
         let open = |name: &str| {
             db.open_tree(name).map_err(|source| MemoryError::Storage {
                 action: "open its sled trees",
@@ -448,14 +451,10 @@ impl MemoryStore {
             })
     }
 
-    /// Wait until every write so far is on disk.
+    /// Commit every write so far with the database's durability (on disk before this
+    /// returns in `sync` mode).
     pub async fn flush(&self) -> Result<(), MemoryError> {
-        crate::store::flush::flush(&self.db)
-            .await
-            .map_err(|source| MemoryError::Storage {
-                action: "flush memory writes to disk",
-                source,
-            })
+        Ok(self.db.commit().await?)
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, ()> {

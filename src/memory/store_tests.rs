@@ -7,7 +7,7 @@ use crate::memory::record::MemoryKind;
 
 fn open_temp() -> (tempfile::TempDir, MemoryStore) {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     (dir, MemoryStore::open(&db).unwrap())
 }
 
@@ -353,12 +353,12 @@ async fn recall_respects_limit_namespace_and_min_score() {
 async fn records_survive_closing_and_reopening_the_database() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
         let store = MemoryStore::open(&db).unwrap();
         let out = apply_one(&store, "alice", add("budget", "用户的预算是5000元"), 0).await;
         out.record.unwrap().id
     };
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let store = MemoryStore::open(&db).unwrap();
     let record = store.get("alice", &id).unwrap().unwrap();
     assert_eq!(record.content, "用户的预算是5000元");
@@ -436,7 +436,7 @@ fn applied_op_names_match_the_wire_strings() {
 #[tokio::test]
 async fn recall_sees_every_write_even_through_another_store_on_the_same_database() {
     let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
     let reader = MemoryStore::open(&db).unwrap();
     let writer = MemoryStore::open(&db).unwrap();
     let recall = |s: &MemoryStore| -> Vec<String> {

@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn expired_record_is_demoted_then_removed_and_long_term_ones_stay() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
         let store = MemoryStore::open(&db).unwrap();
         let refs = MemoryRefs::open(&db).unwrap();
         let t0 = Utc::now();
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn referenced_expired_record_is_kept_until_its_task_closes() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
         let store = MemoryStore::open(&db).unwrap();
         let refs = MemoryRefs::open(&db).unwrap();
         let t0 = Utc::now();
@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn a_new_write_revives_a_demoted_record() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
         let store = MemoryStore::open(&db).unwrap();
         let refs = MemoryRefs::open(&db).unwrap();
         let t0 = Utc::now();

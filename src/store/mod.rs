@@ -7,10 +7,10 @@
 //!
 //! sled is single-process: other processes ask the owner over the bus, never open the files.
 
-pub mod flush;
-pub mod search;
+pub mod durability;
 pub mod sessions;
 pub mod tasks;
+pub mod tool_result;
 
 use std::path::Path;
 
@@ -25,6 +25,13 @@ pub enum StoreError {
     Corrupt { what: String, reason: String },
     #[error("cannot encode record: {0}")]
     Encode(String),
+    #[error(transparent)]
+    Flush(#[from] durability::FlushError),
+}
+
+/// Open the database under `dir` (see [`open`]) with its flusher, committing as `mode` says.
+pub fn open_durable(dir: &Path, mode: durability::Mode) -> Result<durability::Durable, StoreError> {
+    Ok(durability::Durable::new(open(dir)?, mode))
 }
 
 /// How long [`open`] waits for a previous owner of the directory to let go of its lock.

@@ -5,12 +5,14 @@
 //! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
 //! - `tasks`: `<agent>\0<session>` → JSON [`TaskState`] (goal, summary, turn state)
 //!
-//! Messages are append-only; `append` returns only after the write is flushed to disk, so a
-//! message acknowledged to a publisher survives a crash.
+//! Messages are append-only. Writes are not flushed here: the turn calls [`SessionStore::commit`]
+//! where its guarantees need it (before an acknowledgement or an answer leaves), so one flush of
+//! the database's group commit serves every session that wrote since the last.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::durability::Durable;
 use super::tasks::TaskState;
 use super::StoreError;
 use crate::llm::{ChatMessage, Usage};
@@ -45,7 +47,7 @@ pub struct StoredMessage {
 /// Read/write access to the conversation trees. Cheap to clone.
 #[derive(Clone)]
 pub struct SessionStore {
-    db: sled::Db,
+    db: Durable,
     sessions: sled::Tree,
     messages: sled::Tree,
     tasks: sled::Tree,
@@ -83,7 +85,7 @@ fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 }
 
 impl SessionStore {
-    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
             db: db.clone(),
             sessions: db.open_tree("sessions")?,
@@ -141,7 +143,7 @@ impl SessionStore {
         for item in self.tasks.iter() {
             let (k, v) = item?;
             let task: TaskState = decode("task state", &v)?;
-            if task.resumable_turn().is_some() {
+            if task.resumable_turn().is_some() || task.pending_extraction().is_some() {
                 let key = String::from_utf8_lossy(&k).to_string();
                 if let Some((agent, session)) = key.split_once('\0') {
                     out.push((agent.to_string(), session.to_string()));
@@ -182,8 +184,13 @@ impl SessionStore {
         meta.updated_at = Utc::now();
         self.sessions
             .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
-        super::flush::flush(&self.db).await?;
         Ok(())
+    }
+
+    /// Make everything written so far durable as `engine.durability` says (on disk before
+    /// this returns in `sync` mode).
+    pub async fn commit(&self) -> Result<(), StoreError> {
+        Ok(self.db.commit().await?)
     }
 
     /// All sessions, optionally only one user's.
@@ -221,7 +228,8 @@ mod tests {
     async fn appended_messages_survive_reopen_in_order() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let db = crate::store::open(dir.path()).unwrap();
+            let db =
+                crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
             let store = SessionStore::open(&db).unwrap();
             let mut meta = SessionMeta {
                 agent: "a".into(),
@@ -237,7 +245,7 @@ mod tests {
                 .unwrap();
             assert_eq!(meta.next_seq, 2);
         }
-        let db = crate::store::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
         let store = SessionStore::open(&db).unwrap();
         let got = store.messages("a", "s").unwrap();
         assert_eq!(got.len(), 2);

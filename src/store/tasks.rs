@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bus::messages::ToolCallResult;
+use super::tool_result::StoredToolResult;
 
 /// Where a turn is. Persisted at every step; a restarted process resumes any turn that is not
 /// in a final state.
@@ -58,6 +58,15 @@ pub struct TurnRecord {
     /// (`waiting_job` while one has none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<AwaitedJob>,
+    /// The answered turn's transcript is on the extraction queue (the last step of a turn;
+    /// an answered turn without it is finished at start-up).
+    #[serde(default = "already_queued")]
+    pub extraction_queued: bool,
+}
+
+/// Records written before this flag existed were queued when they were answered.
+fn already_queued() -> bool {
+    true
 }
 
 impl TurnRecord {
@@ -73,6 +82,7 @@ impl TurnRecord {
             error: None,
             confirmations: Vec::new(),
             jobs: Vec::new(),
+            extraction_queued: false,
         }
     }
 
@@ -125,7 +135,7 @@ pub struct AwaitedJob {
     pub submitted_at: DateTime<Utc>,
     /// The final result (`done` or `failed`), as it enters the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<ToolCallResult>,
+    pub result: Option<StoredToolResult>,
 }
 
 /// Everything about a session's task that is not a message.
@@ -163,6 +173,13 @@ impl TaskState {
     pub fn resumable_turn(&self) -> Option<&TurnRecord> {
         self.unfinished_turn()
             .filter(|t| !(t.phase == TurnPhase::WaitingUser && t.undecided().next().is_some()))
+    }
+
+    /// An answered turn whose transcript still has to go onto the extraction queue.
+    pub fn pending_extraction(&self) -> Option<&TurnRecord> {
+        self.turn
+            .as_ref()
+            .filter(|t| t.phase == TurnPhase::Answered && !t.extraction_queued)
     }
 
     /// The unfinished turn, to change its waiting state.

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::bus::messages::ToolCallResult;
+use crate::protocol::ToolCallResult;
+use crate::store::durability::Durable;
+use crate::store::tool_result::StoredToolResult;
 use crate::store::StoreError;
 
 /// The sled tree of recorded results.
@@ -59,7 +61,7 @@ pub fn canonical_json(value: &Value) -> String {
 /// A recorded result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdemRecord {
-    pub result: ToolCallResult,
+    pub result: StoredToolResult,
     pub recorded_at: DateTime<Utc>,
 }
 
@@ -67,12 +69,14 @@ pub struct IdemRecord {
 #[derive(Debug, Clone)]
 pub struct IdemStore {
     tree: sled::Tree,
+    durable: Durable,
 }
 
 impl IdemStore {
-    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
             tree: db.open_tree(TREE)?,
+            durable: db.clone(),
         })
     }
 
@@ -91,12 +95,12 @@ impl IdemStore {
     /// Record `result` under `key` and make it durable before returning.
     pub async fn record(&self, key: &str, result: &ToolCallResult) -> Result<(), StoreError> {
         let record = IdemRecord {
-            result: result.clone(),
+            result: result.into(),
             recorded_at: Utc::now(),
         };
         let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Encode(e.to_string()))?;
         self.tree.insert(key.as_bytes(), bytes)?;
-        self.tree.flush_async().await?;
+        self.durable.commit().await?;
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! Keys: the job id (`job-<uuid v7>`, so keys sort by creation time), UTF-8. Values: one
 //! [`JobRecord`] as JSON. A job is written `submitted` before the call is answered, `running`
 //! when the work starts, and `done` or `failed` when it ends; every change is also published
-//! on `hermes.job.<id>` as a [`crate::bus::messages::JobEvent`]. On start the executor resumes
+//! on `hermes.job.<id>` as a [`crate::protocol::JobEvent`]. On start the executor resumes
 //! the jobs it finds `submitted` or `running` (see `actors::tool_executor`).
 
 use chrono::{DateTime, Utc};
@@ -12,37 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ProgressUpdate, ToolError};
+use crate::store::durability::Durable;
 use crate::store::StoreError;
+
+use crate::protocol::tool::JobEvent;
+pub use crate::protocol::tool::JobStatus;
 
 /// The sled tree of job records.
 pub const TREE: &str = "jobs";
-
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    Submitted,
-    Running,
-    Done,
-    Failed,
-}
-
-impl JobStatus {
-    /// `done` or `failed`: nothing more will happen.
-    pub fn is_final(self) -> bool {
-        matches!(self, JobStatus::Done | JobStatus::Failed)
-    }
-
-    /// The envelope kind of the event announcing this status.
-    pub fn event_kind(self) -> &'static str {
-        match self {
-            JobStatus::Submitted => crate::bus::messages::kinds::JOB_SUBMITTED,
-            JobStatus::Running => crate::bus::messages::kinds::JOB_PROGRESS,
-            JobStatus::Done => crate::bus::messages::kinds::JOB_DONE,
-            JobStatus::Failed => crate::bus::messages::kinds::JOB_FAILED,
-        }
-    }
-}
 
 /// One async job as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,12 +63,14 @@ pub fn new_job_id() -> String {
 #[derive(Debug, Clone)]
 pub struct JobStore {
     tree: sled::Tree,
+    durable: Durable,
 }
 
 impl JobStore {
-    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
             tree: db.open_tree(TREE)?,
+            durable: db.clone(),
         })
     }
 
@@ -123,9 +102,10 @@ impl JobStore {
         Ok(out)
     }
 
-    /// Make the writes so far durable (call before acknowledging a submission).
+    /// Commit the writes so far with the database's durability (before acknowledging a
+    /// submission).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.tree.flush_async().await?;
+        self.durable.commit().await?;
         Ok(())
     }
 }
@@ -135,6 +115,24 @@ fn decode(key: &str, bytes: &[u8]) -> Result<JobRecord, StoreError> {
         what: format!("job {key}"),
         reason: e.to_string(),
     })
+}
+
+impl From<&JobRecord> for JobEvent {
+    fn from(r: &crate::tools::jobs::JobRecord) -> Self {
+        Self {
+            job_id: r.job_id.clone(),
+            tool: r.tool.clone(),
+            call_id: r.call_id.clone(),
+            agent: r.agent.clone(),
+            session: r.session.clone(),
+            user: r.user.clone(),
+            turn_id: r.turn_id.clone(),
+            status: r.status,
+            progress: r.progress.clone(),
+            result: r.result.clone(),
+            error: r.error.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -167,7 +165,8 @@ mod tests {
     fn unfinished_lists_only_jobs_still_to_do_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let ids = {
-            let db = crate::store::open(dir.path()).unwrap();
+            let db =
+                crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
             let store = JobStore::open(&db).unwrap();
             let mut ids = Vec::new();
             for status in [JobStatus::Running, JobStatus::Done, JobStatus::Submitted] {
@@ -178,7 +177,7 @@ mod tests {
             db.flush().unwrap();
             ids
         };
-        let db = crate::store::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
         let store = JobStore::open(&db).unwrap();
         let open: Vec<String> = store
             .unfinished()
@@ -193,6 +192,6 @@ mod tests {
 
     #[test]
     fn job_ids_are_subject_tokens() {
-        crate::bus::subjects::job(&new_job_id()).unwrap();
+        crate::protocol::subjects::job(&new_job_id()).unwrap();
     }
 }

@@ -7,35 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-/// A snapshot of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolMetrics {
-    /// Calls that ran (sync calls and async submissions; replays excluded).
-    #[serde(default)]
-    pub executions: u64,
-    /// High-risk calls refused for lack of confirmation.
-    #[serde(default)]
-    pub high_risk_refused: u64,
-    /// High-risk calls executed with `confirmed: true`.
-    #[serde(default)]
-    pub high_risk_confirmed_executions: u64,
-    /// High-risk calls executed without confirmation. Must stay 0.
-    #[serde(default)]
-    pub high_risk_unconfirmed_executions: u64,
-    /// Write calls answered from the idempotency record instead of running again.
-    #[serde(default)]
-    pub idempotent_replays: u64,
-    #[serde(default)]
-    pub jobs_submitted: u64,
-    /// Jobs found unfinished at start and run again.
-    #[serde(default)]
-    pub jobs_resumed: u64,
-    /// Jobs found unfinished at start and failed (write tools with no record of completion).
-    #[serde(default)]
-    pub jobs_failed_on_restart: u64,
-}
+pub use crate::protocol::tool::ToolMetrics;
 
 /// The live counters; clones share them.
 #[derive(Debug, Clone, Default)]

@@ -29,65 +29,11 @@ pub mod worker;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::ToolSpec;
-use definition::ToolDefinition;
-
-/// How a failed tool call is classified, so the model (and the loop guard) can act on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolErrorCode {
-    /// The name is not in the whitelist.
-    UnknownTool,
-    /// The arguments do not match the schema and could not be safely repaired.
-    InvalidArguments,
-    /// The tool ran and reported a failure.
-    ExecutionFailed,
-    /// The tool did not finish in time.
-    Timeout,
-    /// The tool's backend (MCP server, worker) is not reachable.
-    Unavailable,
-    /// A `risk = high` call arrived without the user's confirmation; it was not run.
-    ConfirmationRequired,
-    /// The user was asked to confirm a `risk = high` call and said no; it was not run.
-    DeclinedByUser,
-}
-
-/// A structured error the model can act on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
-#[error("{code:?}: {message}")]
-pub struct ToolError {
-    pub code: ToolErrorCode,
-    pub message: String,
-    /// What the model should do next.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-    /// For `unknown_tool`: the closest existing names; for `invalid_arguments`: one entry per
-    /// schema violation (`/path: problem`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<String>,
-}
-
-impl ToolError {
-    pub fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            hint: None,
-            details: Vec::new(),
-        }
-    }
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-    pub fn with_details(mut self, details: Vec<String>) -> Self {
-        self.details = details;
-        self
-    }
-}
+use crate::protocol::chat::ToolSpec;
+use crate::protocol::tool::ToolDefinition;
+pub use crate::protocol::tool::{ProgressUpdate, ToolError, ToolErrorCode};
 
 /// A tool Hermes can execute.
 #[async_trait]
@@ -118,13 +64,6 @@ pub trait Tool: Send + Sync {
         let _ = progress;
         self.call(arguments).await
     }
-}
-
-/// One progress report of a running job: how far (0.0–1.0) and what it is doing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProgressUpdate {
-    pub fraction: f32,
-    pub message: String,
 }
 
 /// Where a running job reports progress; [`Progress::none`] discards reports.

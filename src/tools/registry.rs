@@ -26,6 +26,7 @@ use super::definition::{ToolDefineConfig, ToolDefinition};
 use super::validate::{validate_and_repair, Validator, FIX_ARGUMENTS_HINT};
 use super::{PreparedCall, Tool, ToolError, ToolErrorCode};
 use crate::llm::ToolSpec;
+use crate::tools::definition::ApplyConfig;
 
 /// Prefix of argument keys the engine injects after validation.
 pub const INJECTED_PREFIX: char = '_';

@@ -12,11 +12,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{Tool, ToolError, ToolErrorCode};
-use crate::bus::messages::{kinds, McpCallReply, McpCallRequest, McpReadReply, McpReadRequest};
-use crate::bus::{rpc, subjects, SharedBus};
-use crate::envelope::Envelope;
+use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
 use crate::mcp::McpTool;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, McpCallReply, McpCallRequest, McpReadReply, McpReadRequest};
 use crate::tools::registry::USER_ARG;
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
@@ -260,7 +261,7 @@ impl Tool for SessionSearchTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        use crate::bus::messages::{SessionSearchReply, SessionSearchRequest};
+        use crate::protocol::{SessionSearchReply, SessionSearchRequest};
         let user = arguments
             .get("_user")
             .and_then(Value::as_str)

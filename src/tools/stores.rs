@@ -4,6 +4,7 @@
 use super::idempotency::IdemStore;
 use super::jobs::JobStore;
 use super::raw::RawStore;
+use crate::store::durability::{Durable, Mode};
 use crate::store::StoreError;
 
 /// The executor's stores; clones share the trees.
@@ -15,7 +16,7 @@ pub struct ToolStores {
 }
 
 impl ToolStores {
-    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
             jobs: JobStore::open(db)?,
             idem: IdemStore::open(db)?,
@@ -27,6 +28,9 @@ impl ToolStores {
     /// started without a data directory).
     pub fn temporary() -> Result<Self, StoreError> {
         let db = sled::Config::new().temporary(true).open()?;
-        Self::open(&db)
+        Self::open(&Durable::new(
+            db,
+            Mode::Batch(std::time::Duration::from_millis(50)),
+        ))
     }
 }

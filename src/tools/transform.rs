@@ -26,7 +26,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::bus::messages::{ToolCallResult, ToolStatus};
+use crate::protocol::{ToolCallResult, ToolStatus};
 
 /// Longest summary, in characters.
 pub const SUMMARY_MAX_CHARS: usize = 100;

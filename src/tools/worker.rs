@@ -6,6 +6,7 @@
 //! catalog. The caller — the session, before it sends the call — validates and repairs the
 //! arguments with [`prepare_remote`], the same checks the executor applies to its own tools.
 
+use crate::tools::definition::ApplyConfig;
 use serde_json::Value;
 
 use super::definition::{ToolDefineConfig, ToolDefinition, ToolSource};
@@ -54,7 +55,7 @@ pub fn worker_definitions(
         if is_executor_tool(&entry.name) || entry.name.contains(super::remote::MCP_SEPARATOR) {
             continue;
         }
-        if let Err(e) = crate::bus::subjects::check_id("tool", &entry.name) {
+        if let Err(e) = crate::protocol::subjects::check_id("tool", &entry.name) {
             problems.push(format!("[[tools.define]] `{}`: {e}", entry.name));
             continue;
         }

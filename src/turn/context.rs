@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use super::{TurnEnv, TurnError, TurnState};
-use crate::bus::messages::{kinds, SummariseReply, SummariseRequest};
-use crate::bus::{rpc, subjects};
+use crate::bus::rpc;
 use crate::config::AgentConfig;
 use crate::context::budget::{self, ContextParts, Counted};
 use crate::context::compaction::{self, ToolResultShrinker};
-use crate::envelope::Envelope;
 use crate::llm::{ChatMessage, ToolSpec};
-use crate::memory::RecallHit;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::RecallHit;
+use crate::protocol::{kinds, SummariseReply, SummariseRequest};
 use crate::store::sessions::StoredMessage;
 
 /// The parts of the context that stay the same for every step of a turn.

@@ -1,8 +1,9 @@
 //! Publishing a session's turn events on `hermes.out.<agent>.<session>`.
 
-use crate::bus::messages::{kinds, TurnEvent};
-use crate::bus::{rpc, subjects, SharedBus};
-use crate::envelope::Envelope;
+use crate::bus::{rpc, SharedBus};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, TurnEvent};
 use crate::store::sessions::SessionMeta;
 
 /// Publishes one session's events; publishing failures are logged, never fatal to the turn.

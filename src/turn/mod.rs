@@ -24,16 +24,17 @@ use chrono::{DateTime, Utc};
 pub use emit::Emitter;
 pub use waiting::{finished_by, job_result};
 
-use crate::bus::messages::{
+use crate::bus::{rpc, SharedBus};
+use crate::config::Config;
+use crate::context::tokens::TokenCounter;
+use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::RecallHit;
+use crate::protocol::{
     kinds, ExtractJob, PlanReply, PlanRequest, RecallReply, RecallRequest, RecalledMemory,
     ToolsCatalog, TurnEvent,
 };
-use crate::bus::{rpc, subjects, SharedBus};
-use crate::config::Config;
-use crate::context::tokens::TokenCounter;
-use crate::envelope::Envelope;
-use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
-use crate::memory::RecallHit;
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
@@ -193,6 +194,9 @@ pub async fn run_turn(
         if let Err(se) = state.save_task().await {
             tracing::error!(error = %se, "failed turn state not stored");
         }
+        if let Err(se) = state.env.store.commit().await {
+            tracing::error!(error = %se, "failed turn state not committed");
+        }
         state
             .emitter
             .emit(TurnEvent::Error {
@@ -325,11 +329,19 @@ fn loop_guard(current: &[StoredMessage]) -> Option<String> {
     })
 }
 
+/// Store the turn as answered and commit, publish the answer, then queue the transcript for
+/// extraction and note that it is queued — so an answer that left is on disk, and an answered
+/// turn whose extraction a crash cut off is queued at start-up ([`queue_extraction`]; the
+/// extractor skips a turn it already mined).
 async fn finish(
     state: &mut TurnState<'_>,
     record: &TurnRecord,
     text: &str,
 ) -> Result<(), TurnError> {
+    state.set_phase(TurnPhase::Answered);
+    state.record().extraction_queued = false;
+    state.save_task().await?;
+    state.env.store.commit().await?;
     state
         .emitter
         .emit(TurnEvent::Answer {
@@ -337,12 +349,39 @@ async fn finish(
             text: text.to_string(),
         })
         .await;
-    let user_message = state.current().into_iter().next();
-    if let Some(user_message) = user_message {
-        enqueue_extraction(state.env, state.meta, record, &user_message, text).await;
-    }
-    state.set_phase(TurnPhase::Answered);
+    let current = state.current();
+    let queued = match current.first() {
+        Some(user_message) => {
+            enqueue_extraction(state.env, state.meta, record, user_message, text).await
+        }
+        None => true,
+    };
+    state.record().extraction_queued = queued;
     state.save_task().await
+}
+
+/// Queue the extraction of an answered turn a crash interrupted before it was queued.
+pub async fn queue_extraction(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    log: &[StoredMessage],
+) -> Result<(), TurnError> {
+    let Some(record) = task.pending_extraction().cloned() else {
+        return Ok(());
+    };
+    let start = turn_start(log, &record.turn_id);
+    let queued = match (log.get(start), log.last()) {
+        (Some(user_message), Some(answer)) => {
+            enqueue_extraction(env, meta, &record, user_message, &answer.message.content).await
+        }
+        _ => true,
+    };
+    if let Some(turn) = task.turn.as_mut() {
+        turn.extraction_queued = queued;
+    }
+    env.store.save(meta, &[], task).await?;
+    Ok(())
 }
 
 async fn plan(
@@ -454,13 +493,14 @@ pub fn new_stored(
     }
 }
 
+/// Put the turn's transcript on the extraction queue; false when it could not be queued.
 async fn enqueue_extraction(
     env: &TurnEnv,
     meta: &SessionMeta,
     record: &TurnRecord,
     user_message: &StoredMessage,
     answer: &str,
-) {
+) -> bool {
     let job = Envelope::new(
         kinds::EXTRACT_JOB,
         ExtractJob {
@@ -482,14 +522,18 @@ async fn enqueue_extraction(
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "extraction job not encoded");
-            return;
+            return true;
         }
     };
-    if let Err(e) = env
+    match env
         .bus
         .durable_publish(subjects::MEMORY_EXTRACT, payload)
         .await
     {
-        tracing::error!(session = %meta.session, error = %e, "extraction job not queued; this turn's memories are not written");
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(session = %meta.session, error = %e, "extraction job not queued; it is queued again when the session service restarts");
+            false
+        }
     }
 }

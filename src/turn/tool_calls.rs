@@ -6,10 +6,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{Emitter, TurnEnv};
-use crate::bus::messages::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, TurnEvent};
-use crate::bus::{rpc, subjects, BusError};
-use crate::envelope::Envelope;
+use crate::bus::{rpc, BusError};
 use crate::llm::ToolCall;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, TurnEvent};
 use crate::store::sessions::SessionMeta;
 use crate::tools::definition::{ToolDefinition, ToolEffect};
 use crate::tools::registry::closest_names;

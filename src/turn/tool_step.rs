@@ -7,10 +7,11 @@ use std::collections::HashSet;
 use chrono::Utc;
 
 use super::{tool_calls, waiting, TurnError, TurnState};
-use crate::bus::messages::{ToolCallResult, TurnEvent};
 use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::protocol::{ToolCallResult, TurnEvent};
 use crate::store::sessions::StoredMessage;
 use crate::store::tasks::{AwaitedJob, Decision, PendingConfirmation, TurnPhase};
+use crate::store::tool_result::StoredToolResult;
 use crate::tools::definition::ToolDefinition;
 
 /// Most identifiers kept in the key-facts region (oldest go first).
@@ -82,6 +83,8 @@ pub(super) async fn run(
     let Some(_) = waits else {
         return Ok(Next::Plan);
     };
+    // The pause is on disk before anyone is told to confirm or that a job runs.
+    state.env.store.commit().await?;
     for call in plan.asked {
         state
             .emitter
@@ -129,7 +132,7 @@ fn classify(state: &mut TurnState<'_>, tools: &[ToolDefinition], open: &[&ToolCa
     for &call in open {
         if let Some(job) = record.job_of(&call.id) {
             if let Some(result) = &job.result {
-                out.ready.push((call.clone(), result.clone(), true));
+                out.ready.push((call.clone(), result.into(), true));
             }
             continue;
         }
@@ -207,7 +210,7 @@ async fn poll_jobs(
             .iter_mut()
             .find(|j| j.job_id == job.job_id)
         {
-            j.result = Some(result.clone());
+            j.result = Some(StoredToolResult::from(&result));
         }
         out.push(((*call).clone(), result, true));
     }

@@ -10,8 +10,8 @@ use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::TurnEnv;
-use crate::bus::messages::{JobEvent, ToolCallResult, ToolStatus};
 use crate::llm::ToolCall;
+use crate::protocol::{JobEvent, ToolCallResult, ToolStatus};
 use crate::store::sessions::SessionMeta;
 use crate::store::tasks::AwaitedJob;
 use crate::tools::builtin::JOB_STATUS;

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use hermes::bus::messages::{kinds, UserMessage};
 use hermes::client::{ClientError, SessionClient};
 use hermes::config::McpServerConfig;
-use hermes::envelope::{Envelope, ErrorBody};
+use hermes::protocol::envelope::{Envelope, ErrorBody};
+use hermes::protocol::{kinds, UserMessage};
 
 use crate::common::engine::{test_config, with_engine};
 

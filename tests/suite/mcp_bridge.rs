@@ -4,15 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use hermes::bus::messages::{
+use hermes::bus::{rpc, Bus};
+use hermes::config::McpServerConfig;
+use hermes::mcp::client::RmcpClient;
+use hermes::mcp::McpClient;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{
     kinds, McpAuditReply, McpAuditRequest, McpCatalog, McpPromptReply, McpPromptRequest,
     ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog,
 };
-use hermes::bus::{rpc, subjects, Bus};
-use hermes::config::McpServerConfig;
-use hermes::envelope::Envelope;
-use hermes::mcp::client::RmcpClient;
-use hermes::mcp::McpClient;
 use serde_json::{json, Value};
 
 use crate::common::dynamic_mcp;

@@ -6,19 +6,19 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes::bus::messages::{
-    kinds, MemoryListReply, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest,
-};
-use hermes::bus::{rpc, subjects, Bus};
+use hermes::bus::{rpc, Bus};
 use hermes::config::{Config, McpRoleConfig, McpServerConfig, McpTokenConfig};
 use hermes::engine::Engine;
-use hermes::envelope::Envelope;
 use hermes::mcp::client::RmcpClient;
 use hermes::mcp::server::auth::sha256_hex;
 use hermes::mcp::server::http::{self, HttpServer};
 use hermes::mcp::server::ServerDeps;
 use hermes::mcp::{McpClient, McpError};
-use hermes::memory::{MemoryKind, MemoryRecord, MemoryUpdate, UpdateOp};
+use hermes::memory::{MemoryKind, MemoryUpdate, UpdateOp};
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::Memory;
+use hermes::protocol::{kinds, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest};
 use serde_json::{json, Value};
 
 use super::mcp_bridge::{audit, SCENARIO};
@@ -121,26 +121,17 @@ async fn write_directly(bus: &dyn Bus, user: &str, content: &str) {
 }
 
 /// `user`'s live memories, asked of the memory service on `hermes.memory.list`.
-async fn list_directly(bus: &dyn Bus, user: &str) -> Vec<MemoryRecord> {
-    let request = Envelope::new(
-        kinds::MEMORY_LIST,
-        MemoryListRequest {
-            user: user.into(),
-            namespace: None,
-            id: None,
-        },
-    );
-    rpc::call::<_, MemoryListReply>(
-        bus,
-        subjects::MEMORY_LIST,
-        &request,
-        kinds::MEMORY_LISTED,
-        WAIT,
-    )
-    .await
-    .unwrap()
-    .body
-    .records
+async fn list_directly(bus: &dyn Bus, user: &str) -> Vec<Memory> {
+    let request = Envelope::request(MemoryListRequest {
+        user: user.into(),
+        namespace: None,
+        id: None,
+    });
+    rpc::request(bus, &request, WAIT)
+        .await
+        .unwrap()
+        .body
+        .records
 }
 
 /// Send raw HTTP to the server and return the status line.

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use hermes::bus::messages::{kinds, Accepted, UserMessage};
 use hermes::bus::{self, rpc};
-use hermes::envelope::Envelope;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::{kinds, Accepted, UserMessage};
 use hermes::store::sessions::SessionStore;
 
 use crate::common::hermes_proc::{hermes, Serve};
@@ -116,7 +116,7 @@ fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
         let bus = bus::connect(url, None).await.unwrap();
         let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
             .for_session("assistant", session, Some("u1"));
-        let subject = hermes::bus::subjects::inbound("assistant", session).unwrap();
+        let subject = hermes::protocol::subjects::inbound("assistant", session).unwrap();
         let reply: Envelope<Accepted> = rpc::call(
             bus.as_ref(),
             &subject,
@@ -147,7 +147,9 @@ fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
     );
     serve.stop();
 
-    let db = hermes::store::open(&dir.path().join("crash-data")).unwrap();
+    let db = hermes::store::durability::Durable::from(
+        hermes::store::open(&dir.path().join("crash-data")).unwrap(),
+    );
     let messages = SessionStore::open(&db)
         .unwrap()
         .messages("assistant", "crash1")

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes::bus::messages::{kinds, ToolCallRequest, ToolCallResult, ToolStatus};
-use hermes::bus::{rpc, subjects, SharedBus};
+use hermes::bus::{rpc, SharedBus};
 use hermes::client::SessionClient;
-use hermes::envelope::Envelope;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, ToolCallRequest, ToolCallResult, ToolStatus};
 use hermes::tools::definition::ToolDefineConfig;
 use serde_json::json;
 

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use hermes::bus::messages::{kinds, PlanRequest, ToolStatus, TurnEvent};
-use hermes::bus::subjects;
 use hermes::client::SessionClient;
 use hermes::config::ModelConfig;
-use hermes::envelope::Envelope;
 use hermes::llm::{ChatMessage, Role, ToolCall};
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, PlanRequest, ToolStatus, TurnEvent};
 use hermes::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use hermes::store::tasks::{TaskState, TurnPhase, TurnRecord};
 
@@ -79,7 +79,7 @@ fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
 
 /// Write a session as a crash at `phase` would leave it.
 fn plant(dir: &std::path::Path, phase: TurnPhase, messages: Vec<ChatMessage>) {
-    let db = hermes::store::open(dir).unwrap();
+    let db = hermes::store::durability::Durable::from(hermes::store::open(dir).unwrap());
     let store = SessionStore::open(&db).unwrap();
     let mut meta = SessionMeta {
         agent: "assistant".into(),

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hermes::bus::messages::{kinds, JobEvent, ToolCallRequest, ToolCallResult, ToolStatus};
-use hermes::bus::{self, rpc, subjects, Subscription};
-use hermes::envelope::Envelope;
+use hermes::bus::{self, rpc, Subscription};
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, JobEvent, ToolCallRequest, ToolCallResult, ToolStatus};
 use hermes::tools::jobs::JobStatus;
 use hermes::tools::metrics::ToolMetrics;
 use serde_json::json;

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use hermes::bus::messages::{
+use hermes::bus::rpc;
+use hermes::client::SessionClient;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{
     kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
 };
-use hermes::bus::{rpc, subjects};
-use hermes::client::SessionClient;
-use hermes::envelope::Envelope;
 use hermes::tools::definition::{ToolDefineConfig, ToolSource};
 use hermes::tools::worker::prepare_remote;
 use serde_json::json;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use hermes::bus::messages::{ToolStatus, TurnEvent};
 use hermes::client::SessionClient;
+use hermes::protocol::{ToolStatus, TurnEvent};
 use hermes::tools::ToolErrorCode;
 
 use crate::common::engine::{test_config, with_engine};
@@ -90,7 +90,7 @@ when_last = "user"
 text = '{"memory_updates": []}'
 "#;
 
-fn tool_results(events: &[TurnEvent]) -> Vec<hermes::bus::messages::ToolCallResult> {
+fn tool_results(events: &[TurnEvent]) -> Vec<hermes::protocol::ToolCallResult> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -364,7 +364,7 @@ fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
     with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
         let mut plans = engine
             .bus
-            .subscribe(hermes::bus::subjects::PLAN)
+            .subscribe(hermes::protocol::subjects::PLAN)
             .await
             .unwrap();
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "tr", "u1")
@@ -376,10 +376,10 @@ fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
         {
             last = Some(m);
         }
-        let env = hermes::envelope::Envelope::decode_as::<hermes::bus::messages::PlanRequest>(
+        let env = hermes::protocol::envelope::Envelope::decode_as::<hermes::protocol::PlanRequest>(
             &last.unwrap().payload,
             usize::MAX,
-            hermes::bus::messages::kinds::PLAN_REQUEST,
+            hermes::protocol::kinds::PLAN_REQUEST,
         )
         .unwrap();
         let tool_msg = env

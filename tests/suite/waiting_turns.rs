@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes::actors::ActorSet;
-use hermes::bus::messages::{kinds, ToolStatus, TurnEvent};
-use hermes::bus::{self, rpc, subjects, SharedBus};
+use hermes::bus::{self, rpc, SharedBus};
 use hermes::client::SessionClient;
 use hermes::config::Config;
 use hermes::engine::Engine;
-use hermes::envelope::Envelope;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{kinds, ToolStatus, TurnEvent};
 use hermes::store::sessions::SessionStore;
 use hermes::store::tasks::TurnPhase;
 use hermes::tools::metrics::ToolMetrics;
@@ -357,14 +358,14 @@ fn a_job_that_ends_while_the_session_service_is_down_is_picked_up_on_restart() {
 async fn job_status(bus: &SharedBus, job_id: &str) -> String {
     let request = Envelope::new(
         kinds::TOOL_CALL,
-        hermes::bus::messages::ToolCallRequest {
+        hermes::protocol::ToolCallRequest {
             call_id: "watch".into(),
             name: "job_status".into(),
             arguments: serde_json::json!({"job_id": job_id}),
             ..Default::default()
         },
     );
-    let reply: Envelope<hermes::bus::messages::ToolCallResult> = rpc::call(
+    let reply: Envelope<hermes::protocol::ToolCallResult> = rpc::call(
         bus.as_ref(),
         &subjects::tool("job_status").unwrap(),
         &request,

@@ -12,9 +12,10 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::run::{timeout_error, Caller, ExecCore};
-use crate::bus::messages::JobEvent;
-use crate::bus::{rpc, subjects};
-use crate::envelope::Envelope;
+use crate::bus::rpc;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::JobEvent;
 use crate::tools::definition::{ToolDefinition, ToolEffect};
 use crate::tools::jobs::{new_job_id, JobRecord, JobStatus};
 use crate::tools::metrics::Counter;

@@ -4,19 +4,18 @@
 //! that reconnects or changes its tool list is re-mounted; tools it no longer lists are
 //! unmounted).
 
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
-use serde_json::Value;
-
-use super::{subscribe_tool, ToolExecutor};
-use crate::actors::adapter::Incoming;
+use super::ToolExecutor;
 use crate::actors::ActorDeps;
-use crate::bus::messages::{kinds, McpCatalog};
-use crate::bus::{rpc, subjects};
-use crate::envelope::Envelope;
+use crate::bus::{rpc, Serving};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::request::McpCatalogRequest;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, McpCatalog};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::{McpProxyTool, McpReadResourceTool, MCP_SEPARATOR};
 use crate::tools::Tool;
@@ -27,10 +26,10 @@ use crate::tools::Tool;
 /// its tool list). Returns how many MCP tools were mounted at first.
 pub async fn mount_mcp_tools(
     deps: ActorDeps,
-    registry: ToolRegistry,
-    addr: Addr<ToolExecutor>,
+    executor: Arc<ToolExecutor>,
     wait: Duration,
 ) -> Result<usize, String> {
+    let registry = executor.core().registry.clone();
     // Subscribe before asking, so no change between the answer and the subscription is lost.
     let mut changes = deps
         .bus
@@ -41,8 +40,8 @@ pub async fn mount_mcp_tools(
     let mounts = McpMounts {
         deps: deps.clone(),
         registry,
-        recipient: addr.recipient(),
-        subscribed: Arc::new(Mutex::new(HashSet::new())),
+        executor,
+        serving: Arc::new(Mutex::new(HashMap::new())),
     };
     let reader = McpReadResourceTool::new(
         Duration::from_secs(deps.config.tools.default_timeout_secs),
@@ -67,17 +66,10 @@ pub async fn mount_mcp_tools(
 
 async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalog, String> {
     let deadline = Instant::now() + wait;
-    let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
+    let request = Envelope::request(McpCatalogRequest);
     loop {
-        match rpc::call::<_, McpCatalog>(
-            deps.bus.as_ref(),
-            subjects::MCP_CATALOG,
-            &request,
-            kinds::MCP_CATALOG,
-            Duration::from_secs(deps.config.engine.request_timeout_secs),
-        )
-        .await
-        {
+        let timeout = Duration::from_secs(deps.config.engine.request_timeout_secs);
+        match rpc::request(deps.bus.as_ref(), &request, timeout).await {
             Ok(env) => return Ok(env.body),
             Err(e) if Instant::now() < deadline => {
                 tracing::debug!(error = %e, "MCP bridge not ready yet");
@@ -88,12 +80,12 @@ async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalo
     }
 }
 
-/// The MCP proxy tools this executor has mounted, and the subjects it already serves.
+/// The MCP proxy tools this executor has mounted, and the subjects it serves for them.
 struct McpMounts {
     deps: ActorDeps,
     registry: ToolRegistry,
-    recipient: Recipient<Incoming>,
-    subscribed: Arc<Mutex<HashSet<String>>>,
+    executor: Arc<ToolExecutor>,
+    serving: Arc<Mutex<HashMap<String, Serving>>>,
 }
 
 impl McpMounts {
@@ -107,15 +99,21 @@ impl McpMounts {
             tracing::warn!(tool = %name, error = %e, "MCP tool rejected");
             return Ok(false);
         }
-        let first = self
-            .subscribed
+        let served = self
+            .serving
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.clone());
-        if first {
-            subscribe_tool(&self.deps, &name, self.recipient.clone())
+            .contains_key(&name);
+        if !served {
+            let guard = self
+                .executor
+                .serve_tool(&self.deps.bus, &name)
                 .await
                 .map_err(|e| e.to_string())?;
+            self.serving
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name, guard);
         }
         Ok(true)
     }

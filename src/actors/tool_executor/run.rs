@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use tokio::runtime::Handle;
 
 use super::jobs;
-use crate::bus::messages::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::bus::SharedBus;
+use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::idempotency::{idempotency_key, REPLAY_VIA};
 use crate::tools::metrics::{Counter, ExecutorMetrics};
@@ -182,7 +182,7 @@ fn replay(
     })?;
     Ok(record.map(|r| {
         core.metrics.bump(Counter::IdempotentReplay);
-        let mut result = r.result;
+        let mut result = ToolCallResult::from(&r.result);
         result.call_id.clone_from(&request.call_id);
         result.via = REPLAY_VIA.to_string();
         result

@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 
 use super::jobs;
 use super::run::{execute, Caller, ExecCore};
-use crate::bus::messages::{kinds, JobEvent, ToolCallRequest, ToolStatus};
 use crate::bus::{self, SharedBus};
-use crate::envelope::Envelope;
 use crate::llm::ToolSpec;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::{kinds, JobEvent, ToolCallRequest, ToolStatus};
 use crate::tools::builtin::{GenerateReport, JobStatusTool};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::jobs::{new_job_id, JobRecord, JobStatus};
@@ -62,7 +62,11 @@ fn counting(calls: &Arc<AtomicUsize>, effect: ToolEffect, risk: ToolRisk) -> Arc
     })
 }
 
-fn core(db: &sled::Db, bus: SharedBus, tools: Vec<Arc<dyn Tool>>) -> ExecCore {
+fn core(
+    db: &crate::store::durability::Durable,
+    bus: SharedBus,
+    tools: Vec<Arc<dyn Tool>>,
+) -> ExecCore {
     let registry = ToolRegistry::new();
     for t in tools {
         registry.register(t).unwrap();
@@ -95,7 +99,7 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     let calls = Arc::new(AtomicUsize::new(0));
     let args = json!({"order_id": "JD-20251111-0042", "amount": "30"});
     let first = {
-        let db = crate::store::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
         let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
         let c = core(
             &db,
@@ -113,7 +117,7 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     };
     assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let db = crate::store::open(dir.path()).unwrap();
+    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let c = core(
         &db,
@@ -142,7 +146,9 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_tools_run_every_time() {
-    let db = sled::Config::new().temporary(true).open().unwrap();
+    let db = crate::store::durability::Durable::from(
+        sled::Config::new().temporary(true).open().unwrap(),
+    );
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core(
@@ -195,7 +201,9 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
         (ToolEffect::Read, "retry once"),
         (ToolEffect::Write, "do not retry"),
     ] {
-        let db = sled::Config::new().temporary(true).open().unwrap();
+        let db = crate::store::durability::Durable::from(
+            sled::Config::new().temporary(true).open().unwrap(),
+        );
         let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
         let c = core(&db, bus, vec![Arc::new(Hanging { effect })]);
         let r = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
@@ -218,7 +226,9 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn high_risk_call_without_confirmation_is_refused_and_counted() {
-    let db = sled::Config::new().temporary(true).open().unwrap();
+    let db = crate::store::durability::Durable::from(
+        sled::Config::new().temporary(true).open().unwrap(),
+    );
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core(
@@ -267,7 +277,9 @@ async fn events_until_final(sub: &mut bus::Subscription) -> Vec<(String, JobEven
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_tool_answers_with_a_job_and_publishes_progress_and_done() {
-    let db = sled::Config::new().temporary(true).open().unwrap();
+    let db = crate::store::durability::Durable::from(
+        sled::Config::new().temporary(true).open().unwrap(),
+    );
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let stores = ToolStores::open(&db).unwrap();
     let status_tool: Arc<dyn Tool> = Arc::new(JobStatusTool::new(stores.jobs.clone()));
@@ -348,7 +360,9 @@ fn unfinished(tool: &str) -> JobRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
-    let db = sled::Config::new().temporary(true).open().unwrap();
+    let db = crate::store::durability::Durable::from(
+        sled::Config::new().temporary(true).open().unwrap(),
+    );
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let writer: Arc<dyn Tool> = Arc::new(Counting {

@@ -2,8 +2,10 @@
 //!
 //! Storage, per queue `<name>`:
 //! - tree `bus.queue.<name>`: key = sequence (u64 big-endian, from `Db::generate_id`, so keys
-//!   sort in publish order across restarts), value = payload. A publish returns only after the
-//!   insert is flushed; an ack removes the key and flushes.
+//!   sort in publish order across restarts), value = payload. A publish and an ack do not flush
+//!   by themselves: the queue lives in the engine's database, and the writer's next commit
+//!   (a turn commits its `extraction_queued` mark after the publish) or sled's periodic flush
+//!   makes them durable. A lost ack means a redelivery, which the extractor recognises.
 //! - tree `bus.queue_deliveries.<name>`: key = the same sequence, value = how many times the
 //!   message was handed out (u64 big-endian). It is written on each delivery *without* an
 //!   explicit flush (sled's periodic flush persists it), so after a crash the count may lag by
@@ -18,6 +20,7 @@
 //! A message whose ack deadline passes is therefore redelivered to whichever consumer is
 //! waiting (or to the next one that asks).
 
+use crate::store::durability::Durable;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,12 +36,12 @@ use crate::bus::{Acker, BusError, DurableConsumer, DurableMessage, DurableOption
 
 /// Every durable queue of one embedded bus, opened on first use.
 pub(crate) struct Queues {
-    db: sled::Db,
+    db: Durable,
     open: Mutex<HashMap<String, Arc<Queue>>>,
 }
 
 impl Queues {
-    pub(crate) fn new(db: sled::Db) -> Self {
+    pub(crate) fn new(db: Durable) -> Self {
         Self {
             db,
             open: Mutex::new(HashMap::new()),
@@ -85,7 +88,7 @@ fn seq_of(key: &[u8]) -> Option<u64> {
 /// One durable queue: its sled trees and its delivery bookkeeping.
 pub(crate) struct Queue {
     name: String,
-    db: sled::Db,
+    db: Durable,
     messages: sled::Tree,
     deliveries: sled::Tree,
     state: Mutex<QueueState>,
@@ -94,7 +97,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    fn load(db: &sled::Db, name: &str) -> Result<Self, BusError> {
+    fn load(db: &Durable, name: &str) -> Result<Self, BusError> {
         let open = |tree: String| {
             db.open_tree(tree)
                 .map_err(|e| storage("cannot open", name, e))
@@ -135,7 +138,7 @@ impl Queue {
         })
     }
 
-    /// Store `payload`; returns once it is flushed to disk, then offers it to consumers.
+    /// Store `payload` (durable with the database's next flush), then offer it to consumers.
     pub(crate) async fn publish(&self, payload: Bytes) -> Result<(), BusError> {
         let seq = self
             .db
@@ -144,9 +147,7 @@ impl Queue {
         self.messages
             .insert(seq.to_be_bytes(), payload.as_ref())
             .map_err(|e| storage("cannot store a message", &self.name, e))?;
-        crate::store::flush::flush(&self.db)
-            .await
-            .map_err(|e| storage("cannot flush", &self.name, e))?;
+        self.db.commit_lazy();
         lock(&self.state).push(seq);
         self.changed.notify_waiters();
         Ok(())
@@ -237,7 +238,7 @@ impl Queue {
         )))
     }
 
-    /// Delete message `seq` for good and flush.
+    /// Delete message `seq` for good (durable with the database's next flush).
     async fn remove(&self, seq: u64) -> Result<(), BusError> {
         lock(&self.state).settle(seq);
         let key = seq.to_be_bytes();
@@ -247,9 +248,7 @@ impl Queue {
         self.deliveries
             .remove(key)
             .map_err(|e| storage("cannot remove a delivery count", &self.name, e))?;
-        crate::store::flush::flush(&self.db)
-            .await
-            .map_err(|e| storage("cannot flush", &self.name, e))?;
+        self.db.commit_lazy();
         Ok(())
     }
 

@@ -1,13 +1,18 @@
-//! In-process subject fan-out for the embedded bus: who is subscribed to which pattern, and
-//! handing one published message to every plain subscriber and to exactly one member of each
-//! queue group whose pattern matches.
+//! In-process subject fan-out for the embedded bus: who listens on which pattern, and handing
+//! one published message to every plain listener and to exactly one member of each queue group
+//! whose pattern matches.
 //!
-//! Each subscription owns a bounded tokio mpsc channel ([`SUBSCRIPTION_CAPACITY`]). Publishing
-//! never spawns a task and never needs a particular runtime: it `try_send`s to every target and,
-//! only for targets whose channel is full, waits up to [`SLOW_SUBSCRIBER_WAIT`] for room
-//! (backpressure). A subscriber still full after that is a *slow consumer*: like NATS, the bus
-//! drops that message for it and logs a warning, so one stuck subscriber can never freeze its
-//! publishers forever. Dropping the subscription's receiver unsubscribes at once.
+//! A listener is a channel (a [`LiveSubscription`]) or a [`Handler`] (a service registered with
+//! `serve`). A handler is *called*, in the publisher's task: a request to an in-process service
+//! costs a function call, not a hop to another thread and back. A channel is bounded
+//! ([`SUBSCRIPTION_CAPACITY`]); publishing `try_send`s to it and, only when it is full, waits up
+//! to [`SLOW_SUBSCRIBER_WAIT`] for room (backpressure). A subscriber still full after that is a
+//! *slow consumer*: like NATS, the bus drops that message for it and logs a warning, so one
+//! stuck subscriber can never freeze its publishers. Dropping a subscription (or the serving
+//! guard) removes it at once.
+//!
+//! Lookup: patterns without wildcards sit in a map by subject, so a publish costs a hash lookup
+//! plus a scan of the (few) wildcard patterns, whatever the number of sessions listening.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -18,7 +23,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
-use crate::bus::{pattern, Message};
+use crate::bus::{pattern, Handler, Message};
 
 /// Messages a subscription buffers before its publishers feel backpressure.
 pub(crate) const SUBSCRIPTION_CAPACITY: usize = 4096;
@@ -27,7 +32,26 @@ pub(crate) const SUBSCRIPTION_CAPACITY: usize = 4096;
 /// that subscriber (NATS calls this a slow consumer).
 pub(crate) const SLOW_SUBSCRIBER_WAIT: Duration = Duration::from_secs(2);
 
-/// The subscription table, shared by the bus and (weakly) by every live subscription.
+/// Where a listener's messages go.
+#[derive(Clone)]
+enum Sink {
+    Channel(mpsc::Sender<Message>),
+    Handler(Arc<dyn Handler>),
+}
+
+impl Sink {
+    fn is_closed(&self) -> bool {
+        matches!(self, Sink::Channel(tx) if tx.is_closed())
+    }
+}
+
+struct Entry {
+    pattern: String,
+    group: Option<String>,
+    sink: Sink,
+}
+
+/// The listener table, shared by the bus and (weakly) by every live listener.
 pub(crate) struct Fanout {
     state: Mutex<State>,
     slow_wait: Duration,
@@ -36,28 +60,31 @@ pub(crate) struct Fanout {
 #[derive(Default)]
 struct State {
     next_id: u64,
-    subs: BTreeMap<u64, Entry>,
+    entries: BTreeMap<u64, Entry>,
+    /// Ids of entries whose pattern has no wildcard, by subject.
+    exact: HashMap<String, Vec<u64>>,
+    /// Ids of entries whose pattern has a wildcard.
+    wild: Vec<u64>,
     /// Round-robin position per queue group.
     rotation: HashMap<String, usize>,
 }
 
-struct Entry {
-    pattern: String,
-    group: Option<String>,
-    tx: mpsc::Sender<Message>,
-}
-
-/// Where one published message must go: one plain subscriber, or one of a group's members
-/// (listed in the order to try them).
+/// One published message's destinations: a plain listener, or one of a group's members
+/// (in the order to try them).
 enum Target {
-    Plain(mpsc::Sender<Message>),
-    Group(Vec<mpsc::Sender<Message>>),
+    Plain(Sink),
+    Group(Vec<Sink>),
 }
 
 enum Offer {
     Accepted,
     Full(mpsc::Sender<Message>),
+    Call(Arc<dyn Handler>),
     Closed,
+}
+
+fn has_wildcard(pattern: &str) -> bool {
+    pattern.split('.').any(|t| t == "*" || t == ">")
 }
 
 impl Fanout {
@@ -75,11 +102,31 @@ impl Fanout {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the table half-updated (every update
-        // is a single insert/remove), so a poisoned lock is still safe to use.
+        // completes before the next statement that could panic), so a poisoned lock is safe.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Register a subscriber; the returned stream unsubscribes when dropped.
+    fn add(&self, pattern: &str, group: Option<&str>, sink: Sink) -> u64 {
+        let mut state = self.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        if has_wildcard(pattern) {
+            state.wild.push(id);
+        } else {
+            state.exact.entry(pattern.to_string()).or_default().push(id);
+        }
+        state.entries.insert(
+            id,
+            Entry {
+                pattern: pattern.to_string(),
+                group: group.map(str::to_string),
+                sink,
+            },
+        );
+        id
+    }
+
+    /// Register a channel subscriber; the returned stream unsubscribes when dropped.
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         pattern: &str,
@@ -87,17 +134,7 @@ impl Fanout {
         capacity: usize,
     ) -> LiveSubscription {
         let (tx, rx) = mpsc::channel(capacity);
-        let mut state = self.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        state.subs.insert(
-            id,
-            Entry {
-                pattern: pattern.to_string(),
-                group: group.map(str::to_string),
-                tx,
-            },
-        );
+        let id = self.add(pattern, group, Sink::Channel(tx));
         LiveSubscription {
             rx,
             _guard: Unsubscribe {
@@ -107,35 +144,106 @@ impl Fanout {
         }
     }
 
-    fn remove(&self, id: u64) {
-        self.lock().subs.remove(&id);
+    /// Register a handler; it is removed when the guard drops.
+    pub(crate) fn serve(
+        self: &Arc<Self>,
+        pattern: &str,
+        group: Option<&str>,
+        handler: Arc<dyn Handler>,
+    ) -> Unsubscribe {
+        let id = self.add(pattern, group, Sink::Handler(handler));
+        Unsubscribe {
+            fanout: Arc::downgrade(self),
+            id,
+        }
     }
 
-    /// Deliver `message`; returns how many subscribers (a queue group counts once) were
-    /// interested, which is 0 when nobody listens on the subject.
-    pub(crate) async fn publish(&self, message: Message) -> usize {
+    fn remove(&self, id: u64) {
+        let mut state = self.lock();
+        let Some(entry) = state.entries.remove(&id) else {
+            return;
+        };
+        if has_wildcard(&entry.pattern) {
+            state.wild.retain(|w| *w != id);
+        } else if let Some(ids) = state.exact.get_mut(&entry.pattern) {
+            ids.retain(|e| *e != id);
+            if ids.is_empty() {
+                state.exact.remove(&entry.pattern);
+            }
+        }
+    }
+
+    /// Deliver `message`; returns how many listeners (a queue group counts once) were
+    /// interested, which is 0 when nobody listens on the subject. Handlers run before this
+    /// returns; their replies go to the message's reply subject through `reply`.
+    pub(crate) async fn publish<R, F>(&self, message: Message, reply: R) -> usize
+    where
+        R: Fn(String, bytes::Bytes) -> F,
+        F: std::future::Future<Output = ()>,
+    {
         let targets = self.targets(&message.subject);
-        deliver(targets, message, self.slow_wait).await
+        let mut interested = 0;
+        let mut full = Vec::new();
+        let mut calls = Vec::new();
+        for target in targets {
+            match offer(target, &message) {
+                Offer::Accepted => interested += 1,
+                Offer::Full(tx) => {
+                    interested += 1;
+                    full.push(tx);
+                }
+                Offer::Call(handler) => {
+                    interested += 1;
+                    calls.push(handler);
+                }
+                Offer::Closed => {}
+            }
+        }
+        for handler in calls {
+            let answer = handler.handle(message.clone()).await;
+            if let (Some(answer), Some(to)) = (answer, &message.reply) {
+                reply(to.clone(), answer).await;
+            }
+        }
+        if !full.is_empty() {
+            wait_for_room(full, &message, self.slow_wait).await;
+        }
+        interested
     }
 
     fn targets(&self, subject: &str) -> Vec<Target> {
         let mut state = self.lock();
-        state.subs.retain(|_, entry| !entry.tx.is_closed());
         let mut targets = Vec::new();
-        let mut groups: BTreeMap<&str, Vec<mpsc::Sender<Message>>> = BTreeMap::new();
-        for entry in state.subs.values() {
-            if !pattern::matches(&entry.pattern, subject) {
+        let mut groups: BTreeMap<String, Vec<Sink>> = BTreeMap::new();
+        let mut closed = Vec::new();
+        let exact = state.exact.get(subject).cloned().unwrap_or_default();
+        let wild: Vec<u64> = state
+            .wild
+            .iter()
+            .copied()
+            .filter(|id| {
+                state
+                    .entries
+                    .get(id)
+                    .is_some_and(|e| pattern::matches(&e.pattern, subject))
+            })
+            .collect();
+        for id in exact.into_iter().chain(wild) {
+            let Some(entry) = state.entries.get(&id) else {
+                continue;
+            };
+            if entry.sink.is_closed() {
+                closed.push(id);
                 continue;
             }
             match &entry.group {
-                None => targets.push(Target::Plain(entry.tx.clone())),
-                Some(group) => groups.entry(group).or_default().push(entry.tx.clone()),
+                None => targets.push(Target::Plain(entry.sink.clone())),
+                Some(group) => groups
+                    .entry(group.clone())
+                    .or_default()
+                    .push(entry.sink.clone()),
             }
         }
-        let groups: Vec<(String, Vec<mpsc::Sender<Message>>)> = groups
-            .into_iter()
-            .map(|(name, members)| (name.to_string(), members))
-            .collect();
         for (name, mut members) in groups {
             let turn = state.rotation.entry(name).or_insert(0);
             let start = *turn % members.len();
@@ -143,24 +251,16 @@ impl Fanout {
             members.rotate_left(start);
             targets.push(Target::Group(members));
         }
+        drop(state);
+        for id in closed {
+            self.remove(id);
+        }
         targets
     }
 }
 
-/// Offer the message to every target without waiting, then wait (bounded) on the full ones.
-async fn deliver(targets: Vec<Target>, message: Message, slow_wait: Duration) -> usize {
-    let mut interested = 0;
-    let mut full = Vec::new();
-    for target in targets {
-        match offer(target, &message) {
-            Offer::Accepted => interested += 1,
-            Offer::Full(tx) => {
-                interested += 1;
-                full.push(tx);
-            }
-            Offer::Closed => {}
-        }
-    }
+/// Wait (bounded) for room in the listeners that were full.
+async fn wait_for_room(full: Vec<mpsc::Sender<Message>>, message: &Message, slow_wait: Duration) {
     let waits = full.into_iter().map(|tx| {
         let message = message.clone();
         async move {
@@ -178,23 +278,25 @@ async fn deliver(targets: Vec<Target>, message: Message, slow_wait: Duration) ->
         }
     });
     futures::future::join_all(waits).await;
-    interested
 }
 
-/// Try each candidate (a plain subscriber, or a group's members in rotation order) once.
+/// Try each candidate (a plain listener, or a group's members in rotation order) once.
 fn offer(target: Target, message: &Message) -> Offer {
     let candidates = match target {
-        Target::Plain(tx) => vec![tx],
+        Target::Plain(sink) => vec![sink],
         Target::Group(members) => members,
     };
     let mut first_full = None;
-    for tx in candidates {
-        match tx.try_send(message.clone()) {
-            Ok(()) => return Offer::Accepted,
-            Err(TrySendError::Full(_)) => {
-                first_full.get_or_insert(tx);
-            }
-            Err(TrySendError::Closed(_)) => {}
+    for sink in candidates {
+        match sink {
+            Sink::Handler(handler) => return Offer::Call(handler),
+            Sink::Channel(tx) => match tx.try_send(message.clone()) {
+                Ok(()) => return Offer::Accepted,
+                Err(TrySendError::Full(_)) => {
+                    first_full.get_or_insert(tx);
+                }
+                Err(TrySendError::Closed(_)) => {}
+            },
         }
     }
     first_full.map_or(Offer::Closed, Offer::Full)
@@ -206,12 +308,6 @@ pub(crate) struct LiveSubscription {
     _guard: Unsubscribe,
 }
 
-impl LiveSubscription {
-    pub(crate) async fn recv(&mut self) -> Option<Message> {
-        self.rx.recv().await
-    }
-}
-
 impl Stream for LiveSubscription {
     type Item = Message;
 
@@ -220,7 +316,8 @@ impl Stream for LiveSubscription {
     }
 }
 
-struct Unsubscribe {
+/// Removes its listener from the table when dropped.
+pub(crate) struct Unsubscribe {
     fanout: Weak<Fanout>,
     id: u64,
 }
@@ -236,6 +333,7 @@ impl Drop for Unsubscribe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use async_trait::async_trait;
     use bytes::Bytes;
 
     fn message(subject: &str) -> Message {
@@ -246,14 +344,19 @@ mod tests {
         }
     }
 
+    async fn publish(fanout: &Fanout, m: Message) -> usize {
+        fanout.publish(m, |_, _| async {}).await
+    }
+
     #[tokio::test]
     async fn dropping_a_subscription_removes_it_from_the_table() {
         let fanout = Fanout::new();
         let sub = fanout.subscribe("a.b", None, 4);
-        assert_eq!(fanout.lock().subs.len(), 1);
+        assert_eq!(fanout.lock().entries.len(), 1);
         drop(sub);
-        assert_eq!(fanout.lock().subs.len(), 0);
-        assert_eq!(fanout.publish(message("a.b")).await, 0);
+        assert_eq!(fanout.lock().entries.len(), 0);
+        assert!(fanout.lock().exact.is_empty());
+        assert_eq!(publish(&fanout, message("a.b")).await, 0);
     }
 
     #[tokio::test]
@@ -262,7 +365,7 @@ mod tests {
         let mut a = fanout.subscribe("q", Some("g"), 16);
         let mut b = fanout.subscribe("q", Some("g"), 16);
         for _ in 0..4 {
-            assert_eq!(fanout.publish(message("q")).await, 1);
+            assert_eq!(publish(&fanout, message("q")).await, 1);
         }
         let mut counts = [0, 0];
         while a.rx.try_recv().is_ok() {
@@ -280,7 +383,7 @@ mod tests {
         let mut a = fanout.subscribe("q", Some("g"), 1);
         let mut b = fanout.subscribe("q", Some("g"), 8);
         for _ in 0..5 {
-            fanout.publish(message("q")).await;
+            publish(&fanout, message("q")).await;
         }
         let mut got = 0;
         while a.rx.try_recv().is_ok() {
@@ -297,14 +400,43 @@ mod tests {
         let wait = Duration::from_millis(50);
         let fanout = Fanout::with_slow_wait(wait);
         let mut stuck = fanout.subscribe("s", None, 1);
-        assert_eq!(fanout.publish(message("s")).await, 1);
+        assert_eq!(publish(&fanout, message("s")).await, 1);
         // The buffer is full now; the next publish waits `wait`, then drops the message.
-        let published = tokio::time::timeout(wait * 20, fanout.publish(message("s"))).await;
+        let published = tokio::time::timeout(wait * 20, publish(&fanout, message("s"))).await;
         assert_eq!(published.ok(), Some(1));
         assert!(stuck.rx.try_recv().is_ok());
         assert!(
             stuck.rx.try_recv().is_err(),
             "the second message was dropped"
+        );
+    }
+
+    struct Echo;
+
+    #[async_trait]
+    impl Handler for Echo {
+        async fn handle(&self, message: Message) -> Option<Bytes> {
+            Some(message.payload)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_is_called_in_the_publishers_task_and_its_reply_routed() {
+        let fanout = Fanout::new();
+        let _guard = fanout.serve("svc.*", Some("g"), Arc::new(Echo));
+        let replies = std::sync::Mutex::new(Vec::new());
+        let mut m = message("svc.echo");
+        m.reply = Some("_INBOX.1".into());
+        let n = fanout
+            .publish(m, |to, bytes| {
+                replies.lock().unwrap().push((to, bytes));
+                async {}
+            })
+            .await;
+        assert_eq!(n, 1);
+        assert_eq!(
+            replies.lock().unwrap().as_slice(),
+            &[("_INBOX.1".to_string(), Bytes::from_static(b"x"))]
         );
     }
 }

@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use super::auth::Principal;
 use super::ServerDeps;
-use crate::bus::messages::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog};
-use crate::bus::{rpc, subjects};
-use crate::envelope::Envelope;
+use crate::bus::rpc;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog};
 
 /// The exposed tools the executor serves, with their schemas (none when it does not answer).
 pub(super) async fn list(deps: &ServerDeps) -> Vec<Tool> {

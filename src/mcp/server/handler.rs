@@ -21,9 +21,9 @@ use serde_json::{json, Value};
 use super::auth::{Denied, Principal};
 use super::memory::{self, ForgetArgs, MemoryClient, SearchArgs, WriteArgs};
 use super::{exposed, ServerDeps, SERVER_NAME};
-use crate::bus::messages::{MemoryForgetRequest, MemoryListRequest, RecallRequest};
-use crate::bus::subjects::audit_kinds;
 use crate::mcp::audit::{self, AuditRecord};
+use crate::protocol::subjects::audit_kinds;
+use crate::protocol::{MemoryForgetRequest, MemoryListRequest, RecallRequest};
 
 pub(super) const WRITE: &str = "memory_write";
 pub(super) const SEARCH: &str = "memory_search";

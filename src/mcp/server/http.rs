@@ -29,9 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{Denied, TokenTable};
 use super::{HermesMcpServer, ServerDeps, SERVER_NAME};
-use crate::bus::subjects::audit_kinds;
 use crate::config::McpHostConfig;
 use crate::mcp::audit::{self, AuditRecord};
+use crate::protocol::subjects::audit_kinds;
 
 /// The MCP endpoint's path.
 pub const PATH: &str = "/mcp";

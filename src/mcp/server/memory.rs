@@ -9,13 +9,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::bus::messages::{
+use crate::bus::Bus;
+use crate::memory::{MemoryKind, MemoryUpdate, UpdateOp};
+use crate::protocol::envelope::{Envelope, ErrorBody, ERROR_KIND};
+use crate::protocol::memory::Memory as MemoryRecord;
+use crate::protocol::subjects;
+use crate::protocol::{
     kinds, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
     MemoryWriteRequest, RecallReply, RecallRequest,
 };
-use crate::bus::{subjects, Bus};
-use crate::envelope::{Envelope, ErrorBody, ERROR_KIND};
-use crate::memory::{MemoryKind, MemoryRecord, MemoryUpdate, UpdateOp};
 
 use super::auth::DEFAULT_NAMESPACE;
 

@@ -95,7 +95,7 @@ pub async fn open_embedded(dir: &TempDir) -> SharedBus {
             Err(err) => panic!("cannot reopen sled (is an old handle still alive?): {err}"),
         }
     };
-    std::sync::Arc::new(EmbeddedBus::open(db).unwrap())
+    std::sync::Arc::new(EmbeddedBus::open(db.into()).unwrap())
 }
 
 pub async fn recv(sub: &mut Subscription) -> Message {

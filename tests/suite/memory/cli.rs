@@ -23,7 +23,7 @@ fn update(key: &str, content: &str, expiry_days: Option<u32>) -> MemoryUpdate {
 /// expired a day ago.
 fn prepared_data_dir(dir: &Path) -> PathBuf {
     let data = dir.join("data");
-    let db = hermes::store::open(&data).unwrap();
+    let db = hermes::store::durability::Durable::from(hermes::store::open(&data).unwrap());
     let store = MemoryStore::open(&db).unwrap();
     let old = Utc::now() - Duration::days(3);
     let source = Source {

@@ -6,18 +6,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes::bus::messages::{
-    kinds, ExtractJob, MemoryForgetRequest, MemoryWriteReply, MemoryWriteRequest, RecallReply,
-    RecallRequest, TurnEvent,
-};
-use hermes::bus::{self, rpc, subjects, Bus};
+use hermes::bus::{self, rpc, Bus};
 use hermes::client::SessionClient;
 use hermes::config::EmbedderConfig;
-use hermes::envelope::Envelope;
 use hermes::llm::ChatMessage;
 use hermes::memory::embed::openai::OpenAiEmbedder;
 use hermes::memory::embed::Embedder;
 use hermes::memory::{MemoryKind, MemoryStore, MemoryUpdate, UpdateOp};
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::subjects;
+use hermes::protocol::{
+    kinds, ExtractJob, MemoryForgetRequest, MemoryWriteReply, MemoryWriteRequest, RecallReply,
+    RecallRequest, TurnEvent,
+};
 
 use crate::common::engine::{test_config, with_engine};
 use crate::common::fake_embeddings::FakeEmbeddings;
@@ -172,7 +173,7 @@ fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
         assert!(recall(bus, ask("alice", "耳机预算")).await.is_empty());
     });
     // Reported writes are on disk: a fresh open sees them.
-    let db = sled::open(dir.path().join("db")).unwrap();
+    let db = hermes::store::durability::Durable::from(sled::open(dir.path().join("db")).unwrap());
     let keys: Vec<String> = MemoryStore::open(&db)
         .unwrap()
         .list("alice")
@@ -187,7 +188,7 @@ fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
 fn queue_job_offline(data: &Path, job: ExtractJob) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let db = hermes::store::open(data).unwrap();
+        let db = hermes::store::durability::Durable::from(hermes::store::open(data).unwrap());
         let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
         let env = Envelope::new(kinds::EXTRACT_JOB, job);
         bus.durable_publish(subjects::MEMORY_EXTRACT, env.encode().unwrap())

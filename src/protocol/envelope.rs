@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bus::subjects::{check_id, IdError};
+use super::subjects::{check_id, IdError};
 
 /// The envelope version this build writes and reads.
 pub const ENVELOPE_VERSION: u32 = 1;
@@ -111,20 +111,7 @@ impl Envelope<Value> {
         }
         let env: Envelope<Value> =
             serde_json::from_slice(payload).map_err(|e| EnvelopeError::Malformed(e.to_string()))?;
-        if env.v != ENVELOPE_VERSION {
-            return Err(EnvelopeError::Version { found: env.v });
-        }
-        check_id("envelope", &env.id)?;
-        check_id("trace", &env.trace_id)?;
-        if let Some(a) = &env.agent {
-            check_id("agent", a)?;
-        }
-        if let Some(s) = &env.session {
-            check_id("session", s)?;
-        }
-        if let Some(u) = &env.user {
-            check_id("user", u)?;
-        }
+        env.check()?;
         Ok(env)
     }
 
@@ -134,7 +121,7 @@ impl Envelope<Value> {
         max_bytes: usize,
         kind: &str,
     ) -> Result<Envelope<B>, EnvelopeError> {
-        Self::decode(payload, max_bytes)?.into_typed(kind)
+        Envelope::decode_typed(payload, max_bytes, kind)
     }
 
     /// Turn an `error` envelope into `Err`, anything else into its typed body.
@@ -169,6 +156,51 @@ impl Envelope<Value> {
             user: self.user,
             body,
         })
+    }
+}
+
+impl<B> Envelope<B> {
+    /// The version and every id are acceptable.
+    fn check(&self) -> Result<(), EnvelopeError> {
+        if self.v != ENVELOPE_VERSION {
+            return Err(EnvelopeError::Version { found: self.v });
+        }
+        check_id("envelope", &self.id)?;
+        check_id("trace", &self.trace_id)?;
+        if let Some(a) = &self.agent {
+            check_id("agent", a)?;
+        }
+        if let Some(s) = &self.session {
+            check_id("session", s)?;
+        }
+        if let Some(u) = &self.user {
+            check_id("user", u)?;
+        }
+        Ok(())
+    }
+}
+
+impl<B: DeserializeOwned> Envelope<B> {
+    /// Decode a payload of `kind` straight into its typed body (one pass over the bytes); an
+    /// `error` envelope, another kind or a bad body are reported as by [`Envelope::into_typed`].
+    pub fn decode_typed(
+        payload: &[u8],
+        max_bytes: usize,
+        kind: &str,
+    ) -> Result<Self, EnvelopeError> {
+        if payload.len() > max_bytes {
+            return Err(EnvelopeError::TooLarge {
+                size: payload.len(),
+                max: max_bytes,
+            });
+        }
+        match serde_json::from_slice::<Envelope<B>>(payload) {
+            Ok(env) if env.kind == kind => {
+                env.check()?;
+                Ok(env)
+            }
+            _ => Envelope::<Value>::decode(payload, max_bytes)?.into_typed(kind),
+        }
     }
 }
 

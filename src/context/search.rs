@@ -2,12 +2,12 @@
 //! same Chinese/English tokenisation as memory recall. The full history stays searchable even
 //! after older turns were folded into a summary.
 
-use crate::bus::messages::SessionHit;
 use crate::llm::Role;
 use crate::memory::{bm25, tokenize};
+use crate::protocol::SessionHit;
 
-use super::sessions::SessionStore;
-use super::StoreError;
+use crate::store::sessions::SessionStore;
+use crate::store::StoreError;
 
 /// Characters of a hit's text returned.
 const HIT_CHARS: usize = 400;
@@ -91,7 +91,7 @@ mod tests {
     #[tokio::test]
     async fn finds_chinese_and_english_messages_of_that_user_only() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::store::open(dir.path()).unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
         let store = SessionStore::open(&db).unwrap();
         put(
             &store,

@@ -1,0 +1,203 @@
+//! MCP on the wire: what mounted servers offer (tools, resources, prompts), calls to them
+//! through the MCP-bridge and their results, the bridge's catalog, and audit entries.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A tool a server offers, as the server describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// The result of `tools/call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolResult {
+    /// The server flagged the result as an error (`isError`).
+    pub is_error: bool,
+    /// Text content blocks joined by newlines.
+    pub text: String,
+    /// `structuredContent`, when the server sent it.
+    #[serde(default)]
+    pub structured: Option<Value>,
+}
+
+/// A resource a server offers (`resources/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpResource {
+    pub uri: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+}
+
+/// One block of a `resources/read` result: text as is, binary summarised by its size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpResourceContent {
+    pub uri: String,
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    /// The text, or a bracketed summary of a binary blob (`[blob image/png 120 bytes]`).
+    pub text: String,
+}
+
+/// A prompt template a server offers (`prompts/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPrompt {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptArgument {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// The messages of a `prompts/get` result, each as role + text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptResult {
+    #[serde(default)]
+    pub description: Option<String>,
+    pub messages: Vec<McpPromptMessage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpPromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
+/// A call to a mounted MCP server's tool, on `hermes.mcp.call`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpCallRequest {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// Who the call is made for (the session's user or an MCP principal), for the audit.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// Read a mounted server's resource, on `hermes.mcp.read`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpReadRequest {
+    pub server: String,
+    pub uri: String,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpReadReply {
+    #[serde(default)]
+    pub contents: Vec<McpResourceContent>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Get one of a mounted server's prompts, on `hermes.mcp.prompt`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpPromptRequest {
+    pub server: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpPromptReply {
+    #[serde(default)]
+    pub prompt: Option<McpPromptResult>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Ask for the latest MCP audit records, on `hermes.mcp.audit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpAuditRequest {
+    pub limit: usize,
+}
+
+/// Newest first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpAuditReply {
+    pub records: Vec<AuditEntry>,
+}
+
+/// The bridge's answer: the server's result, or why there is none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpCallReply {
+    #[serde(default)]
+    pub result: Option<McpToolResult>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The mounted servers, on `hermes.mcp.catalog`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct McpCatalog {
+    pub servers: Vec<McpServerStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    /// `ready`, `failed` (never connected; retrying) or `reconnecting` (was up, died).
+    pub status: String,
+    /// Why it is not ready (the last connection error or how it died).
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<McpTool>,
+    #[serde(default)]
+    pub timeout_secs: u64,
+    #[serde(default)]
+    pub resources: Vec<McpResource>,
+    #[serde(default)]
+    pub prompts: Vec<McpPrompt>,
+    /// `stdio` or `http`.
+    #[serde(default)]
+    pub transport: String,
+    /// The child's process id while a stdio server runs.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Successful connections after the first.
+    #[serde(default)]
+    pub reconnects: u32,
+}
+
+/// One audited MCP operation, as `hermes.mcp.audit` answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub ts: DateTime<Utc>,
+    /// `client` (the bridge called a mounted server) or `server` (a caller used Hermes' server).
+    pub side: String,
+    /// The user or principal the call was made for; `-` when unknown.
+    pub who: String,
+    /// The mounted server's name, or `hermes` for Hermes' own server.
+    pub server: String,
+    /// `tools/call`, `resources/read`, `prompts/get`, or `auth` for a refused token.
+    pub method: String,
+    /// The tool name or resource URI.
+    pub target: String,
+    pub duration_ms: u64,
+    /// `ok`, `error` or `denied`.
+    pub status: String,
+    #[serde(default)]
+    pub error: Option<String>,
+}

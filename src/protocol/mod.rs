@@ -1,0 +1,30 @@
+//! The protocol: the bottom layer every other module builds on. It imports nothing else from
+//! the crate.
+//!
+//! - [`envelope`]: the versioned JSON envelope every payload travels in, and its checks.
+//! - [`subjects`]: every subject name and the id rules that keep subjects safe.
+//! - [`kinds`]: the envelope kinds.
+//! - [`request`]: each request type names its subject, its kind and its reply type once, so
+//!   encoding, decoding and dispatch follow from the type.
+//! - The bodies, by concern: [`chat`] (messages, tool calls, usage), [`session`] (inbound
+//!   messages, planning, turn events), [`tool`] (definitions, calls, results, jobs), [`memory`]
+//!   (recall, writes, extraction), [`mcp`] (mounted servers, calls, audit).
+//!
+//! Wire types are not storage formats: records kept in sled have types of their own in the
+//! module that owns the tree, converted at the edge.
+
+pub mod chat;
+pub mod envelope;
+pub mod kinds;
+pub mod mcp;
+pub mod memory;
+pub mod request;
+pub mod session;
+pub mod subjects;
+pub mod tool;
+
+pub use chat::*;
+pub use mcp::*;
+pub use memory::*;
+pub use session::*;
+pub use tool::*;

@@ -1,0 +1,207 @@
+//! Requests and their replies, declared once: each request type names the subject it goes to,
+//! its envelope kind and its reply type (with the reply's kind), so encoding, decoding and
+//! dispatch follow from the type — nobody pairs `decode_as::<T>(…, kinds::X)` by hand.
+//!
+//! ```ignore
+//! let reply: Envelope<PlanReply> = bus::call(bus, &Envelope::new_request(plan), timeout).await?;
+//! // a service: let request = Envelope::<PlanRequest>::decode_request(&payload, max)?;
+//! ```
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::envelope::{Envelope, EnvelopeError};
+use super::kinds;
+use super::mcp::{
+    McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog, McpPromptReply,
+    McpPromptRequest, McpReadReply, McpReadRequest,
+};
+use super::memory::{
+    MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest,
+    RecallReply, RecallRequest,
+};
+use super::session::{
+    Accepted, Confirmation, ConfirmationAccepted, PlanReply, PlanRequest, SessionSearchReply,
+    SessionSearchRequest, SummariseReply, SummariseRequest, UserMessage,
+};
+use super::subjects::{self, IdError};
+use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog};
+
+/// A body that answers a request.
+pub trait Reply: Serialize + DeserializeOwned + Send + 'static {
+    /// The reply envelope's kind.
+    const KIND: &'static str;
+}
+
+/// A body sent as a request.
+pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The request envelope's kind.
+    const KIND: &'static str;
+    /// What answers it.
+    type Reply: Reply;
+    /// The subject an envelope of this request goes to.
+    fn subject(envelope: &Envelope<Self>) -> Result<String, IdError>;
+}
+
+/// `hermes.tools.list`: the tool catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsListRequest;
+
+/// `hermes.tools.metrics`: the executor's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsMetricsRequest;
+
+/// `hermes.mcp.catalog`: the mounted servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpCatalogRequest;
+
+macro_rules! reply {
+    ($($body:ty => $kind:expr),* $(,)?) => {
+        $(impl Reply for $body { const KIND: &'static str = $kind; })*
+    };
+}
+
+/// Requests on a fixed subject.
+macro_rules! request {
+    ($($body:ty => $subject:expr, $kind:expr, $reply:ty);* $(;)?) => {
+        $(impl Request for $body {
+            const KIND: &'static str = $kind;
+            type Reply = $reply;
+            fn subject(_: &Envelope<Self>) -> Result<String, IdError> {
+                Ok($subject.to_string())
+            }
+        })*
+    };
+}
+
+reply! {
+    Accepted => kinds::ACCEPTED,
+    ConfirmationAccepted => kinds::CONFIRMATION_ACCEPTED,
+    PlanReply => kinds::PLAN_REPLY,
+    SummariseReply => kinds::SUMMARISE_REPLY,
+    SessionSearchReply => kinds::SESSIONS_FOUND,
+    ToolCallResult => kinds::TOOL_RESULT,
+    ToolsCatalog => kinds::TOOLS_CATALOG,
+    ToolMetrics => kinds::TOOLS_METRICS,
+    McpCallReply => kinds::MCP_RESULT,
+    McpCatalog => kinds::MCP_CATALOG,
+    McpReadReply => kinds::MCP_READ_RESULT,
+    McpPromptReply => kinds::MCP_PROMPT_RESULT,
+    McpAuditReply => kinds::MCP_AUDIT,
+    RecallReply => kinds::RECALL_REPLY,
+    MemoryWriteReply => kinds::MEMORY_WRITTEN,
+    MemoryListReply => kinds::MEMORY_LISTED,
+}
+
+request! {
+    PlanRequest => subjects::PLAN, kinds::PLAN_REQUEST, PlanReply;
+    SummariseRequest => subjects::SUMMARISE, kinds::SUMMARISE_REQUEST, SummariseReply;
+    SessionSearchRequest => subjects::SESSIONS_SEARCH, kinds::SESSIONS_SEARCH, SessionSearchReply;
+    ToolsListRequest => subjects::TOOLS_LIST, kinds::TOOLS_LIST, ToolsCatalog;
+    ToolsMetricsRequest => subjects::TOOLS_METRICS, kinds::TOOLS_METRICS_REQUEST, ToolMetrics;
+    McpCallRequest => subjects::MCP_CALL, kinds::MCP_CALL, McpCallReply;
+    McpCatalogRequest => subjects::MCP_CATALOG, kinds::MCP_CATALOG_REQUEST, McpCatalog;
+    McpReadRequest => subjects::MCP_READ, kinds::MCP_READ, McpReadReply;
+    McpPromptRequest => subjects::MCP_PROMPT, kinds::MCP_PROMPT, McpPromptReply;
+    McpAuditRequest => subjects::MCP_AUDIT, kinds::MCP_AUDIT_REQUEST, McpAuditReply;
+    RecallRequest => subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, RecallReply;
+    MemoryWriteRequest => subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, MemoryWriteReply;
+    MemoryForgetRequest => subjects::MEMORY_FORGET, kinds::MEMORY_FORGET, MemoryWriteReply;
+    MemoryListRequest => subjects::MEMORY_LIST, kinds::MEMORY_LIST, MemoryListReply;
+}
+
+impl Request for ToolCallRequest {
+    const KIND: &'static str = kinds::TOOL_CALL;
+    type Reply = ToolCallResult;
+    fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
+        subjects::tool(&envelope.body.name)
+    }
+}
+
+/// The session the envelope is addressed to (`for_session`).
+fn inbound_of<B>(envelope: &Envelope<B>) -> Result<String, IdError> {
+    subjects::inbound(
+        envelope.agent.as_deref().unwrap_or_default(),
+        envelope.session.as_deref().unwrap_or_default(),
+    )
+}
+
+impl Request for UserMessage {
+    const KIND: &'static str = kinds::USER_MESSAGE;
+    type Reply = Accepted;
+    fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
+        inbound_of(envelope)
+    }
+}
+
+impl Request for Confirmation {
+    const KIND: &'static str = kinds::CONFIRMATION;
+    type Reply = ConfirmationAccepted;
+    fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
+        inbound_of(envelope)
+    }
+}
+
+impl<R: Request> Envelope<R> {
+    /// A new request envelope of `R`'s kind.
+    pub fn request(body: R) -> Self {
+        Envelope::new(R::KIND, body)
+    }
+
+    /// Decode a payload that must be an `R` request.
+    pub fn decode_request(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
+        Envelope::decode_typed(payload, max_bytes, R::KIND)
+    }
+
+    /// The reply to this request, in its trace and addressed like it.
+    pub fn reply(&self, body: R::Reply) -> Envelope<R::Reply> {
+        let mut reply = Envelope::new(<R::Reply as Reply>::KIND, body).in_trace(&self.trace_id);
+        reply.agent.clone_from(&self.agent);
+        reply.session.clone_from(&self.session);
+        reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::envelope::error_envelope;
+
+    #[test]
+    fn request_names_its_subject_and_reply_kind() {
+        let env = Envelope::request(RecallRequest::default());
+        assert_eq!(env.kind, kinds::RECALL_REQUEST);
+        assert_eq!(
+            RecallRequest::subject(&env).unwrap(),
+            subjects::MEMORY_RECALL
+        );
+        let reply = env.reply(RecallReply::default());
+        assert_eq!(reply.kind, kinds::RECALL_REPLY);
+        assert_eq!(reply.trace_id, env.trace_id);
+    }
+
+    #[test]
+    fn tool_call_goes_to_its_tools_subject() {
+        let env = Envelope::request(ToolCallRequest {
+            name: "add".into(),
+            ..ToolCallRequest::default()
+        });
+        assert_eq!(ToolCallRequest::subject(&env).unwrap(), "hermes.tool.add");
+        let bad = Envelope::request(ToolCallRequest {
+            name: "a.b".into(),
+            ..ToolCallRequest::default()
+        });
+        assert!(ToolCallRequest::subject(&bad).is_err());
+    }
+
+    #[test]
+    fn decode_request_refuses_another_kind_and_reports_errors() {
+        let env = Envelope::request(ToolsListRequest);
+        let bytes = env.encode().unwrap();
+        assert!(Envelope::<ToolsListRequest>::decode_request(&bytes, 1024).is_ok());
+        assert!(Envelope::<ToolsMetricsRequest>::decode_request(&bytes, 1024).is_err());
+        let err = error_envelope("nope", "bad").encode().unwrap();
+        let e = Envelope::<ToolsListRequest>::decode_request(&err, 1024).unwrap_err();
+        assert!(e.to_string().contains("nope: bad"), "{e}");
+    }
+}

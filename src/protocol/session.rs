@@ -1,0 +1,202 @@
+//! Sessions on the wire: inbound user messages and confirmations with their acknowledgements,
+//! planning and summarising requests, session search, and every turn event published on
+//! `hermes.out.<agent>.<session>`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::chat::{ChatMessage, Role, ToolCall, ToolSpec, Usage};
+use super::memory::MemoryChange;
+use super::tool::ToolCallResult;
+
+/// A user message (or an external event phrased as one) for `hermes.in.<agent>.<session>`.
+/// The user is the envelope's `user`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub text: String,
+}
+
+/// The reply to a request on `hermes.in…`: the message is persisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Accepted {
+    pub message_id: String,
+    pub session: String,
+    /// Position of the message in the session's log.
+    pub seq: u64,
+}
+
+/// The user's answer to `confirmation.required`, sent like a message to
+/// `hermes.in.<agent>.<session>` with kind `user.confirmation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// `true` runs the call, `false` declines it (the model is told the user said no).
+    pub approve: bool,
+    /// The call to decide; absent decides every call the turn waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// The reply to a `user.confirmation`: the decision is persisted and the turn resumes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmationAccepted {
+    pub turn_id: String,
+    pub call_ids: Vec<String>,
+    pub approve: bool,
+}
+
+/// One planning step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanRequest {
+    pub turn_id: String,
+    pub step: u32,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    /// Where to publish `delta` events while the model streams (the session's out subject).
+    #[serde(default)]
+    pub stream_to: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanReply {
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    pub model: String,
+}
+
+/// A recalled memory as shown in the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecalledMemory {
+    pub key: String,
+    pub content: String,
+    pub score: f64,
+}
+
+/// Everything published on `hermes.out.<agent>.<session>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TurnEvent {
+    #[serde(rename = "turn.started")]
+    TurnStarted { turn_id: String, message_id: String },
+    #[serde(rename = "memory.recalled")]
+    MemoryRecalled {
+        turn_id: String,
+        memories: Vec<RecalledMemory>,
+    },
+    #[serde(rename = "delta")]
+    Delta { turn_id: String, text: String },
+    #[serde(rename = "tool.call")]
+    ToolCall {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        arguments: Value,
+    },
+    #[serde(rename = "tool.result")]
+    ToolResult {
+        turn_id: String,
+        result: ToolCallResult,
+    },
+    /// A `risk = high` call waits for the user: answer with a `user.confirmation`
+    /// (`hermes send --confirm` / `--deny`). The turn is in `waiting_user` until then.
+    #[serde(rename = "confirmation.required")]
+    ConfirmationRequired {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        arguments: Value,
+        /// What will happen, for the person who decides.
+        message: String,
+    },
+    /// An async tool's job runs; the turn is in `waiting_job` and continues by itself when
+    /// the job's completion arrives on `hermes.job.<id>`.
+    #[serde(rename = "job.waiting")]
+    JobWaiting {
+        turn_id: String,
+        call_id: String,
+        name: String,
+        job_id: String,
+    },
+    #[serde(rename = "answer")]
+    Answer { turn_id: String, text: String },
+    #[serde(rename = "memory.written")]
+    MemoryWritten {
+        turn_id: String,
+        changes: Vec<MemoryChange>,
+    },
+    #[serde(rename = "error")]
+    Error {
+        #[serde(default)]
+        turn_id: Option<String>,
+        code: String,
+        message: String,
+    },
+}
+
+impl TurnEvent {
+    /// The event's type name as it appears in the JSON (`turn.started`, `answer`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            TurnEvent::TurnStarted { .. } => "turn.started",
+            TurnEvent::MemoryRecalled { .. } => "memory.recalled",
+            TurnEvent::Delta { .. } => "delta",
+            TurnEvent::ToolCall { .. } => "tool.call",
+            TurnEvent::ToolResult { .. } => "tool.result",
+            TurnEvent::ConfirmationRequired { .. } => "confirmation.required",
+            TurnEvent::JobWaiting { .. } => "job.waiting",
+            TurnEvent::Answer { .. } => "answer",
+            TurnEvent::MemoryWritten { .. } => "memory.written",
+            TurnEvent::Error { .. } => "error",
+        }
+    }
+}
+
+/// Fold older turns into the running summary, on `hermes.summarise`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SummariseRequest {
+    /// The summary so far (empty at first).
+    pub previous: String,
+    /// The turns to fold in, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// The pinned goal, so the summary keeps what matters for it.
+    #[serde(default)]
+    pub goal: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SummariseReply {
+    pub summary: String,
+}
+
+/// Search a user's past messages, on `hermes.sessions.search`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionSearchRequest {
+    pub user: String,
+    pub query: String,
+    #[serde(default = "default_search_limit")]
+    pub limit: usize,
+}
+
+fn default_search_limit() -> usize {
+    5
+}
+
+/// One message found by a session search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHit {
+    pub agent: String,
+    pub session: String,
+    pub seq: u64,
+    pub role: Role,
+    pub ts: chrono::DateTime<chrono::Utc>,
+    pub text: String,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionSearchReply {
+    pub hits: Vec<SessionHit>,
+}

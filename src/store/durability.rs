@@ -1,0 +1,352 @@
+//! Making writes durable: the chosen mode, and one flush shared by every writer since the last
+//! (group commit), per database.
+//!
+//! - [`Mode::Sync`]: [`Durable::commit`] returns once everything written before it is on disk.
+//!   Writers that commit while a flush runs wait for the next one, which covers all of them.
+//! - [`Mode::Batch`]: `commit` returns at once; the flusher writes everything out within the
+//!   batch interval of the first unflushed write. A crash loses at most that interval.
+//!
+//! Each database has one flusher thread. sled 0.34's `flush_async` runs on sled's own small
+//! pool, which deadlocks when many flushes wait on writes queued behind them (seen with
+//! 200–1000 sessions in flight); a single flusher thread that calls the blocking `flush` avoids
+//! that and never occupies a runtime thread. The flusher holds the database only while it
+//! flushes, so dropping the last [`Durable`] lets the database close.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+/// How writes become durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A commit returns once its writes are on disk.
+    Sync,
+    /// Commits return at once; writes are flushed within this interval.
+    Batch(Duration),
+}
+
+impl From<sled::Db> for Durable {
+    /// `db` in [`Mode::Sync`].
+    fn from(db: sled::Db) -> Self {
+        Durable::new(db, Mode::Sync)
+    }
+}
+
+/// Why a flush failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("flushing the data directory failed: {0}; check free disk space and permissions")]
+pub struct FlushError(pub Arc<str>);
+
+/// Where flushing stands, as the flusher publishes it.
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    /// Every ticket up to this one is on disk.
+    durable: u64,
+    error: Option<FlushError>,
+}
+
+/// What writers and the flusher share, apart from the database.
+struct Signal {
+    state: Mutex<Pending>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Tickets handed out to writes so far.
+    issued: u64,
+    /// The highest ticket a writer waits for (sync commits, explicit flushes).
+    wanted: u64,
+    /// When the oldest write not yet covered by a flush happened (batch mode).
+    dirty_since: Option<Instant>,
+    closed: bool,
+}
+
+struct Shared {
+    db: sled::Db,
+    mode: Mode,
+    signal: Arc<Signal>,
+    progress: watch::Receiver<Progress>,
+    stats: Arc<Stats>,
+}
+
+#[derive(Default)]
+struct Stats {
+    flushes: AtomicU64,
+    flush_nanos: AtomicU64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        lock(&self.signal.state).closed = true;
+        self.signal.wake.notify_all();
+    }
+}
+
+/// A database with its durability mode and flusher; clones share them.
+#[derive(Clone)]
+pub struct Durable {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable")
+            .field("mode", &self.shared.mode)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Durable {
+    type Target = sled::Db;
+    fn deref(&self) -> &sled::Db {
+        &self.shared.db
+    }
+}
+
+fn lock(m: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    // Every update is a few field writes; a panic cannot leave them half done.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Durable {
+    /// Wrap `db` and start its flusher thread.
+    pub fn new(db: sled::Db, mode: Mode) -> Self {
+        let signal = Arc::new(Signal {
+            state: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+        });
+        let (tx, rx) = watch::channel(Progress::default());
+        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            db,
+            mode,
+            signal: signal.clone(),
+            progress: rx,
+            stats: stats.clone(),
+        });
+        let weak = Arc::downgrade(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("hermes-flush".into())
+            .spawn(move || flusher(weak, signal, tx, stats, mode));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the flusher thread; commits will flush inline");
+        }
+        Self { shared }
+    }
+
+    /// The durability mode.
+    pub fn mode(&self) -> Mode {
+        self.shared.mode
+    }
+
+    /// The database.
+    pub fn db(&self) -> &sled::Db {
+        &self.shared.db
+    }
+
+    /// Flushes done so far (for `flushes_per_turn`).
+    pub fn flushes(&self) -> u64 {
+        self.shared.stats.flushes.load(Ordering::Relaxed)
+    }
+
+    /// Total time spent flushing so far.
+    pub fn flush_time(&self) -> Duration {
+        Duration::from_nanos(self.shared.stats.flush_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Make what was written before this call durable as the mode says: wait for it (sync),
+    /// or have it flushed within the batch interval (batch).
+    pub async fn commit(&self) -> Result<(), FlushError> {
+        match self.shared.mode {
+            Mode::Sync => self.flush_all().await,
+            Mode::Batch(_) => {
+                self.commit_lazy();
+                Ok(())
+            }
+        }
+    }
+
+    /// Note a write that needs no flush of its own, because a later commit covers it (a queue
+    /// entry the turn's next commit makes durable) or losing it is harmless (an ack: the
+    /// message comes again and is recognised). Never waits: in `batch` mode it is flushed
+    /// within the interval; in `sync` mode by the next commit, or by sled's own periodic
+    /// flush (every 500 ms).
+    pub fn commit_lazy(&self) {
+        if let Mode::Batch(_) = self.shared.mode {
+            let mut pending = lock(&self.shared.signal.state);
+            pending.issued += 1;
+            if pending.dirty_since.is_none() {
+                pending.dirty_since = Some(Instant::now());
+                drop(pending);
+                self.shared.signal.wake.notify_one();
+            }
+        }
+    }
+
+    /// Wait until everything written before this call is on disk, whatever the mode.
+    pub async fn flush_all(&self) -> Result<(), FlushError> {
+        let ticket = {
+            let mut pending = lock(&self.shared.signal.state);
+            pending.issued += 1;
+            pending.wanted = pending.issued;
+            pending.issued
+        };
+        self.shared.signal.wake.notify_one();
+        let mut progress = self.shared.progress.clone();
+        let reached = progress
+            .wait_for(|p| p.durable >= ticket || p.error.is_some())
+            .await
+            .map(|p| p.clone());
+        match reached {
+            Ok(p) if p.durable >= ticket => Ok(()),
+            Ok(p) => Err(p.error.unwrap_or_else(|| FlushError("unknown".into()))),
+            // The flusher is gone (thread failed to start): flush here, off the runtime.
+            Err(_) => {
+                let db = self.shared.db.clone();
+                tokio::task::spawn_blocking(move || db.flush())
+                    .await
+                    .map_err(|e| FlushError(e.to_string().into()))?
+                    .map(|_| ())
+                    .map_err(|e| FlushError(e.to_string().into()))
+            }
+        }
+    }
+}
+
+/// The flusher: waits for a reason to flush (a waiting writer, or a batch interval that ran
+/// out), then covers every write issued so far with one flush.
+fn flusher(
+    shared: Weak<Shared>,
+    signal: Arc<Signal>,
+    progress: watch::Sender<Progress>,
+    stats: Arc<Stats>,
+    mode: Mode,
+) {
+    let mut durable = 0u64;
+    loop {
+        let covered = {
+            let mut pending = lock(&signal.state);
+            loop {
+                if pending.closed {
+                    return;
+                }
+                if pending.wanted > durable {
+                    break;
+                }
+                match (mode, pending.dirty_since) {
+                    (Mode::Batch(every), Some(since)) => {
+                        let left = every.saturating_sub(since.elapsed());
+                        if left.is_zero() {
+                            break;
+                        }
+                        pending = signal
+                            .wake
+                            .wait_timeout(pending, left)
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|e| e.into_inner().0);
+                    }
+                    _ => {
+                        pending = signal.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+                    }
+                }
+            }
+            pending.dirty_since = None;
+            pending.issued
+        };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let started = Instant::now();
+        let result = shared.db.flush();
+        drop(shared);
+        stats.flushes.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        stats.flush_nanos.fetch_add(nanos, Ordering::Relaxed);
+        match result {
+            Ok(_) => {
+                durable = covered;
+                progress.send_modify(|p| {
+                    p.durable = covered;
+                    p.error = None;
+                });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "flush failed");
+                let error = FlushError(e.to_string().into());
+                // Writers waiting now get the error; the next request tries again.
+                lock(&signal.state).wanted = durable;
+                progress.send_modify(|p| p.error = Some(error));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &std::path::Path, mode: Mode) -> Durable {
+        Durable::new(crate::store::open(dir).unwrap(), mode)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_concurrent_sync_commits_share_few_flushes_and_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let durable = open(dir.path(), Mode::Sync);
+            let mut tasks = Vec::new();
+            for i in 0..500u32 {
+                let d = durable.clone();
+                tasks.push(tokio::spawn(async move {
+                    d.insert(i.to_be_bytes(), b"v".to_vec()).unwrap();
+                    d.commit().await.unwrap();
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            assert!(
+                durable.flushes() < 500,
+                "group commit: {} flushes for 500 commits",
+                durable.flushes()
+            );
+        }
+        let db = crate::store::open(dir.path()).unwrap();
+        assert_eq!(db.len(), 500);
+    }
+
+    #[tokio::test]
+    async fn batch_commit_returns_at_once_and_flushes_within_the_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = open(dir.path(), Mode::Batch(Duration::from_millis(20)));
+        durable.insert(b"k", b"v".to_vec()).unwrap();
+        let started = Instant::now();
+        durable.commit().await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(15));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while durable.flushes() == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(durable.flushes(), 1);
+        durable.flush_all().await.unwrap();
+        assert_eq!(
+            durable.flushes(),
+            2,
+            "an explicit flush flushes in batch mode too"
+        );
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_handle_releases_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = open(dir.path(), Mode::Sync);
+        durable.insert(b"k", b"v".to_vec()).unwrap();
+        durable.commit().await.unwrap();
+        drop(durable);
+        let again = crate::store::open(dir.path()).unwrap();
+        assert_eq!(again.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}
