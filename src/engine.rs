@@ -26,6 +26,7 @@ use crate::protocol::McpCatalog;
 use crate::protocol::SessionSearchRequest;
 use crate::store::durability::Durable;
 use crate::store::sessions::SessionStore;
+use crate::turn::ports::BusPorts;
 use crate::turn::TurnEnv;
 
 #[derive(Debug, thiserror::Error)]
@@ -277,8 +278,17 @@ impl Engine {
             actor: "session",
             reason: "no data directory".into(),
         })?;
+        let ports = Arc::new(BusPorts::new(deps.bus.clone(), self.config.clone()));
+        let watching = ports.clone();
+        deps.io
+            .spawn(async move { watching.watch_catalog().await })
+            .await
+            .map_err(|e| EngineError::Actor {
+                actor: "session",
+                reason: e.to_string(),
+            })??;
         let env = TurnEnv {
-            bus: deps.bus.clone(),
+            ports,
             config: self.config.clone(),
             store: SessionStore::open(&db)?,
             tokens,
@@ -300,7 +310,7 @@ impl Engine {
             n => n,
         };
         let arbiters = (0..count).map(|_| self.arbiter()).collect();
-        let router = SessionRouter::new(env, arbiters);
+        let router = SessionRouter::new(env, deps.bus.clone(), arbiters);
         // The services, the eviction timer and the resume scan live on the I/O runtime.
         let bus = deps.bus.clone();
         let serving_router = router.clone();

@@ -17,7 +17,8 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::ActorDeps;
-use crate::bus::{rpc, DurableConsumer, DurableOptions};
+use crate::bus::events::{self, EventScope};
+use crate::bus::{DurableConsumer, DurableOptions};
 use crate::llm::ChatModel;
 use crate::memory::extract;
 use crate::memory::{AppliedUpdate, MemoryError, MemoryService, MemoryUpdate, Source};
@@ -280,14 +281,13 @@ async fn report_error(deps: &ActorDeps, job: &Envelope<ExtractJob>, code: &str, 
 
 async fn publish_event(deps: &ActorDeps, job: &Envelope<ExtractJob>, event: TurnEvent) {
     let body = &job.body;
-    if let Ok(out) = subjects::outbound(&body.agent, &body.session) {
-        let env = Envelope::new(kinds::TURN_EVENT, event)
-            .for_session(&body.agent, &body.session, Some(&body.user))
-            .in_trace(&job.trace_id);
-        if let Err(e) = rpc::publish(deps.bus.as_ref(), &out, &env).await {
-            tracing::debug!(error = %e, "memory event not published");
-        }
-    }
+    let scope = EventScope {
+        agent: body.agent.clone(),
+        session: body.session.clone(),
+        user: Some(body.user.clone()),
+        trace_id: job.trace_id.clone(),
+    };
+    events::publish(deps.bus.as_ref(), &scope, event).await;
 }
 
 /// Why the model gave no updates.

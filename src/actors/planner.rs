@@ -12,12 +12,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::ActorDeps;
+use crate::bus::events::{self, EventScope};
 use crate::bus::service::{typed, Service, ServiceError};
 use crate::bus::{BusError, Serving};
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
+use crate::protocol::{PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
 
 /// The planning service: the planner and summariser models.
 pub struct Planner {
@@ -122,26 +123,22 @@ async fn plan(
         ..ChatRequest::default()
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let forwarder = body.stream_to.clone().map(|subject| {
+    // Deltas go to the session's events when the request says where (`stream_to`).
+    let forwarder = body.stream_to.as_ref().map(|_| {
         let turn_id = body.turn_id.clone();
-        let (agent, session, user) = (
-            request.agent.clone().unwrap_or_default(),
-            request.session.clone().unwrap_or_default(),
-            request.user.clone(),
-        );
-        let trace = request.trace_id.clone();
+        let scope = EventScope {
+            agent: request.agent.clone().unwrap_or_default(),
+            session: request.session.clone().unwrap_or_default(),
+            user: request.user.clone(),
+            trace_id: request.trace_id.clone(),
+        };
         tokio::spawn(async move {
             while let Some(text) = rx.recv().await {
                 let event = TurnEvent::Delta {
                     turn_id: turn_id.clone(),
                     text,
                 };
-                let env = Envelope::new(kinds::TURN_EVENT, event)
-                    .for_session(&agent, &session, user.as_deref())
-                    .in_trace(&trace);
-                if let Err(e) = crate::bus::rpc::publish(deps.bus.as_ref(), &subject, &env).await {
-                    tracing::debug!(error = %e, "delta not published");
-                }
+                events::publish(deps.bus.as_ref(), &scope, event).await;
             }
         })
     });

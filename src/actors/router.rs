@@ -24,10 +24,12 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor};
+use crate::bus::events::{self, EventScope};
 use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
 use crate::protocol::envelope::{error_envelope, Envelope};
 use crate::protocol::subjects;
 use crate::protocol::{kinds, Confirmation, JobEvent, TurnEvent, UserMessage};
+use crate::turn::inbound::Inbound;
 use crate::turn::TurnEnv;
 
 /// A session's key: agent and session id.
@@ -49,6 +51,7 @@ pub struct SessionRouter {
 
 struct Inner {
     env: TurnEnv,
+    bus: SharedBus,
     arbiters: Vec<ArbiterHandle>,
     live: Mutex<HashMap<SessionKey, Live>>,
 }
@@ -58,10 +61,11 @@ const EVICT_EVERY: Duration = Duration::from_secs(5);
 
 impl SessionRouter {
     /// A router placing session actors on `arbiters` (at least one).
-    pub fn new(env: TurnEnv, arbiters: Vec<ArbiterHandle>) -> Self {
+    pub fn new(env: TurnEnv, bus: SharedBus, arbiters: Vec<ArbiterHandle>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 env,
+                bus,
                 arbiters,
                 live: Mutex::new(HashMap::new()),
             }),
@@ -81,7 +85,7 @@ impl SessionRouter {
             bus.serve(
                 subjects::INBOUND_ALL,
                 group,
-                Arc::new(Inbound(self.clone())),
+                Arc::new(InboundService(self.clone())),
             )
             .await?,
             bus.serve(subjects::JOB_ALL, group, Arc::new(JobEvents(self.clone())))
@@ -256,10 +260,10 @@ impl SessionRouter {
 }
 
 /// The `hermes.in.>` service.
-struct Inbound(SessionRouter);
+struct InboundService(SessionRouter);
 
 #[async_trait]
-impl Handler for Inbound {
+impl Handler for InboundService {
     /// A checked message goes to its session's mailbox; the actor acknowledges it once it is
     /// persisted. A refused one is answered here.
     async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
@@ -268,22 +272,22 @@ impl Handler for Inbound {
             Ok(checked) => {
                 let (user, reply) = (checked.user, msg.reply);
                 router.with_actor(checked.key, |addr| match checked.arrival {
-                    Arrival::Message(envelope) => addr.do_send(Deliver {
+                    Arrival::Message(envelope) => addr.do_send(Deliver(Inbound {
                         envelope,
                         user,
                         reply,
-                    }),
-                    Arrival::Confirmation(envelope) => addr.do_send(Decide {
+                    })),
+                    Arrival::Confirmation(envelope) => addr.do_send(Decide(Inbound {
                         envelope,
                         user,
                         reply,
-                    }),
+                    })),
                 });
                 None
             }
             Err(refusal) => {
                 tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");
-                refuse(&router.inner.env.bus, &msg, &refusal).await
+                refuse(&router.inner.bus, &msg, &refusal).await
             }
         }
     }
@@ -353,20 +357,18 @@ impl Refusal {
 /// envelope returned is the reply.
 async fn refuse(bus: &SharedBus, msg: &BusMessage, refusal: &Refusal) -> Option<Bytes> {
     if let Some((agent, session)) = &refusal.at {
-        if let Ok(out) = subjects::outbound(agent, session) {
-            let event = Envelope::new(
-                kinds::TURN_EVENT,
-                TurnEvent::Error {
-                    turn_id: None,
-                    code: refusal.code.into(),
-                    message: refusal.message.clone(),
-                },
-            )
-            .for_session(agent, session, None);
-            if let Ok(bytes) = event.encode() {
-                let _ = bus.publish(&out, bytes).await;
-            }
-        }
+        let scope = EventScope {
+            agent: agent.clone(),
+            session: session.clone(),
+            user: None,
+            trace_id: uuid::Uuid::now_v7().to_string(),
+        };
+        let event = TurnEvent::Error {
+            turn_id: None,
+            code: refusal.code.into(),
+            message: refusal.message.clone(),
+        };
+        events::publish(bus.as_ref(), &scope, event).await;
     }
     let audit = Envelope::new(
         "audit.bad_input",

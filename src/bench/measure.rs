@@ -19,6 +19,62 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// Context switches of this process so far, voluntary + involuntary (`getrusage`, summed
+/// over all threads).
+pub fn context_switches() -> u64 {
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return 0;
+    }
+    u64::try_from(usage.ru_nvcsw).unwrap_or(0) + u64::try_from(usage.ru_nivcsw).unwrap_or(0)
+}
+
+/// Where the process stood at one moment: CPU, wall clock, context switches, flushes.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot {
+    pub cpu: Duration,
+    pub wall: std::time::Instant,
+    pub switches: u64,
+    pub flushes: u64,
+}
+
+impl Snapshot {
+    /// Now, counting the flushes of `engine`'s database.
+    pub fn take(engine: &crate::engine::Engine) -> Self {
+        Self {
+            cpu: cpu_time(),
+            wall: std::time::Instant::now(),
+            switches: context_switches(),
+            flushes: engine.db.as_ref().map_or(0, |d| d.flushes()),
+        }
+    }
+}
+
+/// The per-turn figures of one timed run from `start` to now.
+pub fn per_turn_row(
+    name: &str,
+    stats: &Stats,
+    start: Snapshot,
+    engine: &crate::engine::Engine,
+    turns: u64,
+) -> Value {
+    let end = Snapshot::take(engine);
+    let n = turns.max(1) as f64;
+    json!({
+        "workload": name,
+        "turns": turns,
+        "turns_per_s": turns as f64 / (end.wall - start.wall).as_secs_f64(),
+        "p50_us": stats.percentile(50.0),
+        "p99_us": stats.percentile(99.0),
+        "cpu_us_per_turn": (end.cpu - start.cpu).as_secs_f64() * 1e6 / n,
+        "context_switches_per_turn": (end.switches - start.switches) as f64 / n,
+        "flushes_per_turn": (end.flushes - start.flushes) as f64 / n,
+        "peak_rss_mb": peak_rss_mb(),
+    })
+}
+
 /// Peak resident set size of this process, MiB (`ru_maxrss`).
 pub fn peak_rss_mb() -> f64 {
     // SAFETY: as above.

@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::measure::{cpu_time, peak_rss_mb, progress, Stats};
+use super::measure::{per_turn_row, progress, Snapshot, Stats};
 use super::BenchError;
 use crate::client::SessionClient;
 use crate::engine::Engine;
@@ -66,18 +66,6 @@ pub async fn open(engine: &Engine, session: &str) -> Result<SessionClient, Bench
         .map_err(|e| BenchError::Setup(e.to_string()))
 }
 
-fn row(name: &str, stats: &Stats, wall: Duration, cpu: Duration, turns: u64) -> Value {
-    json!({
-        "workload": name,
-        "turns": turns,
-        "turns_per_s": turns as f64 / wall.as_secs_f64(),
-        "p50_us": stats.percentile(50.0),
-        "p99_us": stats.percentile(99.0),
-        "cpu_us_per_turn": cpu.as_secs_f64() * 1e6 / turns as f64,
-        "peak_rss_mb": peak_rss_mb(),
-    })
-}
-
 pub async fn run(engine: &Engine, show: bool) -> Result<Vec<Value>, BenchError> {
     warm_up(engine).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
@@ -95,19 +83,13 @@ async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Benc
     tracing::info!("w1_single");
     let bar = progress(N, "w1_single", show);
     let mut stats = Stats::default();
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let start = Snapshot::take(engine);
     for t in 1..=N {
         stats.push(turn(&mut client, &session, t).await?);
         bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok(row(
-        "w1_single",
-        &stats,
-        wall0.elapsed(),
-        cpu_time() - cpu0,
-        N,
-    ))
+    Ok(per_turn_row("w1_single", &stats, start, engine, N))
 }
 
 const SESSIONS: usize = 200;
@@ -122,7 +104,7 @@ async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Bench
     tracing::info!("w1_multi");
     let bar = progress(SESSIONS as u64 * TURNS, "w1_multi", show);
     let mut stats = Stats::default();
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let start = Snapshot::take(engine);
     for t in 1..=TURNS {
         for (client, name) in clients.iter_mut().zip(&names) {
             stats.push(turn(client, name, t).await?);
@@ -130,13 +112,7 @@ async fn multi(engine: &Engine, run_id: &str, show: bool) -> Result<Value, Bench
         }
     }
     bar.finish_and_clear();
-    let r = row(
-        "w1_multi",
-        &stats,
-        wall0.elapsed(),
-        cpu_time() - cpu0,
-        SESSIONS as u64 * TURNS,
-    );
+    let r = per_turn_row("w1_multi", &stats, start, engine, SESSIONS as u64 * TURNS);
     check_isolation(engine, &names).await?;
     Ok(r)
 }
@@ -145,7 +121,7 @@ async fn concurrent(engine: &Engine, run_id: &str, show: bool) -> Result<Value, 
     let names: Vec<String> = (0..SESSIONS).map(|i| format!("w1c-{run_id}-{i}")).collect();
     tracing::info!("w1_concurrent");
     let bar = progress(SESSIONS as u64 * TURNS, "w1_concurrent", show);
-    let (cpu0, wall0) = (cpu_time(), Instant::now());
+    let start = Snapshot::take(engine);
     let mut tasks = Vec::with_capacity(SESSIONS);
     for name in names.clone() {
         let mut client = open(engine, &name).await?;
@@ -167,11 +143,11 @@ async fn concurrent(engine: &Engine, run_id: &str, show: bool) -> Result<Value, 
         }
     }
     bar.finish_and_clear();
-    let r = row(
+    let r = per_turn_row(
         "w1_concurrent",
         &all,
-        wall0.elapsed(),
-        cpu_time() - cpu0,
+        start,
+        engine,
         SESSIONS as u64 * TURNS,
     );
     check_isolation(engine, &names).await?;

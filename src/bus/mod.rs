@@ -6,6 +6,7 @@
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
 pub mod embedded;
+pub mod events;
 
 pub mod nats;
 pub mod pattern;

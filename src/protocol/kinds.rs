@@ -14,6 +14,7 @@ pub const TOOL_CALL: &str = "tool.call";
 pub const TOOL_RESULT: &str = "tool.result";
 pub const TOOLS_LIST: &str = "tools.list";
 pub const TOOLS_CATALOG: &str = "tools.catalog";
+pub const TOOLS_CHANGED: &str = "tools.changed";
 pub const TOOLS_METRICS_REQUEST: &str = "tools.metrics.request";
 pub const TOOLS_METRICS: &str = "tools.metrics";
 pub const JOB_SUBMITTED: &str = "job.submitted";

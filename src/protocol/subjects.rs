@@ -10,6 +10,7 @@
 //! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
 //! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas, definitions, metrics) |
 //! | `hermes.tools.metrics` | req/reply | the tool-executor's counters |
+//! | `hermes.tools.changed` | pub | the tool catalog changed (sessions drop their cached copy) |
 //! | `hermes.job.<id>` | pub | async job lifecycle |
 //! | `hermes.mcp.call`, `hermes.mcp.catalog` | req/reply, queue `mcp` | MCP calls; catalog of mounted servers (tools, resources, prompts, status) |
 //! | `hermes.mcp.read`, `hermes.mcp.prompt` | req/reply, queue `mcp` | read a mounted server's resource; get one of its prompts |
@@ -38,6 +39,8 @@ pub const SUMMARISE: &str = "hermes.summarise";
 pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
 pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
+/// The tool-executor's catalog changed (MCP tools mounted or unmounted).
+pub const TOOLS_CHANGED: &str = "hermes.tools.changed";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
 pub const MCP_READ: &str = "hermes.mcp.read";

@@ -286,6 +286,14 @@ pub struct ToolCallResult {
     pub raw_reference: Option<String>,
 }
 
+/// What changed in a tool-executor's catalog, published on `hermes.tools.changed` so
+/// sessions that cache the catalog fetch it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsChanged {
+    pub mounted: Vec<String>,
+    pub unmounted: Vec<String>,
+}
+
 /// The tool catalog served on `hermes.tools.list`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ToolsCatalog {

@@ -1,18 +1,12 @@
 //! Building the model's context for one planning step, and folding older turns into the
 //! summary when enough have piled up.
 
-use std::time::Duration;
-
 use super::{TurnEnv, TurnError, TurnState};
-use crate::bus::rpc;
 use crate::config::AgentConfig;
 use crate::context::budget::{self, ContextParts, Counted};
 use crate::context::compaction::{self, ToolResultShrinker};
 use crate::llm::{ChatMessage, ToolSpec};
-use crate::protocol::envelope::Envelope;
-use crate::protocol::subjects;
-use crate::protocol::RecallHit;
-use crate::protocol::{kinds, SummariseReply, SummariseRequest};
+use crate::protocol::{RecallHit, SummariseRequest};
 use crate::store::sessions::StoredMessage;
 
 /// The parts of the context that stay the same for every step of a turn.
@@ -146,7 +140,7 @@ pub(super) fn assemble(
 
 /// Fold older turns into the summary once enough have piled up behind the recent ones. A
 /// summariser failure is logged and the turns stay verbatim (the budget still holds).
-pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig, trace: &str) {
+pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig) {
     let start = usize::try_from(state.task.summary_upto)
         .unwrap_or(usize::MAX)
         .min(state.log.len());
@@ -157,34 +151,23 @@ pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig, trac
         return;
     };
     let to_fold = &history[..split];
-    let request = Envelope::new(
-        kinds::SUMMARISE_REQUEST,
-        SummariseRequest {
-            previous: state.task.summary.clone(),
-            messages: compaction::for_summary(to_fold),
-            goal: state.task.goal.clone(),
-        },
-    )
-    .in_trace(trace);
-    let timeout = Duration::from_secs(state.env.config.engine.plan_timeout_secs);
-    let reply: Result<Envelope<SummariseReply>, _> = rpc::call(
-        state.env.bus.as_ref(),
-        subjects::SUMMARISE,
-        &request,
-        kinds::SUMMARISE_REPLY,
-        timeout,
-    )
-    .await;
+    let request = SummariseRequest {
+        previous: state.task.summary.clone(),
+        messages: compaction::for_summary(to_fold),
+        goal: state.task.goal.clone(),
+    };
+    let reply = state
+        .env
+        .ports
+        .summarise(state.emitter.scope(), request)
+        .await;
     match reply {
-        Ok(r) => {
+        Ok(summary) => {
             let upto = to_fold
                 .last()
                 .map_or(state.task.summary_upto, |m| m.seq + 1);
-            state.task.summary_tokens = state
-                .env
-                .tokens
-                .count_message(&summary_message(&r.body.summary));
-            state.task.summary = r.body.summary;
+            state.task.summary_tokens = state.env.tokens.count_message(&summary_message(&summary));
+            state.task.summary = summary;
             state.task.summary_upto = upto;
             if let Err(e) = state.save_task().await {
                 tracing::warn!(error = %e, "summary not stored; it will be made again");

@@ -1,42 +1,38 @@
-//! Publishing a session's turn events on `hermes.out.<agent>.<session>`.
+//! A turn's events: every event of a turn goes out through its [`Emitter`], to the ports.
 
-use crate::bus::{rpc, SharedBus};
-use crate::protocol::envelope::Envelope;
-use crate::protocol::subjects;
-use crate::protocol::{kinds, TurnEvent};
+use std::sync::Arc;
+
+use super::ports::TurnPorts;
+use crate::bus::events::EventScope;
+use crate::protocol::TurnEvent;
 use crate::store::sessions::SessionMeta;
 
-/// Publishes one session's events; publishing failures are logged, never fatal to the turn.
+/// Publishes one session's events for one trace; publishing failures are logged by the ports,
+/// never fatal to the turn.
 pub struct Emitter {
-    bus: SharedBus,
-    subject: Option<String>,
-    agent: String,
-    session: String,
-    user: String,
-    trace_id: String,
+    ports: Arc<dyn TurnPorts>,
+    scope: EventScope,
 }
 
 impl Emitter {
-    pub fn new(bus: SharedBus, meta: &SessionMeta, trace_id: &str) -> Self {
+    pub fn new(ports: Arc<dyn TurnPorts>, meta: &SessionMeta, trace_id: &str) -> Self {
         Self {
-            bus,
-            subject: subjects::outbound(&meta.agent, &meta.session).ok(),
-            agent: meta.agent.clone(),
-            session: meta.session.clone(),
-            user: meta.user.clone(),
-            trace_id: trace_id.to_string(),
+            ports,
+            scope: EventScope {
+                agent: meta.agent.clone(),
+                session: meta.session.clone(),
+                user: Some(meta.user.clone()),
+                trace_id: trace_id.to_string(),
+            },
         }
     }
 
+    /// Who the turn's requests and events are for.
+    pub fn scope(&self) -> &EventScope {
+        &self.scope
+    }
+
     pub async fn emit(&self, event: TurnEvent) {
-        let Some(subject) = &self.subject else {
-            return;
-        };
-        let env = Envelope::new(kinds::TURN_EVENT, event)
-            .for_session(&self.agent, &self.session, Some(&self.user))
-            .in_trace(&self.trace_id);
-        if let Err(e) = rpc::publish(self.bus.as_ref(), subject, &env).await {
-            tracing::warn!(subject, error = %e, "turn event not published");
-        }
+        self.ports.emit(&self.scope, event).await;
     }
 }

@@ -12,28 +12,26 @@
 
 mod context;
 mod emit;
+pub mod inbound;
+pub mod ports;
 mod tool_calls;
 mod tool_step;
 mod waiting;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 pub use emit::Emitter;
 pub use waiting::{finished_by, job_result};
 
-use crate::bus::{rpc, SharedBus};
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
-use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::RecallHit;
 use crate::protocol::{
-    kinds, ExtractJob, PlanReply, PlanRequest, RecallReply, RecallRequest, RecalledMemory,
-    ToolsCatalog, TurnEvent,
+    ExtractJob, PlanReply, PlanRequest, RecalledMemory, ToolsCatalog, TurnEvent,
 };
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
@@ -43,7 +41,8 @@ use crate::tools::scenes;
 /// What a turn needs from its session's environment.
 #[derive(Clone)]
 pub struct TurnEnv {
-    pub bus: SharedBus,
+    /// Everything beyond the session's own store: planning, memory, tools, events.
+    pub ports: Arc<dyn ports::TurnPorts>,
     pub config: Arc<Config>,
     pub store: SessionStore,
     pub tokens: TokenCounter,
@@ -176,7 +175,7 @@ pub async fn run_turn(
             error: Some(TurnError::NoTurn),
         };
     };
-    let emitter = Emitter::new(env.bus.clone(), meta, &record.trace_id);
+    let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
     let mut state = TurnState {
         env,
         meta,
@@ -233,7 +232,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             })
             .await;
     }
-    let hits = recall(env, &state.meta.user, &user_text, &record.trace_id).await;
+    let hits = recall(state, &user_text).await;
     state
         .emitter
         .emit(TurnEvent::MemoryRecalled {
@@ -248,11 +247,17 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
                 .collect(),
         })
         .await;
-    let catalog = tool_catalog(env).await;
-    let definitions = catalog.definitions;
+    let catalog = match env.ports.catalog().await {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            tracing::warn!(error = %e, "tool catalog unavailable; the turn goes on without tools");
+            Arc::new(ToolsCatalog::default())
+        }
+    };
+    let definitions = catalog.definitions.clone();
     // Only the active scene's tools (at most 15) are shown; the rest stay callable.
     let tools: Vec<ToolSpec> = if definitions.is_empty() {
-        catalog.tools
+        catalog.tools.clone()
     } else {
         scenes::select_tools(
             &definitions,
@@ -290,7 +295,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         if state.record().step >= agent.max_steps {
             return Err(TurnError::StepLimit(agent.max_steps));
         }
-        context::compact(state, &agent, &record.trace_id).await;
+        context::compact(state, &agent).await;
         let reply = plan(state, &fixed, &current, &tools, record).await?;
         state.record().step += 1;
         // An answer stays `planning` until it is published and its extraction queued
@@ -393,78 +398,35 @@ async fn plan(
 ) -> Result<PlanReply, TurnError> {
     state.set_phase(TurnPhase::Planning);
     let messages = context::assemble(state, fixed, current)?;
-    let env = state.env;
     let meta = &state.meta;
-    let request = Envelope::new(
-        kinds::PLAN_REQUEST,
-        PlanRequest {
-            turn_id: record.turn_id.clone(),
-            step: state.task.turn.as_ref().map_or(0, |t| t.step),
-            messages,
-            tools: tools.to_vec(),
-            stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
-        },
-    )
-    .for_session(&meta.agent, &meta.session, Some(&meta.user))
-    .in_trace(&record.trace_id);
-    let timeout = Duration::from_secs(env.config.engine.plan_timeout_secs);
-    let reply: Envelope<PlanReply> = rpc::call(
-        env.bus.as_ref(),
-        subjects::PLAN,
-        &request,
-        kinds::PLAN_REPLY,
-        timeout,
-    )
-    .await
-    .map_err(|e| TurnError::Plan(e.to_string()))?;
-    Ok(reply.body)
+    let request = PlanRequest {
+        turn_id: record.turn_id.clone(),
+        step: state.task.turn.as_ref().map_or(0, |t| t.step),
+        messages,
+        tools: tools.to_vec(),
+        stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
+    };
+    state
+        .env
+        .ports
+        .plan(state.emitter.scope(), request)
+        .await
+        .map_err(TurnError::Plan)
 }
 
-async fn recall(env: &TurnEnv, user: &str, query: &str, trace: &str) -> Vec<RecallHit> {
-    let request = Envelope::new(
-        kinds::RECALL_REQUEST,
-        RecallRequest {
-            user: user.to_string(),
-            query: query.to_string(),
-            limit: env.config.memory.recall_limit,
-            ..RecallRequest::default()
-        },
-    )
-    .in_trace(trace);
-    let timeout = Duration::from_secs(env.config.engine.request_timeout_secs);
-    match rpc::call::<_, RecallReply>(
-        env.bus.as_ref(),
-        subjects::MEMORY_RECALL,
-        &request,
-        kinds::RECALL_REPLY,
-        timeout,
-    )
-    .await
+async fn recall(state: &TurnState<'_>, query: &str) -> Vec<RecallHit> {
+    let env = state.env;
+    let limit = env.config.memory.recall_limit;
+    let scope = state.emitter.scope();
+    match env
+        .ports
+        .recall(scope, &state.meta.user, query, limit)
+        .await
     {
-        Ok(r) => r.body.hits,
+        Ok(hits) => hits,
         Err(e) => {
             tracing::warn!(error = %e, "memory recall failed; the turn goes on without memories");
             Vec::new()
-        }
-    }
-}
-
-async fn tool_catalog(env: &TurnEnv) -> ToolsCatalog {
-    let request = Envelope::new(kinds::TOOLS_LIST, serde_json::Value::Null);
-    let timeout = Duration::from_secs(env.config.engine.request_timeout_secs);
-    match rpc::call::<_, ToolsCatalog>(
-        env.bus.as_ref(),
-        subjects::TOOLS_LIST,
-        &request,
-        kinds::TOOLS_CATALOG,
-        timeout,
-    )
-    .await
-    {
-        Ok(r) => r.body,
-        Err(e) => {
-            tracing::warn!(error = %e, "tool catalog unavailable; the turn goes on without tools");
-            ToolsCatalog::default()
         }
     }
 }
@@ -501,39 +463,28 @@ async fn enqueue_extraction(
     user_message: &StoredMessage,
     answer: &str,
 ) -> bool {
-    let job = Envelope::new(
-        kinds::EXTRACT_JOB,
-        ExtractJob {
-            agent: meta.agent.clone(),
-            session: meta.session.clone(),
-            user: meta.user.clone(),
-            turn_id: record.turn_id.clone(),
-            message_id: record.message_id.clone(),
-            source_time: user_message.ts,
-            transcript: vec![
-                user_message.message.clone(),
-                ChatMessage::assistant(answer.to_string()),
-            ],
-        },
-    )
-    .for_session(&meta.agent, &meta.session, Some(&meta.user))
-    .in_trace(&record.trace_id);
-    let payload = match job.encode() {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!(error = %e, "extraction job not encoded");
-            return true;
-        }
+    let job = ExtractJob {
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: meta.user.clone(),
+        turn_id: record.turn_id.clone(),
+        message_id: record.message_id.clone(),
+        source_time: user_message.ts,
+        transcript: vec![
+            user_message.message.clone(),
+            ChatMessage::assistant(answer.to_string()),
+        ],
     };
-    match env
-        .bus
-        .durable_publish(subjects::MEMORY_EXTRACT, payload)
-        .await
-    {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(session = %meta.session, error = %e, "extraction job not queued; it is queued again when the session service restarts");
-            false
-        }
-    }
+    let scope = crate::bus::events::EventScope {
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: Some(meta.user.clone()),
+        trace_id: record.trace_id.clone(),
+    };
+    env.ports.enqueue_extraction(&scope, job).await
 }
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;

@@ -3,14 +3,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{Emitter, TurnEnv};
-use crate::bus::{rpc, BusError};
 use crate::llm::ToolCall;
-use crate::protocol::envelope::Envelope;
-use crate::protocol::subjects;
-use crate::protocol::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, TurnEvent};
+use crate::protocol::{ToolCallRequest, ToolCallResult, TurnEvent};
 use crate::store::sessions::SessionMeta;
 use crate::tools::definition::{ToolDefinition, ToolEffect};
 use crate::tools::registry::closest_names;
@@ -46,7 +43,8 @@ pub(super) async fn execute(
                     let mut repaired = call.clone();
                     repaired.arguments = prepared.arguments;
                     let wait = def.timeout() + REPLY_MARGIN;
-                    let mut result = dispatch(env, meta, turn_id, &repaired, confirmed, wait).await;
+                    let mut result =
+                        dispatch(env, emitter, meta, turn_id, &repaired, confirmed, wait).await;
                     result.auto_corrected |= !prepared.corrections.is_empty();
                     result.corrections.extend(prepared.corrections);
                     result
@@ -56,7 +54,7 @@ pub(super) async fn execute(
         }
         Some(def) => {
             let wait = def.timeout() + REPLY_MARGIN;
-            dispatch(env, meta, turn_id, call, confirmed, wait).await
+            dispatch(env, emitter, meta, turn_id, call, confirmed, wait).await
         }
         None => failed(call, unknown_tool(&call.name, tools)),
     };
@@ -74,63 +72,28 @@ pub(super) fn default_wait(env: &TurnEnv) -> Duration {
     Duration::from_secs(env.config.tools.default_timeout_secs) + REPLY_MARGIN
 }
 
-/// Send one call to `hermes.tool.<name>` and wait up to `timeout` for its result (errors
-/// become results). Callers pass the tool's own timeout plus a margin: the executor or worker
-/// reports its own timeouts, and the session must not give up first.
+/// Send one call to its tool and wait up to `timeout` for its result (errors become results).
+/// Callers pass the tool's own timeout plus a margin: the executor or worker reports its own
+/// timeouts, and the session must not give up first.
 pub(super) async fn dispatch(
     env: &TurnEnv,
+    emitter: &Emitter,
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
     confirmed: bool,
     timeout: Duration,
 ) -> ToolCallResult {
-    let subject = match subjects::tool(&call.name) {
-        Ok(s) => s,
-        Err(e) => {
-            return failed(
-                call,
-                ToolError::new(ToolErrorCode::UnknownTool, e.to_string()),
-            )
-        }
+    let request = ToolCallRequest {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        user: Some(meta.user.clone()),
+        turn_id: Some(turn_id.to_string()),
+        session: Some(meta.session.clone()),
+        confirmed,
     };
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            user: Some(meta.user.clone()),
-            turn_id: Some(turn_id.to_string()),
-            session: Some(meta.session.clone()),
-            confirmed,
-        },
-    )
-    .for_session(&meta.agent, &meta.session, Some(&meta.user));
-    match rpc::call::<_, ToolCallResult>(
-        env.bus.as_ref(),
-        &subject,
-        &request,
-        kinds::TOOL_RESULT,
-        timeout,
-    )
-    .await
-    {
-        Ok(reply) => reply.body,
-        Err(rpc::RpcError::Bus(BusError::NoResponders { .. })) => failed(
-            call,
-            ToolError::new(
-                ToolErrorCode::Unavailable,
-                format!("no executor serves `{}` right now", call.name),
-            )
-            .with_hint("the tool's service is down; tell the user instead of retrying"),
-        ),
-        Err(e) => failed(
-            call,
-            ToolError::new(ToolErrorCode::Unavailable, e.to_string())
-                .with_hint("the tool did not answer; retry once at most"),
-        ),
-    }
+    env.ports.call_tool(emitter.scope(), request, timeout).await
 }
 
 /// Can these calls run at the same time? Only when every one is a known `read` tool.
@@ -159,18 +122,7 @@ fn unknown_tool(name: &str, tools: &[ToolDefinition]) -> ToolError {
 }
 
 fn failed(call: &ToolCall, error: ToolError) -> ToolCallResult {
-    ToolCallResult {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        status: ToolStatus::Error,
-        output: Value::Null,
-        error: Some(error),
-        auto_corrected: false,
-        corrections: Vec::new(),
-        via: String::new(),
-        duration_ms: 0,
-        raw_reference: None,
-    }
+    super::ports::failed(call.id.clone(), call.name.clone(), error)
 }
 
 /// A tool result as it enters the model's context (DESIGN §5):

@@ -51,8 +51,14 @@ pub(super) async fn run(
     calls: &[ToolCall],
     turn_id: &str,
 ) -> Result<Next, TurnError> {
-    let answered: HashSet<String> = state
-        .current()
+    // Only results after the step's own assistant message count: some servers (Ollama,
+    // llama.cpp) number call ids per reply, so `call_0` of an earlier step is another call.
+    let current = state.current();
+    let since = current
+        .iter()
+        .rposition(|m| m.message.role == Role::Assistant)
+        .map_or(0, |at| at + 1);
+    let answered: HashSet<String> = current[since..]
         .iter()
         .filter_map(|m| m.message.tool_call_id.clone())
         .collect();
@@ -201,7 +207,8 @@ async fn poll_jobs(
         let Some(call) = open.iter().find(|c| c.id == job.call_id) else {
             continue;
         };
-        let Some(result) = waiting::poll(state.env, state.meta, &turn_id, &job).await else {
+        let poll = waiting::poll(state.env, &state.emitter, state.meta, &turn_id, &job);
+        let Some(result) = poll.await else {
             continue;
         };
         if let Some(j) = state

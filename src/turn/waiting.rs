@@ -117,6 +117,7 @@ pub fn finished_by(job: &AwaitedJob, event: &JobEvent) -> Option<ToolCallResult>
 /// A failing ask is logged and answered `None`: the completion event still wakes the turn.
 pub(super) async fn poll(
     env: &TurnEnv,
+    emitter: &super::Emitter,
     meta: &SessionMeta,
     turn_id: &str,
     job: &AwaitedJob,
@@ -127,7 +128,7 @@ pub(super) async fn poll(
         arguments: json!({"job_id": job.job_id}),
     };
     let wait = super::tool_calls::default_wait(env);
-    let reply = super::tool_calls::dispatch(env, meta, turn_id, &call, false, wait).await;
+    let reply = super::tool_calls::dispatch(env, emitter, meta, turn_id, &call, false, wait).await;
     if let Some(e) = &reply.error {
         tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
         return None;

@@ -15,7 +15,7 @@ use crate::bus::{rpc, Serving};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::McpCatalogRequest;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, McpCatalog};
+use crate::protocol::{kinds, McpCatalog, ToolsChanged};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::{McpProxyTool, McpReadResourceTool, MCP_SEPARATOR};
 use crate::tools::Tool;
@@ -121,7 +121,7 @@ impl McpMounts {
     /// Mount the tools of every ready server and unmount the ones a ready server no longer
     /// lists. Tools of a server that is down stay mounted: calls fail fast with the reason.
     async fn sync(&self, catalog: &McpCatalog) -> Result<usize, String> {
-        let mut mounted = 0;
+        let mut changed = ToolsChanged::default();
         for server in &catalog.servers {
             if server.status != "ready" {
                 tracing::error!(server = %server.name, status = %server.status, error = ?server.error, "MCP server is not ready; its tools fail until it is back");
@@ -137,8 +137,9 @@ impl McpMounts {
                     continue;
                 };
                 listed.insert(proxy.spec().name);
+                let name = proxy.spec().name;
                 if self.add(Arc::new(proxy)).await? {
-                    mounted += 1;
+                    changed.mounted.push(name);
                 }
             }
             let prefix = format!("{}{MCP_SEPARATOR}", server.name);
@@ -146,7 +147,18 @@ impl McpMounts {
                 if name.starts_with(&prefix) && !listed.contains(&name) {
                     self.registry.unregister(&name);
                     tracing::info!(tool = %name, "MCP tool unmounted (its server no longer lists it)");
+                    changed.unmounted.push(name);
                 }
+            }
+        }
+        let mounted = changed.mounted.len();
+        if changed != ToolsChanged::default() {
+            // After the registry changed, so a session that refetches sees the new catalog.
+            let envelope = Envelope::new(kinds::TOOLS_CHANGED, changed);
+            if let Err(e) =
+                rpc::publish(self.deps.bus.as_ref(), subjects::TOOLS_CHANGED, &envelope).await
+            {
+                tracing::warn!(error = %e, "announcing the changed tool catalog failed; sessions keep the old one until the next change");
             }
         }
         Ok(mounted)

@@ -1,0 +1,35 @@
+//! Publishing turn events on `hermes.out.<agent>.<session>` — the one place that builds their
+//! envelopes, for the turn, the planner's streamed deltas, the memory-extractor's
+//! `memory.written` and the router's refusals.
+
+use super::{rpc, Bus};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::subjects;
+use crate::protocol::{kinds, TurnEvent};
+
+/// Whose events these are: the session, its user and the trace they belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventScope {
+    pub agent: String,
+    pub session: String,
+    /// The session's user; `None` when the event answers a message that named none.
+    pub user: Option<String>,
+    pub trace_id: String,
+}
+
+/// Publish `event` for `scope`; a failure is logged, never fatal (events are a view).
+pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
+    let subject = match subjects::outbound(&scope.agent, &scope.session) {
+        Ok(subject) => subject,
+        Err(e) => {
+            tracing::warn!(error = %e, "turn event for an unaddressable session dropped");
+            return;
+        }
+    };
+    let envelope = Envelope::new(kinds::TURN_EVENT, event)
+        .for_session(&scope.agent, &scope.session, scope.user.as_deref())
+        .in_trace(&scope.trace_id);
+    if let Err(e) = rpc::publish(bus, &subject, &envelope).await {
+        tracing::warn!(%subject, error = %e, "turn event not published");
+    }
+}

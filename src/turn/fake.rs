@@ -1,0 +1,143 @@
+//! A scripted [`TurnPorts`] for the turn's unit tests: the planner is a closure over the
+//! request, tools are closures over the call, and everything the turn sends out — events, tool
+//! calls with their timeouts, extraction jobs, replies — is recorded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::ports::{failed, TurnPorts};
+use crate::bus::events::EventScope;
+use crate::protocol::{
+    ExtractJob, PlanReply, PlanRequest, RecallHit, SummariseRequest, ToolCallRequest,
+    ToolCallResult, ToolDefinition, ToolStatus, ToolsCatalog, TurnEvent,
+};
+use crate::tools::{ToolError, ToolErrorCode};
+
+type Planner = Box<dyn Fn(&PlanRequest) -> PlanReply + Send + Sync>;
+type ToolFn = Box<dyn Fn(&ToolCallRequest) -> Result<serde_json::Value, ToolError> + Send + Sync>;
+
+/// The scripted world of a turn.
+#[derive(Default)]
+pub struct FakePorts {
+    planner: Option<Planner>,
+    tools: HashMap<String, ToolFn>,
+    definitions: Vec<ToolDefinition>,
+    pub recalled: Vec<RecallHit>,
+    pub seen: Mutex<Seen>,
+}
+
+/// What the turn sent out.
+#[derive(Default)]
+pub struct Seen {
+    pub plans: Vec<PlanRequest>,
+    pub calls: Vec<(ToolCallRequest, Duration)>,
+    pub events: Vec<TurnEvent>,
+    pub extractions: Vec<ExtractJob>,
+    pub replies: Vec<(String, Bytes)>,
+    pub summaries: usize,
+}
+
+impl FakePorts {
+    /// A world whose planner answers with `plan`.
+    pub fn new(plan: impl Fn(&PlanRequest) -> PlanReply + Send + Sync + 'static) -> Self {
+        Self {
+            planner: Some(Box::new(plan)),
+            ..Self::default()
+        }
+    }
+
+    /// Add a tool with its definition and what it does.
+    pub fn tool(
+        mut self,
+        definition: ToolDefinition,
+        run: impl Fn(&ToolCallRequest) -> Result<serde_json::Value, ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        self.tools.insert(definition.name.clone(), Box::new(run));
+        self.definitions.push(definition);
+        self
+    }
+
+    pub fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl TurnPorts for FakePorts {
+    async fn plan(&self, _: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
+        let reply = match &self.planner {
+            Some(plan) => plan(&request),
+            None => return Err("no planner scripted".into()),
+        };
+        self.seen().plans.push(request);
+        Ok(reply)
+    }
+
+    async fn recall(
+        &self,
+        _: &EventScope,
+        _: &str,
+        _: &str,
+        limit: usize,
+    ) -> Result<Vec<RecallHit>, String> {
+        Ok(self.recalled.iter().take(limit).cloned().collect())
+    }
+
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String> {
+        Ok(Arc::new(ToolsCatalog {
+            tools: self.definitions.iter().map(ToolDefinition::spec).collect(),
+            definitions: self.definitions.clone(),
+            metrics: Default::default(),
+        }))
+    }
+
+    async fn call_tool(
+        &self,
+        _: &EventScope,
+        request: ToolCallRequest,
+        timeout: Duration,
+    ) -> ToolCallResult {
+        self.seen().calls.push((request.clone(), timeout));
+        let Some(run) = self.tools.get(&request.name) else {
+            let error = ToolError::new(ToolErrorCode::Unavailable, "no executor serves it");
+            return failed(request.call_id, request.name, error);
+        };
+        match run(&request) {
+            Ok(output) => ToolCallResult {
+                call_id: request.call_id,
+                name: request.name,
+                status: ToolStatus::Ok,
+                output,
+                error: None,
+                auto_corrected: false,
+                corrections: Vec::new(),
+                via: "fake".into(),
+                duration_ms: 0,
+                raw_reference: None,
+            },
+            Err(error) => failed(request.call_id, request.name, error),
+        }
+    }
+
+    async fn summarise(&self, _: &EventScope, _: SummariseRequest) -> Result<String, String> {
+        self.seen().summaries += 1;
+        Ok("earlier turns, summarised".into())
+    }
+
+    async fn emit(&self, _: &EventScope, event: TurnEvent) {
+        self.seen().events.push(event);
+    }
+
+    async fn enqueue_extraction(&self, _: &EventScope, job: ExtractJob) -> bool {
+        self.seen().extractions.push(job);
+        true
+    }
+
+    async fn reply(&self, to: &str, payload: Bytes) {
+        self.seen().replies.push((to.to_string(), payload));
+    }
+}

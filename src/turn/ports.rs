@@ -1,0 +1,244 @@
+//! What a turn needs from the world, as one small trait: plan a step, recall memories, read
+//! the tool catalog, call a tool, summarise older turns, emit an event, queue the extraction.
+//! [`BusPorts`] does each over the bus; the unit tests use a scripted fake (`fake.rs`), so the
+//! whole turn — confirmations, job waits, resumes, the loop guard, scenes, timeouts — is tested
+//! without one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::bus::events::{self, EventScope};
+use crate::bus::{rpc, BusError, SharedBus};
+use crate::config::Config;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::request::ToolsListRequest;
+use crate::protocol::{
+    ExtractJob, PlanReply, PlanRequest, RecallHit, RecallRequest, SummariseRequest,
+    ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
+};
+use crate::tools::{ToolError, ToolErrorCode};
+
+/// The ports of a turn.
+#[async_trait]
+pub trait TurnPorts: Send + Sync {
+    /// One planning step.
+    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String>;
+    /// Up to `limit` of `user`'s memories for `query`.
+    async fn recall(
+        &self,
+        scope: &EventScope,
+        user: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<RecallHit>, String>;
+    /// The tool catalog (the executor's and the workers' tools).
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String>;
+    /// Run one call, waiting at most `timeout`; every failure is a result.
+    async fn call_tool(
+        &self,
+        scope: &EventScope,
+        request: ToolCallRequest,
+        timeout: Duration,
+    ) -> ToolCallResult;
+    /// Fold older turns into the summary; the new summary.
+    async fn summarise(
+        &self,
+        scope: &EventScope,
+        request: SummariseRequest,
+    ) -> Result<String, String>;
+    /// Publish a turn event.
+    async fn emit(&self, scope: &EventScope, event: TurnEvent);
+    /// Put a finished turn on the extraction queue; false when it could not be queued.
+    async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool;
+    /// Answer the publisher of an inbound message on its reply subject.
+    async fn reply(&self, to: &str, payload: bytes::Bytes);
+}
+
+/// The ports over the bus. The tool catalog is cached, and dropped when the tool-executor
+/// or the MCP-bridge announces a change (`hermes.tools.changed`, `hermes.mcp.changed`).
+pub struct BusPorts {
+    bus: SharedBus,
+    config: Arc<Config>,
+    catalog: Arc<Mutex<Option<Arc<ToolsCatalog>>>>,
+}
+
+impl BusPorts {
+    pub fn new(bus: SharedBus, config: Arc<Config>) -> Self {
+        Self {
+            bus,
+            config,
+            catalog: Arc::default(),
+        }
+    }
+
+    /// Forget the cached catalog whenever tools change. Call on the I/O runtime; the watch
+    /// ends with the bus.
+    pub async fn watch_catalog(&self) -> Result<(), BusError> {
+        for subject in [
+            crate::protocol::subjects::TOOLS_CHANGED,
+            crate::protocol::subjects::MCP_CHANGED,
+        ] {
+            let mut changes = self.bus.subscribe(subject).await?;
+            let cache = self.catalog.clone();
+            tokio::spawn(async move {
+                while changes.next().await.is_some() {
+                    *lock(&cache) = None;
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.config.engine.request_timeout_secs)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A request envelope addressed like the session's events.
+fn addressed<B>(scope: &EventScope, body: B, kind: &str) -> Envelope<B> {
+    Envelope::new(kind, body)
+        .for_session(&scope.agent, &scope.session, scope.user.as_deref())
+        .in_trace(&scope.trace_id)
+}
+
+#[async_trait]
+impl TurnPorts for BusPorts {
+    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
+        let envelope = addressed(scope, request, crate::protocol::kinds::PLAN_REQUEST);
+        let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
+        rpc::request(self.bus.as_ref(), &envelope, timeout)
+            .await
+            .map(|r| r.body)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn recall(
+        &self,
+        scope: &EventScope,
+        user: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<RecallHit>, String> {
+        let request = RecallRequest {
+            user: user.to_string(),
+            query: query.to_string(),
+            limit,
+            ..RecallRequest::default()
+        };
+        let envelope = Envelope::request(request).in_trace(&scope.trace_id);
+        rpc::request(self.bus.as_ref(), &envelope, self.request_timeout())
+            .await
+            .map(|r| r.body.hits)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String> {
+        if let Some(cached) = lock(&self.catalog).clone() {
+            return Ok(cached);
+        }
+        let envelope = Envelope::request(ToolsListRequest);
+        let catalog = rpc::request(self.bus.as_ref(), &envelope, self.request_timeout())
+            .await
+            .map(|r| Arc::new(r.body))
+            .map_err(|e| e.to_string())?;
+        *lock(&self.catalog) = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    async fn call_tool(
+        &self,
+        scope: &EventScope,
+        request: ToolCallRequest,
+        timeout: Duration,
+    ) -> ToolCallResult {
+        let (call_id, name) = (request.call_id.clone(), request.name.clone());
+        let envelope = addressed(scope, request, crate::protocol::kinds::TOOL_CALL);
+        match rpc::request(self.bus.as_ref(), &envelope, timeout).await {
+            Ok(reply) => reply.body,
+            Err(rpc::RpcError::Subject(e)) => failed(
+                call_id,
+                name,
+                ToolError::new(ToolErrorCode::UnknownTool, e.to_string()),
+            ),
+            Err(rpc::RpcError::Bus(BusError::NoResponders { .. })) => {
+                let message = format!("no executor serves `{name}` right now");
+                failed(
+                    call_id,
+                    name,
+                    ToolError::new(ToolErrorCode::Unavailable, message)
+                        .with_hint("the tool's service is down; tell the user instead of retrying"),
+                )
+            }
+            Err(e) => failed(
+                call_id,
+                name,
+                ToolError::new(ToolErrorCode::Unavailable, e.to_string())
+                    .with_hint("the tool did not answer; retry once at most"),
+            ),
+        }
+    }
+
+    async fn summarise(
+        &self,
+        scope: &EventScope,
+        request: SummariseRequest,
+    ) -> Result<String, String> {
+        let envelope = Envelope::request(request).in_trace(&scope.trace_id);
+        let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
+        rpc::request(self.bus.as_ref(), &envelope, timeout)
+            .await
+            .map(|r| r.body.summary)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn emit(&self, scope: &EventScope, event: TurnEvent) {
+        events::publish(self.bus.as_ref(), scope, event).await;
+    }
+
+    async fn reply(&self, to: &str, payload: bytes::Bytes) {
+        if let Err(e) = self.bus.publish(to, payload).await {
+            tracing::warn!(error = %e, "reply to publisher failed");
+        }
+    }
+
+    async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool {
+        let envelope = addressed(scope, job, crate::protocol::kinds::EXTRACT_JOB);
+        let payload = match envelope.encode() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "extraction job not encoded");
+                return true;
+            }
+        };
+        let queue = crate::protocol::subjects::MEMORY_EXTRACT;
+        match self.bus.durable_publish(queue, payload).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(session = %scope.session, error = %e, "extraction job not queued; it is queued again when the session service restarts");
+                false
+            }
+        }
+    }
+}
+
+/// A call that did not run, as its result.
+pub fn failed(call_id: String, name: String, error: ToolError) -> ToolCallResult {
+    ToolCallResult {
+        call_id,
+        name,
+        status: ToolStatus::Error,
+        output: serde_json::Value::Null,
+        error: Some(error),
+        auto_corrected: false,
+        corrections: Vec::new(),
+        via: String::new(),
+        duration_ms: 0,
+        raw_reference: None,
+    }
+}

@@ -1,0 +1,420 @@
+//! The turn without a bus: scripted ports, a real sled store in a temporary directory.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+
+use super::fake::FakePorts;
+use super::inbound::{self, Inbound};
+use super::{run_turn, TurnEnv, TurnOutcome};
+use crate::config::Config;
+use crate::context::tokens::TokenCounter;
+use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::{
+    Confirmation, PlanReply, PlanRequest, ToolDefinition, ToolEffect, ToolMode, ToolRisk,
+    TurnEvent, UserMessage,
+};
+use crate::store::durability::{Durable, Mode};
+use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
+use crate::store::tasks::{TaskState, TurnPhase};
+use crate::tools::{ToolError, ToolErrorCode};
+
+fn tokens() -> TokenCounter {
+    static TOKENS: OnceLock<TokenCounter> = OnceLock::new();
+    TOKENS
+        .get_or_init(|| TokenCounter::for_model("gpt-4o-mini").unwrap())
+        .clone()
+}
+
+/// A session of one user with its store, driven by hand.
+struct Session {
+    env: TurnEnv,
+    ports: Arc<FakePorts>,
+    meta: SessionMeta,
+    task: TaskState,
+    log: Vec<StoredMessage>,
+    _dir: tempfile::TempDir,
+}
+
+impl Session {
+    fn new(ports: FakePorts) -> Self {
+        Self::with_config(ports, Config::embedded().unwrap())
+    }
+
+    fn with_config(ports: FakePorts, config: Config) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Durable::new(crate::store::open(dir.path()).unwrap(), Mode::Sync);
+        let ports = Arc::new(ports);
+        let env = TurnEnv {
+            ports: ports.clone(),
+            config: Arc::new(config),
+            store: SessionStore::open(&db).unwrap(),
+            tokens: tokens(),
+        };
+        let meta = SessionMeta {
+            agent: "assistant".into(),
+            session: "s1".into(),
+            user: "u1".into(),
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+            next_seq: 0,
+        };
+        Self {
+            env,
+            ports,
+            meta,
+            task: TaskState::default(),
+            log: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Accept `text` (as the router would hand it over) and run the turn.
+    async fn say(&mut self, text: &str) -> TurnOutcome {
+        let message = Inbound {
+            envelope: Envelope::request(UserMessage { text: text.into() }),
+            user: self.meta.user.clone(),
+            reply: Some("_INBOX.test".into()),
+        };
+        let stored = inbound::accept(&self.env, &mut self.meta, &mut self.task, &message)
+            .await
+            .expect("accepted");
+        self.log.push(stored);
+        self.resume().await
+    }
+
+    /// Run the turn in progress from where its state stands.
+    async fn resume(&mut self) -> TurnOutcome {
+        let log = Arc::new(self.log.clone());
+        let outcome = run_turn(&self.env, &mut self.meta, &mut self.task, log).await;
+        self.log.extend(outcome.messages.iter().cloned());
+        outcome
+    }
+
+    async fn decide(&mut self, approve: bool) -> bool {
+        let decision = Inbound {
+            envelope: Envelope::request(Confirmation {
+                approve,
+                call_id: None,
+            }),
+            user: self.meta.user.clone(),
+            reply: None,
+        };
+        inbound::decide(&self.env, &mut self.meta, &mut self.task, &decision).await
+    }
+
+    /// Reload the session from the store, as a restarted process would.
+    fn reload(&mut self) {
+        let (meta, log, task) = self
+            .env
+            .store
+            .load(&self.meta.agent, &self.meta.session)
+            .unwrap();
+        self.meta = meta.unwrap();
+        self.log = log;
+        self.task = task;
+    }
+
+    fn phase(&self) -> TurnPhase {
+        self.task.turn.as_ref().map(|t| t.phase).unwrap()
+    }
+
+    fn answer(&self) -> Option<String> {
+        self.ports.seen().events.iter().rev().find_map(|e| match e {
+            TurnEvent::Answer { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+    }
+}
+
+fn tool(name: &str) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        description: format!("{name} things"),
+        input_schema: json!({"type": "object"}),
+        timeout_secs: 30,
+        mode: ToolMode::Sync,
+        effect: ToolEffect::Read,
+        risk: ToolRisk::Low,
+        scenes: Vec::new(),
+        source: Default::default(),
+    }
+}
+
+fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
+    PlanReply {
+        text: String::new(),
+        tool_calls: vec![ToolCall {
+            id: format!("call-{name}"),
+            name: name.into(),
+            arguments,
+        }],
+        usage: None,
+        model: "fake".into(),
+    }
+}
+
+fn says(text: &str) -> PlanReply {
+    PlanReply {
+        text: text.into(),
+        tool_calls: Vec::new(),
+        usage: None,
+        model: "fake".into(),
+    }
+}
+
+fn last_is_user(request: &PlanRequest) -> bool {
+    request
+        .messages
+        .last()
+        .is_some_and(|m| m.role == Role::User)
+}
+
+/// A planner that calls `name` once, then answers with what the tool said.
+fn call_then_answer(name: &'static str) -> FakePorts {
+    FakePorts::new(move |r| {
+        if last_is_user(r) {
+            calls(name, json!({"x": 1}))
+        } else {
+            let result = r
+                .messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default();
+            says(&format!("done: {result}"))
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_tool_loop_answers_and_queues_the_extraction() {
+    let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
+    let mut s = Session::new(ports);
+    let outcome = s.say("add one and two").await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    assert!(s.answer().unwrap().contains("result: 3"));
+    let seen = s.ports.seen();
+    assert_eq!(seen.calls.len(), 1);
+    assert_eq!(seen.extractions.len(), 1);
+    assert_eq!(seen.extractions[0].transcript.len(), 2);
+    assert_eq!(seen.replies.len(), 1, "the message was acknowledged");
+    drop(seen);
+    assert!(s.task.turn.as_ref().unwrap().extraction_queued);
+}
+
+#[tokio::test]
+async fn a_high_risk_call_waits_for_approval_then_runs_confirmed() {
+    let mut risky = tool("cancel_order");
+    risky.risk = ToolRisk::High;
+    let ports =
+        call_then_answer("cancel_order").tool(risky, |r| Ok(json!({"cancelled": r.confirmed})));
+    let mut s = Session::new(ports);
+    s.say("cancel my order").await;
+    assert_eq!(s.phase(), TurnPhase::WaitingUser);
+    assert!(
+        s.ports.seen().calls.is_empty(),
+        "nothing runs before the user decides"
+    );
+    assert!(s.ports.seen().events.iter().any(
+        |e| matches!(e, TurnEvent::ConfirmationRequired { name, .. } if name == "cancel_order")
+    ));
+    assert!(s.decide(true).await);
+    s.resume().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    let seen = s.ports.seen();
+    assert_eq!(seen.calls.len(), 1);
+    assert!(
+        seen.calls[0].0.confirmed,
+        "an approved call goes out confirmed"
+    );
+}
+
+#[tokio::test]
+async fn a_declined_call_never_runs_and_the_model_hears_why() {
+    let mut risky = tool("cancel_order");
+    risky.risk = ToolRisk::High;
+    let ports = call_then_answer("cancel_order").tool(risky, |_| Ok(json!({})));
+    let mut s = Session::new(ports);
+    s.say("cancel my order").await;
+    assert!(s.decide(false).await);
+    s.resume().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    assert!(s.ports.seen().calls.is_empty());
+    assert!(s.answer().unwrap().contains("declined_by_user"));
+}
+
+#[tokio::test]
+async fn an_async_job_pauses_the_turn_until_its_completion_wakes_it() {
+    let mut report = tool("generate_report");
+    report.mode = ToolMode::Async;
+    let ports = call_then_answer("generate_report").tool(report, |_| {
+        Ok(json!({"job_id": "job-7", "status": "submitted"}))
+    });
+    let mut s = Session::new(ports);
+    s.say("write the report").await;
+    assert_eq!(s.phase(), TurnPhase::WaitingJob);
+    assert!(s
+        .ports
+        .seen()
+        .events
+        .iter()
+        .any(|e| matches!(e, TurnEvent::JobWaiting { job_id, .. } if job_id == "job-7")));
+    // The job's final event, as the session actor records it.
+    let event = crate::protocol::JobEvent {
+        job_id: "job-7".into(),
+        tool: "generate_report".into(),
+        call_id: "call-generate_report".into(),
+        agent: None,
+        session: None,
+        user: None,
+        turn_id: None,
+        status: crate::tools::jobs::JobStatus::Done,
+        progress: None,
+        result: Some(json!({"pages": 12})),
+        error: None,
+    };
+    let turn = s.task.unfinished_turn_mut().unwrap();
+    let job = turn.jobs.iter_mut().find(|j| j.job_id == "job-7").unwrap();
+    let result = super::finished_by(job, &event).unwrap();
+    job.result = Some((&result).into());
+    s.resume().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    assert!(s.answer().unwrap().contains("pages"), "{:?}", s.answer());
+}
+
+#[tokio::test]
+/// The fake names every reply's call `call-lookup`, as Ollama numbers calls per reply: each step
+/// is still a new call.
+async fn three_failures_of_one_tool_make_the_turn_ask_the_user() {
+    let ports = FakePorts::new(|r| {
+        if r.messages.iter().filter(|m| m.role == Role::Tool).count() < 5 {
+            calls("lookup", json!({"id": "x"}))
+        } else {
+            says("gave up")
+        }
+    })
+    .tool(tool("lookup"), |_| {
+        Err(ToolError::new(ToolErrorCode::ExecutionFailed, "no such id"))
+    });
+    let mut s = Session::new(ports);
+    s.say("find x").await;
+    assert_eq!(
+        s.ports.seen().calls.len(),
+        3,
+        "the guard stops the fourth try"
+    );
+    assert!(s.answer().unwrap().contains("failed each time"));
+}
+
+#[tokio::test]
+async fn each_tool_is_waited_for_its_own_timeout_plus_a_margin() {
+    let mut slow = tool("slow_worker");
+    slow.timeout_secs = 120;
+    let ports = call_then_answer("slow_worker").tool(slow, |_| Ok(json!({"ok": true})));
+    let mut s = Session::new(ports);
+    s.say("run it").await;
+    let seen = s.ports.seen();
+    assert_eq!(seen.calls[0].1, Duration::from_secs(125));
+}
+
+#[tokio::test]
+async fn an_agents_scene_limits_the_tools_the_model_sees() {
+    let mut shop = tool("order_lookup");
+    shop.scenes = vec!["shop".into()];
+    let mut math = tool("add");
+    math.scenes = vec!["math".into()];
+    let ports = FakePorts::new(|_| says("ok"))
+        .tool(shop, |_| Ok(json!({})))
+        .tool(math, |_| Ok(json!({})));
+    let mut config = Config::embedded().unwrap();
+    config.agents.get_mut("assistant").unwrap().scene = Some("shop".into());
+    let mut s = Session::with_config(ports, config);
+    s.say("where is my order").await;
+    let seen = s.ports.seen();
+    let names: Vec<&str> = seen.plans[0]
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["order_lookup"]);
+}
+
+#[tokio::test]
+async fn a_turn_resumes_from_each_persisted_state_without_repeating_a_stored_call() {
+    // Received: accepted, nothing else happened.
+    let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
+    let mut s = Session::new(ports);
+    let message = Inbound {
+        envelope: Envelope::request(UserMessage { text: "add".into() }),
+        user: "u1".into(),
+        reply: None,
+    };
+    let stored = inbound::accept(&s.env, &mut s.meta, &mut s.task, &message)
+        .await
+        .unwrap();
+    s.log.push(stored);
+    s.reload();
+    assert_eq!(s.phase(), TurnPhase::Received);
+    s.resume().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    assert_eq!(s.ports.seen().calls.len(), 1);
+
+    // Awaiting tools with the result stored: the call is not made again.
+    let turn_id = s.task.turn.as_ref().unwrap().turn_id.clone();
+    let mut record = s.task.turn.clone().unwrap();
+    record.phase = TurnPhase::AwaitingTools;
+    s.task.turn = Some(record);
+    // Drop the answer so the log ends at the stored tool result.
+    s.log.pop();
+    let log_len = s.log.len();
+    s.env.store.save(&mut s.meta, &[], &s.task).await.unwrap();
+    assert_eq!(s.log.last().unwrap().message.role, Role::Tool);
+    let outcome = run_turn(&s.env, &mut s.meta, &mut s.task, Arc::new(s.log.clone())).await;
+    assert!(outcome.error.is_none());
+    assert_eq!(
+        s.ports.seen().calls.len(),
+        1,
+        "a stored result is not run again"
+    );
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    assert!(log_len > 0 && !turn_id.is_empty());
+
+    // Answered, but the extraction was cut off: queued again.
+    s.task.turn.as_mut().unwrap().extraction_queued = false;
+    let before = s.ports.seen().extractions.len();
+    super::queue_extraction(&s.env, &mut s.meta, &mut s.task, &s.log)
+        .await
+        .unwrap();
+    assert_eq!(s.ports.seen().extractions.len(), before + 1);
+    assert!(s.task.pending_extraction().is_none());
+}
+
+#[tokio::test]
+async fn planning_interrupted_mid_step_plans_again() {
+    let ports = FakePorts::new(|_| says("hello back"));
+    let mut s = Session::new(ports);
+    let message = Inbound {
+        envelope: Envelope::request(UserMessage { text: "hi".into() }),
+        user: "u1".into(),
+        reply: None,
+    };
+    let stored = inbound::accept(&s.env, &mut s.meta, &mut s.task, &message)
+        .await
+        .unwrap();
+    s.log.push(stored);
+    s.task.turn.as_mut().unwrap().phase = TurnPhase::Planning;
+    s.resume().await;
+    assert_eq!(s.answer().as_deref(), Some("hello back"));
+    assert_eq!(s.ports.seen().plans.len(), 1);
+    let assistant: Vec<&ChatMessage> = s
+        .log
+        .iter()
+        .map(|m| &m.message)
+        .filter(|m| m.role == Role::Assistant)
+        .collect();
+    assert_eq!(assistant.len(), 1);
+}
