@@ -23,7 +23,7 @@ use hermes::bus::{rpc, SharedBus};
 use hermes::config::Config;
 use hermes::engine::Engine;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::{kinds, ToolCallRequest, ToolCallResult};
+use hermes::protocol::{ToolCallRequest, ToolCallResult};
 use hermes::tools::metrics::ExecutorMetrics;
 use hermes::tools::stores::ToolStores;
 
@@ -57,27 +57,19 @@ fn start_executor(url: &str, dir: &std::path::Path) -> SharedBus {
 }
 
 fn add_request(i: u64) -> Envelope<ToolCallRequest> {
-    Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: format!("c{i}"),
-            name: "add".into(),
-            arguments: json!({"a": "40", "b": 2}),
-            ..Default::default()
-        },
-    )
+    Envelope::request(ToolCallRequest {
+        call_id: format!("c{i}"),
+        name: "add".into(),
+        arguments: json!({"a": "40", "b": 2}),
+        ..Default::default()
+    })
 }
 
 async fn dispatch(bus: &SharedBus, i: u64) {
-    let reply: Envelope<ToolCallResult> = rpc::call(
-        bus.as_ref(),
-        "hermes.tool.add",
-        &add_request(i),
-        kinds::TOOL_RESULT,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let reply: Envelope<ToolCallResult> =
+        rpc::request(bus.as_ref(), add_request(i), Duration::from_secs(10))
+            .await
+            .unwrap();
     assert_eq!(reply.body.output["result"], 42);
 }
 

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use crate::bus::{rpc, SharedBus, Subscription};
 use crate::protocol::envelope::Envelope;
+use crate::protocol::request::Request;
 use crate::protocol::subjects;
-use crate::protocol::{
-    kinds, Accepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
-};
+use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -87,8 +86,7 @@ impl SessionClient {
     /// Send `text`; returns once the session has persisted it.
     pub async fn send(&mut self, text: &str, timeout: Duration) -> Result<Accepted, ClientError> {
         let body = UserMessage { text: text.into() };
-        self.request(kinds::USER_MESSAGE, body, kinds::ACCEPTED, timeout)
-            .await
+        self.request(body, timeout).await
     }
 
     /// Approve (or decline) the high-risk call the session's turn waits on — `call_id`, or
@@ -103,29 +101,20 @@ impl SessionClient {
             approve,
             call_id: call_id.map(str::to_string),
         };
-        self.request(
-            kinds::CONFIRMATION,
-            body,
-            kinds::CONFIRMATION_ACCEPTED,
-            timeout,
-        )
-        .await
+        self.request(body, timeout).await
     }
 
-    async fn request<B: serde::Serialize, R: serde::de::DeserializeOwned>(
+    async fn request<R: Request + Clone>(
         &mut self,
-        kind: &str,
-        body: B,
-        reply_kind: &str,
+        body: R,
         timeout: Duration,
-    ) -> Result<R, ClientError> {
-        let env =
-            Envelope::new(kind, body).for_session(&self.agent, &self.session, Some(&self.user));
+    ) -> Result<R::Reply, ClientError> {
+        let env = Envelope::request(body).for_session(&self.agent, &self.session, Some(&self.user));
         // A session service that is starting (or restarting) is waited for a little while.
         let grace = tokio::time::Instant::now() + timeout.min(SERVICE_GRACE);
         let mut told = false;
         loop {
-            match rpc::call(self.bus.as_ref(), &self.inbound, &env, reply_kind, timeout).await {
+            match rpc::request(self.bus.as_ref(), env.clone(), timeout).await {
                 Ok(reply) => return Ok(reply.body),
                 Err(rpc::RpcError::Bus(crate::bus::BusError::NoResponders { .. }))
                     if tokio::time::Instant::now() < grace =>
@@ -156,7 +145,7 @@ impl SessionClient {
                 Ok(None) => return Err(ClientError::Closed),
                 Ok(Some(m)) => m,
             };
-            match Envelope::decode_as::<TurnEvent>(&msg.payload, usize::MAX, kinds::TURN_EVENT) {
+            match Envelope::<TurnEvent>::decode_event(&msg.payload, usize::MAX) {
                 Ok(env) => return Ok(Some(env.body)),
                 Err(e) => tracing::warn!(error = %e, "unreadable event skipped"),
             }

@@ -82,7 +82,10 @@ impl Engine {
                     actor: "store",
                     reason: e.to_string(),
                 })??;
-            Some(Durable::new(db, config.engine.durability_mode()))
+            Some(Durable::new(
+                db,
+                crate::store::durability::Mode::from_config(&config.engine),
+            ))
         } else {
             None
         };

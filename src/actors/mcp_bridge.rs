@@ -158,11 +158,7 @@ async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(),
         let log = log.clone();
         deps.io.spawn(async move {
             while let Some(msg) = sub.next().await {
-                match Envelope::<AuditEntry>::decode_typed(
-                    &msg.payload,
-                    1 << 20,
-                    kinds::AUDIT_EVENT,
-                ) {
+                match Envelope::<AuditEntry>::decode_event(&msg.payload, 1 << 20) {
                     Ok(envelope) => {
                         if let Err(e) = log.record(&envelope.body.into()) {
                             tracing::warn!(error = %e, "could not store an MCP audit record");

@@ -24,7 +24,7 @@ use crate::memory::extract;
 use crate::memory::{AppliedUpdate, MemoryError, MemoryService, MemoryUpdate, Source};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, ExtractJob, MemoryChange, TurnEvent};
+use crate::protocol::{ExtractJob, MemoryChange, TurnEvent};
 
 /// Namespace of memories extracted from a user's own conversations.
 pub use crate::memory::DEFAULT_NAMESPACE;
@@ -145,14 +145,13 @@ impl Worker {
     /// Mine one job: on this task when the model answers in-process, on the I/O runtime when
     /// it is behind a network endpoint.
     async fn extract(&self, payload: &[u8]) -> Outcome {
-        let job =
-            match Envelope::<ExtractJob>::decode_typed(payload, usize::MAX, kinds::EXTRACT_JOB) {
-                Ok(j) => j,
-                Err(e) => {
-                    tracing::error!(error = %e, "malformed extraction job dropped");
-                    return Outcome::Dropped(e.to_string());
-                }
-            };
+        let job = match Envelope::<ExtractJob>::decode_event(payload, usize::MAX) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(error = %e, "malformed extraction job dropped");
+                return Outcome::Dropped(e.to_string());
+            }
+        };
         match self.extracted.contains_key(job.body.turn_id.as_bytes()) {
             Ok(true) => return Outcome::Done,
             Ok(false) => {}

@@ -83,7 +83,7 @@ pub async fn run(
         match w {
             Workload::W1 => rows.extend(w1::run(&engine, progress).await?),
             Workload::W2 => rows.push(w2::run(&engine, progress).await?),
-            Workload::W3 => rows.push(w3::run(&engine, progress).await?),
+            Workload::W3 => rows.extend(w3::run(&engine, progress).await?),
             Workload::Idle(n) => rows.push(idle::run(&engine, *n, progress).await?),
         }
     }

@@ -55,7 +55,7 @@ fn setup(e: impl std::fmt::Display) -> BenchError {
     BenchError::Setup(e.to_string())
 }
 
-pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
+pub async fn run(engine: &Engine, show: bool) -> Result<Vec<Value>, BenchError> {
     let bus = engine.bus.clone();
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let (oneway_subject, rr_subject) = (
@@ -136,12 +136,43 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Value, BenchError> {
         t.await.map_err(setup)?.map_err(setup)?;
     }
     let rr_x100_per_s = RR as f64 / start.elapsed().as_secs_f64();
-    Ok(json!({
+    let mut rows = vec![json!({
         "workload": "w3",
         "oneway_msgs_per_s": oneway_per_s,
         "rr_per_s": rr_per_s,
         "rr_p50_us": stats.percentile(50.0),
         "rr_p99_us": stats.percentile(99.0),
         "rr_x100_per_s": rr_x100_per_s,
+    })];
+    if bus.backend() == "nats" {
+        rows.push(bare_nats(&engine.config.bus.url, &run_id, rr_per_s, &payload).await?);
+    }
+    Ok(rows)
+}
+
+/// The same sequential request/reply loop with bare async-nats, and how the bus compares.
+async fn bare_nats(
+    url: &str,
+    run_id: &str,
+    rr_per_s: f64,
+    payload: &Bytes,
+) -> Result<Value, BenchError> {
+    tracing::info!("w3: bare async-nats request/reply");
+    let subject = format!("bench.w3.{run_id}.bare");
+    let start = Instant::now();
+    let latencies = crate::bus::nats::bare_request_reply(url, &subject, RR, payload.clone())
+        .await
+        .map_err(setup)?;
+    let bare_per_s = RR as f64 / start.elapsed().as_secs_f64();
+    let mut stats = Stats::default();
+    for l in latencies {
+        stats.push(l);
+    }
+    Ok(json!({
+        "workload": "w3_bare_async_nats",
+        "rr_per_s": bare_per_s,
+        "rr_p50_us": stats.percentile(50.0),
+        "rr_p99_us": stats.percentile(99.0),
+        "hermes_slowdown": bare_per_s / rr_per_s,
     }))
 }

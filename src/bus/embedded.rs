@@ -215,6 +215,10 @@ impl Bus for EmbeddedBus {
         )))
     }
 
+    fn local_handler(&self, subject: &str) -> Option<Arc<dyn Handler>> {
+        self.fanout.sole_handler(subject)
+    }
+
     async fn request(
         &self,
         subject: &str,

@@ -59,7 +59,19 @@ pub trait Handler: Send + Sync + 'static {
     /// Handle `message`. `Some(reply)` is sent to the message's reply subject; `None` sends
     /// nothing now (the service may answer later by publishing to `message.reply`).
     async fn handle(&self, message: Message) -> Option<Bytes>;
+
+    /// Answer a typed request handed over in-process, without encoding it either way: the
+    /// embedded bus offers this when a request's only listener is this handler. `Err` gives
+    /// the request back, to go the encoded way (the default, for handlers without a typed
+    /// path). [`service::typed`] handlers take an `Envelope<R>` and answer a
+    /// `Result<Envelope<R::Reply>, ServiceError>`.
+    async fn handle_local(&self, request: LocalMessage) -> Result<LocalMessage, LocalMessage> {
+        Err(request)
+    }
 }
+
+/// A typed message handed from caller to handler in-process (see [`Handler::handle_local`]).
+pub type LocalMessage = Box<dyn std::any::Any + Send>;
 
 /// A registered [`Handler`]; dropping it stops the service.
 pub struct Serving {
@@ -211,6 +223,13 @@ pub trait Bus: Send + Sync + 'static {
         group: &str,
         handler: Arc<dyn Handler>,
     ) -> Result<Serving, BusError>;
+
+    /// The in-process handler that is the only listener on `subject`, if there is one: a
+    /// request to it may be handed over typed ([`Handler::handle_local`]). Always `None` on a
+    /// networked bus, and whenever anything else (a monitor, another group) listens there.
+    fn local_handler(&self, _subject: &str) -> Option<Arc<dyn Handler>> {
+        None
+    }
 
     /// Send a request and wait for the first reply.
     async fn request(

@@ -305,3 +305,44 @@ impl Bus for NatsBus {
             .map_err(|e| self.io_error("flush failed", e))
     }
 }
+
+/// The reference the bench holds the NATS bus against: `n` sequential request/reply round trips
+/// with bare async-nats on one connection (an echo task answering, no envelopes, no handlers),
+/// as a hand-written async-nats program would do them. Returns each round trip's latency.
+pub async fn bare_request_reply(
+    url: &str,
+    subject: &str,
+    n: u64,
+    payload: Bytes,
+) -> Result<Vec<Duration>, BusError> {
+    let error = |what: &str, e: &dyn std::fmt::Display| {
+        BusError::Io(format!("bare async-nats {what} on {url}: {e}"))
+    };
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| error("connect", &e))?;
+    let mut requests = client
+        .subscribe(subject.to_string())
+        .await
+        .map_err(|e| error("subscribe", &e))?;
+    let responder = client.clone();
+    let echo = tokio::spawn(async move {
+        while let Some(msg) = requests.next().await {
+            if let Some(reply) = msg.reply {
+                let _ = responder.publish(reply, msg.payload).await;
+            }
+        }
+    });
+    client.flush().await.map_err(|e| error("flush", &e))?;
+    let mut latencies = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for _ in 0..n {
+        let start = std::time::Instant::now();
+        client
+            .request(subject.to_string(), payload.clone())
+            .await
+            .map_err(|e| error("request", &e))?;
+        latencies.push(start.elapsed());
+    }
+    echo.abort();
+    Ok(latencies)
+}

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{Bus, BusError};
+use super::service::LocalAnswer;
+use super::{Bus, BusError, Handler};
 use crate::protocol::envelope::{Envelope, EnvelopeError};
 use crate::protocol::request::{Reply, Request};
 use crate::protocol::subjects::IdError;
@@ -24,33 +24,70 @@ pub enum RpcError {
 /// Largest reply a typed call accepts (the bus limit applies before this).
 const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Send `request` on `subject` and decode a reply of kind `reply_kind`.
-pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
-    bus: &dyn Bus,
-    subject: &str,
-    request: &Envelope<Req>,
-    reply_kind: &str,
-    timeout: Duration,
-) -> Result<Envelope<Resp>, RpcError> {
-    let payload = request.encode()?;
-    let reply = bus.request(subject, payload, timeout).await?;
-    Ok(Envelope::decode_as(&reply, MAX_REPLY_BYTES, reply_kind)?)
-}
-
-/// Send a typed request to its own subject and decode its typed reply.
+/// Send a typed request to its own subject and return its typed reply. When the subject's only
+/// listener is an in-process service (the embedded bus), the envelope is handed over as it is
+/// and so is the reply: no encoding, no decoding, no copy of the request.
 pub async fn request<R: Request>(
     bus: &dyn Bus,
-    request: &Envelope<R>,
+    request: Envelope<R>,
     timeout: Duration,
 ) -> Result<Envelope<R::Reply>, RpcError> {
-    let subject = R::subject(request)?;
+    let subject = R::subject(&request)?;
+    let request = match bus.local_handler(&subject) {
+        Some(handler) => match local(handler.as_ref(), &subject, request, timeout).await? {
+            Local::Answered(reply) => return Ok(reply),
+            Local::Declined(request) => request,
+        },
+        None => request,
+    };
     let payload = request.encode()?;
     let reply = bus.request(&subject, payload, timeout).await?;
-    Ok(Envelope::decode_typed(
-        &reply,
-        MAX_REPLY_BYTES,
-        <R::Reply as Reply>::KIND,
-    )?)
+    Ok(Envelope::decode_reply(&reply, MAX_REPLY_BYTES)?)
+}
+
+enum Local<R: Request> {
+    Answered(Envelope<R::Reply>),
+    /// The handler has no typed path: the request, back.
+    Declined(Envelope<R>),
+}
+
+/// Hand `request` to an in-process handler, typed; its error answers read as the encoded
+/// path's do.
+async fn local<R: Request>(
+    handler: &dyn Handler,
+    subject: &str,
+    request: Envelope<R>,
+    timeout: Duration,
+) -> Result<Local<R>, RpcError> {
+    let answer = tokio::time::timeout(timeout, handler.handle_local(Box::new(request)))
+        .await
+        .map_err(|_| BusError::Timeout {
+            subject: subject.to_string(),
+            after: timeout,
+        })?;
+    let mismatch = || EnvelopeError::Kind {
+        found: "an in-process value of another type".into(),
+        expected: <R::Reply as Reply>::KIND.to_string(),
+    };
+    match answer {
+        Ok(reply) => match reply.downcast::<LocalAnswer<R>>() {
+            Ok(answer) => match *answer {
+                Ok(reply) => Ok(Local::Answered(reply)),
+                Err(e) => Err(RpcError::Envelope(EnvelopeError::Body {
+                    kind: <R::Reply as Reply>::KIND.to_string(),
+                    reason: format!(
+                        "the service answered with an error: {}: {}",
+                        e.code, e.message
+                    ),
+                })),
+            },
+            Err(_) => Err(mismatch().into()),
+        },
+        Err(back) => match back.downcast::<Envelope<R>>() {
+            Ok(request) => Ok(Local::Declined(*request)),
+            Err(_) => Err(mismatch().into()),
+        },
+    }
 }
 
 /// Publish an envelope on `subject`.

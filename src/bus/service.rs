@@ -8,9 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{Handler, Message};
+use super::{Handler, LocalMessage, Message};
 use crate::protocol::envelope::{error_envelope, Envelope};
-use crate::protocol::request::Request;
+use crate::protocol::request::{Reply, Request};
 
 /// Why a service could not answer, as the `error` envelope says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +60,7 @@ impl<R: Request, S: Service<R>> Handler for Typed<R, S> {
         let (agent, session) = (request.agent.clone(), request.session.clone());
         match self.service.call(request).await {
             Ok(body) => {
-                let mut reply =
-                    Envelope::new(<R::Reply as crate::protocol::request::Reply>::KIND, body)
-                        .in_trace(&trace);
+                let mut reply = Envelope::new(<R::Reply as Reply>::KIND, body).in_trace(&trace);
                 reply.agent = agent;
                 reply.session = session;
                 encode(&reply)
@@ -70,7 +68,26 @@ impl<R: Request, S: Service<R>> Handler for Typed<R, S> {
             Err(e) => error_bytes(e.code, e.message),
         }
     }
+
+    async fn handle_local(&self, request: LocalMessage) -> Result<LocalMessage, LocalMessage> {
+        let request = request.downcast::<Envelope<R>>()?;
+        let (trace, agent, session) = (
+            request.trace_id.clone(),
+            request.agent.clone(),
+            request.session.clone(),
+        );
+        let answer: LocalAnswer<R> = self.service.call(*request).await.map(|body| {
+            let mut reply = Envelope::new(<R::Reply as Reply>::KIND, body).in_trace(&trace);
+            reply.agent = agent;
+            reply.session = session;
+            reply
+        });
+        Ok(Box::new(answer))
+    }
 }
+
+/// What a typed handler answers in-process: the reply envelope or the service's error.
+pub type LocalAnswer<R> = Result<Envelope<<R as Request>::Reply>, ServiceError>;
 
 /// An envelope's bytes; an encoding failure becomes an `error` envelope.
 pub fn encode<B: serde::Serialize>(envelope: &Envelope<B>) -> Option<Bytes> {

@@ -19,8 +19,8 @@ use hermes::mcp::client::RmcpClient;
 use hermes::mcp::server::{self, Principal, ServerDeps};
 use hermes::mcp::McpClient;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
-use hermes::protocol::{kinds, McpAuditRequest, McpCatalog};
+use hermes::protocol::request::McpCatalogRequest;
+use hermes::protocol::{McpAuditRequest, McpCatalog};
 
 use super::runtime::{io_runtime, with_engine_runtime};
 
@@ -205,10 +205,10 @@ fn status(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let catalog = with_engine_runtime(|io| async move {
         let (bus, engine) = bus_for(config.clone(), BRIDGE_ONLY, io.clone()).await?;
-        let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
+        let request = Envelope::request(McpCatalogRequest);
         let timeout = Duration::from_secs(config.engine.request_timeout_secs);
         let reply = io
-            .spawn(async move { rpc::call::<_, McpCatalog>(bus.as_ref(), subjects::MCP_CATALOG, &request, kinds::MCP_CATALOG, timeout).await })
+            .spawn(async move { rpc::request(bus.as_ref(), request, timeout).await })
             .await?
             .context("no MCP bridge answered on hermes.mcp.catalog; is `hermes serve` with the mcp-bridge running on this bus?")?;
         if let Some(engine) = engine {
@@ -269,7 +269,7 @@ fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
             let bus = hermes::bus::connect(&config.bus.url, None).await?;
             let request = Envelope::request(McpAuditRequest { limit });
             let timeout = Duration::from_secs(config.engine.request_timeout_secs);
-            let reply = rpc::request(bus.as_ref(), &request, timeout)
+            let reply = rpc::request(bus.as_ref(), request, timeout)
                 .await
                 .context("no MCP bridge answered on hermes.mcp.audit")?;
             anyhow::Ok(reply.body.records.into_iter().map(Into::into).collect())

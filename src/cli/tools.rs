@@ -14,8 +14,8 @@ use hermes::actors::tool_executor::configured_definitions;
 use hermes::bus::{self, rpc};
 use hermes::config::Config;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
-use hermes::protocol::{kinds, ToolsCatalog};
+use hermes::protocol::request::ToolsListRequest;
+use hermes::protocol::ToolsCatalog;
 use hermes::tools::definition::ToolDefinition;
 use hermes::tools::lint::{lint, Finding};
 
@@ -109,16 +109,12 @@ fn fetch_catalog(url: &str, timeout_secs: u64) -> anyhow::Result<ToolsCatalog> {
         let bus = bus::connect(url, None)
             .await
             .with_context(|| format!("cannot connect to {url}"))?;
-        let request = Envelope::new(kinds::TOOLS_LIST, serde_json::Value::Null);
-        let reply = rpc::call::<_, ToolsCatalog>(
-            bus.as_ref(),
-            subjects::TOOLS_LIST,
-            &request,
-            kinds::TOOLS_CATALOG,
-            Duration::from_secs(timeout_secs),
-        )
-        .await
-        .context("no tool-executor answered on hermes.tools.list; is one running on this bus?")?;
+        let request = Envelope::request(ToolsListRequest);
+        let reply = rpc::request(bus.as_ref(), request, Duration::from_secs(timeout_secs))
+            .await
+            .context(
+                "no tool-executor answered on hermes.tools.list; is one running on this bus?",
+            )?;
         Ok(reply.body)
     })
 }

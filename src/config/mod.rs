@@ -86,18 +86,6 @@ pub enum DurabilityConfig {
     Batch,
 }
 
-impl EngineConfig {
-    /// The store's durability mode.
-    pub fn durability_mode(&self) -> crate::store::durability::Mode {
-        match self.durability {
-            DurabilityConfig::Sync => crate::store::durability::Mode::Sync,
-            DurabilityConfig::Batch => crate::store::durability::Mode::Batch(
-                std::time::Duration::from_millis(self.durability_batch_ms.max(1)),
-            ),
-        }
-    }
-}
-
 fn default_batch_ms() -> u64 {
     5
 }

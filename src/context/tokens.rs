@@ -3,18 +3,27 @@
 //! The vocabulary is loaded once per process (tiktoken-rs keeps it in a static); loading takes
 //! about a second in debug builds, so build the counter at start-up, off the actor threads.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
 use tiktoken_rs::CoreBPE;
 
 use crate::llm::ChatMessage;
 
 /// Per-message overhead of the chat format (role and separators), as OpenAI documents it.
-const MESSAGE_OVERHEAD: u32 = 4;
+pub const MESSAGE_OVERHEAD: u32 = 4;
+
+/// Most texts [`TokenCounter::count_fixed`] remembers before it starts over.
+const MEMO_CAPACITY: usize = 1024;
 
 /// Counts tokens for one model.
 #[derive(Clone)]
 pub struct TokenCounter {
     bpe: &'static CoreBPE,
     encoding: String,
+    /// Counts of texts that recur turn after turn (system prompts, tool catalogs), by hash.
+    memo: Arc<Mutex<HashMap<u64, u32>>>,
 }
 
 impl std::fmt::Debug for TokenCounter {
@@ -51,7 +60,11 @@ impl TokenCounter {
             encoding: encoding.clone(),
             reason: e.to_string(),
         })?;
-        Ok(Self { bpe, encoding })
+        Ok(Self {
+            bpe,
+            encoding,
+            memo: Arc::default(),
+        })
     }
 
     pub fn encoding(&self) -> &str {
@@ -60,6 +73,30 @@ impl TokenCounter {
 
     pub fn count_text(&self, text: &str) -> u32 {
         u32::try_from(self.bpe.encode_ordinary(text).len()).unwrap_or(u32::MAX)
+    }
+
+    /// [`count_text`](Self::count_text) for a text that recurs on every turn (a system prompt,
+    /// the tool catalog's JSON): counted once, then remembered.
+    pub fn count_fixed(&self, text: &str) -> u32 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let key = hasher.finish();
+        let memo = |m: &Mutex<HashMap<u64, u32>>| {
+            m.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key)
+                .copied()
+        };
+        if let Some(n) = memo(&self.memo) {
+            return n;
+        }
+        let n = self.count_text(text);
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, n);
+        n
     }
 
     /// Tokens one message costs in a chat request, tool calls included.

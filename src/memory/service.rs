@@ -94,6 +94,9 @@ impl MemoryService {
         let (user, filter, now) = (query.user.clone(), query.filter.clone(), query.now);
         let (candidates, tokens) =
             blocking(move || store.candidates_with_tokens(&user, &filter, now)).await?;
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
         let weights = query.weights.unwrap_or(match self.embedder {
             Some(_) => self.weights,
             None => Weights::BM25,

@@ -149,7 +149,9 @@ impl MemoryStore {
         source: &Source,
     ) -> Result<Vec<AppliedUpdate>, MemoryError> {
         let applied = self.apply_at(user, namespace, updates, source, Utc::now())?;
-        self.flush().await?;
+        if !updates.is_empty() {
+            self.flush().await?;
+        }
         Ok(applied)
     }
 

@@ -115,15 +115,6 @@ impl Envelope<Value> {
         Ok(env)
     }
 
-    /// Decode a payload expected to be of `kind` with a body of type `B`.
-    pub fn decode_as<B: DeserializeOwned>(
-        payload: &[u8],
-        max_bytes: usize,
-        kind: &str,
-    ) -> Result<Envelope<B>, EnvelopeError> {
-        Envelope::decode_typed(payload, max_bytes, kind)
-    }
-
     /// Turn an `error` envelope into `Err`, anything else into its typed body.
     pub fn into_typed<B: DeserializeOwned>(self, kind: &str) -> Result<Envelope<B>, EnvelopeError> {
         if self.kind == ERROR_KIND && kind != ERROR_KIND {
@@ -183,7 +174,7 @@ impl<B> Envelope<B> {
 impl<B: DeserializeOwned> Envelope<B> {
     /// Decode a payload of `kind` straight into its typed body (one pass over the bytes); an
     /// `error` envelope, another kind or a bad body are reported as by [`Envelope::into_typed`].
-    pub fn decode_typed(
+    pub(crate) fn decode_typed(
         payload: &[u8],
         max_bytes: usize,
         kind: &str,
@@ -259,7 +250,7 @@ mod tests {
     #[test]
     fn error_envelope_becomes_err_when_typed() {
         let bytes = error_envelope("bad", "nope").encode().unwrap();
-        let r = Envelope::decode_as::<Value>(&bytes, 1024, "x");
+        let r = Envelope::<Value>::decode_typed(&bytes, 1024, "x");
         assert!(r.unwrap_err().to_string().contains("bad: nope"));
     }
 }

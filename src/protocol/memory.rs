@@ -1,6 +1,6 @@
 //! Memory on the wire: recall requests and hits, direct writes and forgets, listing, the
 //! extraction job a finished turn queues, and what changed. The sled record
-//! (`crate::memory::MemoryRecord`) is a type of its own; [`Memory`] is its wire form.
+//! (`MemoryRecord` in the memory module) is a type of its own; [`Memory`] is its wire form.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

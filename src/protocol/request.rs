@@ -1,31 +1,33 @@
-//! Requests and their replies, declared once: each request type names the subject it goes to,
-//! its envelope kind and its reply type (with the reply's kind), so encoding, decoding and
-//! dispatch follow from the type — nobody pairs `decode_as::<T>(…, kinds::X)` by hand.
+//! Requests, replies and events, declared once: each request type names the subject it goes
+//! to, its envelope kind and its reply type; each reply and each published event its kind. So
+//! encoding, decoding and dispatch follow from the type and nobody pairs a body type with a
+//! kind by hand.
 //!
 //! ```ignore
-//! let reply: Envelope<PlanReply> = bus::call(bus, &Envelope::new_request(plan), timeout).await?;
-//! // a service: let request = Envelope::<PlanRequest>::decode_request(&payload, max)?;
+//! let reply: Envelope<PlanReply> = rpc::request(bus, Envelope::request(plan), timeout).await?;
+//! // a service:    Envelope::<PlanRequest>::decode_request(&payload, max)?
+//! // a subscriber: Envelope::<TurnEvent>::decode_event(&payload, max)?
 //! ```
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{Envelope, EnvelopeError};
+use super::envelope::{Envelope, EnvelopeError, ErrorBody, ERROR_KIND};
 use super::kinds;
 use super::mcp::{
-    McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog, McpPromptReply,
-    McpPromptRequest, McpReadReply, McpReadRequest,
+    AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
+    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
 };
 use super::memory::{
-    MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest,
-    RecallReply, RecallRequest,
+    ExtractJob, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
+    MemoryWriteRequest, RecallReply, RecallRequest,
 };
 use super::session::{
     Accepted, Confirmation, ConfirmationAccepted, PlanReply, PlanRequest, SessionSearchReply,
-    SessionSearchRequest, SummariseReply, SummariseRequest, UserMessage,
+    SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent, UserMessage,
 };
 use super::subjects::{self, IdError};
-use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog};
+use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged};
 
 /// A body that answers a request.
 pub trait Reply: Serialize + DeserializeOwned + Send + 'static {
@@ -139,6 +141,51 @@ impl Request for Confirmation {
     type Reply = ConfirmationAccepted;
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
         inbound_of(envelope)
+    }
+}
+
+/// A body that is published rather than requested (events, catalog changes, queue jobs), with
+/// the one kind its envelopes carry.
+pub trait Event: Serialize + DeserializeOwned + Send + 'static {
+    const KIND: &'static str;
+}
+
+macro_rules! event {
+    ($($body:ty => $kind:expr),* $(,)?) => {
+        $(impl Event for $body { const KIND: &'static str = $kind; })*
+    };
+}
+
+event! {
+    TurnEvent => kinds::TURN_EVENT,
+    McpCatalog => kinds::MCP_CATALOG,
+    ToolsChanged => kinds::TOOLS_CHANGED,
+    ExtractJob => kinds::EXTRACT_JOB,
+    AuditEntry => kinds::AUDIT_EVENT,
+}
+
+/// An `error` envelope's body answers any request that failed.
+impl Reply for ErrorBody {
+    const KIND: &'static str = ERROR_KIND;
+}
+
+impl<B: Event> Envelope<B> {
+    /// A new envelope of `B`'s kind.
+    pub fn event(body: B) -> Self {
+        Envelope::new(B::KIND, body)
+    }
+
+    /// Decode a payload that must be a `B` event.
+    pub fn decode_event(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
+        Envelope::decode_typed(payload, max_bytes, B::KIND)
+    }
+}
+
+impl<B: Reply> Envelope<B> {
+    /// Decode a payload that must be a `B` reply; an `error` envelope is an error that says
+    /// what the service answered.
+    pub fn decode_reply(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
+        Envelope::decode_typed(payload, max_bytes, B::KIND)
     }
 }
 

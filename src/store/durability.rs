@@ -27,6 +27,18 @@ pub enum Mode {
     Batch(Duration),
 }
 
+impl Mode {
+    /// The mode `engine.durability` and `engine.durability_batch_ms` choose.
+    pub fn from_config(engine: &crate::config::EngineConfig) -> Self {
+        match engine.durability {
+            crate::config::DurabilityConfig::Sync => Mode::Sync,
+            crate::config::DurabilityConfig::Batch => {
+                Mode::Batch(Duration::from_millis(engine.durability_batch_ms.max(1)))
+            }
+        }
+    }
+}
+
 impl From<sled::Db> for Durable {
     /// `db` in [`Mode::Sync`].
     fn from(db: sled::Db) -> Self {

@@ -2,7 +2,7 @@
 //!
 //! One database per process, under `engine.data_dir`. Trees and their owners:
 //! - `sessions`, `messages`, `tasks` — the Session actors ([`sessions::SessionStore`])
-//! - `memories`, `memory_keys`, `memory_vectors`, `memory_refs` — the Memory-extractor ([`crate::memory::MemoryStore`])
+//! - `memories`, `memory_keys`, `memory_vectors`, `memory_refs` — the Memory-extractor (`memory::MemoryStore`)
 //! - `bus.queue.<name>` — the embedded bus' durable queues
 //!
 //! sled is single-process: other processes ask the owner over the bus, never open the files.

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::durability::Durable;
 use super::tasks::TaskState;
 use super::StoreError;
-use crate::llm::{ChatMessage, Usage};
+use crate::protocol::chat::{ChatMessage, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeta {

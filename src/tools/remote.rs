@@ -17,7 +17,7 @@ use crate::llm::ToolSpec;
 use crate::mcp::McpTool;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, McpCallReply, McpCallRequest, McpReadReply, McpReadRequest};
+use crate::protocol::{McpCallRequest, McpReadRequest};
 use crate::tools::registry::USER_ARG;
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
@@ -68,20 +68,15 @@ impl Tool for McpProxyTool {
 
     async fn call(&self, mut arguments: Value) -> Result<Value, ToolError> {
         let user = take_user(&mut arguments);
-        let request = Envelope::new(
-            kinds::MCP_CALL,
-            McpCallRequest {
-                server: self.server.clone(),
-                tool: self.tool.clone(),
-                arguments,
-                user,
-            },
-        );
-        let reply: Envelope<McpCallReply> = rpc::call(
+        let request = Envelope::request(McpCallRequest {
+            server: self.server.clone(),
+            tool: self.tool.clone(),
+            arguments,
+            user,
+        });
+        let reply = rpc::request(
             self.bus.as_ref(),
-            subjects::MCP_CALL,
-            &request,
-            kinds::MCP_RESULT,
+            request,
             self.timeout + Duration::from_secs(2),
         )
         .await
@@ -186,19 +181,14 @@ impl Tool for McpReadResourceTool {
                 .unwrap_or_default()
                 .to_owned()
         };
-        let request = Envelope::new(
-            kinds::MCP_READ,
-            McpReadRequest {
-                server: field("server"),
-                uri: field("uri"),
-                user,
-            },
-        );
-        let reply: Envelope<McpReadReply> = rpc::call(
+        let request = Envelope::request(McpReadRequest {
+            server: field("server"),
+            uri: field("uri"),
+            user,
+        });
+        let reply = rpc::request(
             self.bus.as_ref(),
-            subjects::MCP_READ,
-            &request,
-            kinds::MCP_READ_RESULT,
+            request,
             self.timeout + Duration::from_secs(2),
         )
         .await
@@ -261,33 +251,26 @@ impl Tool for SessionSearchTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        use crate::protocol::{SessionSearchReply, SessionSearchRequest};
+        use crate::protocol::SessionSearchRequest;
         let user = arguments
             .get("_user")
             .and_then(Value::as_str)
             .ok_or_else(|| {
                 ToolError::new(ToolErrorCode::ExecutionFailed, "no user to search for")
             })?;
-        let request = Envelope::new(
-            kinds::SESSIONS_SEARCH,
-            SessionSearchRequest {
-                user: user.to_string(),
-                query: arguments["query"].as_str().unwrap_or_default().to_string(),
-                limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(5) as usize,
-            },
-        );
+        let request = Envelope::request(SessionSearchRequest {
+            user: user.to_string(),
+            query: arguments["query"].as_str().unwrap_or_default().to_string(),
+            limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(5) as usize,
+        });
         let bus = self.bus.as_ref().ok_or_else(|| {
             ToolError::new(ToolErrorCode::Unavailable, "session search has no bus here")
         })?;
-        let reply: Envelope<SessionSearchReply> = rpc::call(
-            bus.as_ref(),
-            subjects::SESSIONS_SEARCH,
-            &request,
-            kinds::SESSIONS_FOUND,
-            Duration::from_secs(10),
-        )
-        .await
-        .map_err(|e| ToolError::new(ToolErrorCode::Unavailable, format!("session search: {e}")))?;
+        let reply = rpc::request(bus.as_ref(), request, Duration::from_secs(10))
+            .await
+            .map_err(|e| {
+                ToolError::new(ToolErrorCode::Unavailable, format!("session search: {e}"))
+            })?;
         Ok(serde_json::json!({ "hits": reply.body.hits }))
     }
 }

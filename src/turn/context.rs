@@ -5,6 +5,7 @@ use super::{TurnEnv, TurnError, TurnState};
 use crate::config::AgentConfig;
 use crate::context::budget::{self, ContextParts, Counted};
 use crate::context::compaction::{self, ToolResultShrinker};
+use crate::context::tokens::MESSAGE_OVERHEAD;
 use crate::llm::{ChatMessage, ToolSpec};
 use crate::protocol::{RecallHit, SummariseRequest};
 use crate::store::sessions::StoredMessage;
@@ -30,8 +31,8 @@ impl Fixed {
         let memory = memory_block(hits);
         let tools_json = serde_json::to_string(tools).unwrap_or_default();
         Self {
-            system_tokens: env.tokens.count_message(&system),
-            tools_tokens: env.tokens.count_text(&tools_json),
+            system_tokens: env.tokens.count_fixed(&system.content) + MESSAGE_OVERHEAD,
+            tools_tokens: env.tokens.count_fixed(&tools_json),
             memory_tokens: memory.as_ref().map_or(0, |m| env.tokens.count_message(m)),
             system,
             memory,

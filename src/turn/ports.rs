@@ -112,7 +112,7 @@ impl TurnPorts for BusPorts {
     async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
         let envelope = addressed(scope, request, crate::protocol::kinds::PLAN_REQUEST);
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
-        rpc::request(self.bus.as_ref(), &envelope, timeout)
+        rpc::request(self.bus.as_ref(), envelope, timeout)
             .await
             .map(|r| r.body)
             .map_err(|e| e.to_string())
@@ -132,7 +132,7 @@ impl TurnPorts for BusPorts {
             ..RecallRequest::default()
         };
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
-        rpc::request(self.bus.as_ref(), &envelope, self.request_timeout())
+        rpc::request(self.bus.as_ref(), envelope, self.request_timeout())
             .await
             .map(|r| r.body.hits)
             .map_err(|e| e.to_string())
@@ -143,7 +143,7 @@ impl TurnPorts for BusPorts {
             return Ok(cached);
         }
         let envelope = Envelope::request(ToolsListRequest);
-        let catalog = rpc::request(self.bus.as_ref(), &envelope, self.request_timeout())
+        let catalog = rpc::request(self.bus.as_ref(), envelope, self.request_timeout())
             .await
             .map(|r| Arc::new(r.body))
             .map_err(|e| e.to_string())?;
@@ -159,7 +159,7 @@ impl TurnPorts for BusPorts {
     ) -> ToolCallResult {
         let (call_id, name) = (request.call_id.clone(), request.name.clone());
         let envelope = addressed(scope, request, crate::protocol::kinds::TOOL_CALL);
-        match rpc::request(self.bus.as_ref(), &envelope, timeout).await {
+        match rpc::request(self.bus.as_ref(), envelope, timeout).await {
             Ok(reply) => reply.body,
             Err(rpc::RpcError::Subject(e)) => failed(
                 call_id,
@@ -191,7 +191,7 @@ impl TurnPorts for BusPorts {
     ) -> Result<String, String> {
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
-        rpc::request(self.bus.as_ref(), &envelope, timeout)
+        rpc::request(self.bus.as_ref(), envelope, timeout)
             .await
             .map(|r| r.body.summary)
             .map_err(|e| e.to_string())

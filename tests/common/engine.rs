@@ -1,5 +1,6 @@
 //! Running an in-process engine in a test: a temp sled dir, a scripted model, the real actors.
 
+use super::scenario::Scenario;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -10,10 +11,10 @@ use hermes::engine::Engine;
 
 /// The embedded defaults with data under `dir`, planner and extractor replaying `scenario`,
 /// and the catalog MCP server started from the built `hermes` binary.
-pub fn test_config(dir: &Path, scenario: &str) -> Config {
+pub fn test_config(dir: &Path, scenario: &Scenario) -> Config {
     let mut config = Config::embedded().unwrap();
     let path = dir.join("scenario.toml");
-    std::fs::write(&path, scenario).unwrap();
+    std::fs::write(&path, scenario.to_toml()).unwrap();
     let replay = ModelConfig::Replay {
         scenario: path.display().to_string(),
     };

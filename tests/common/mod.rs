@@ -10,3 +10,4 @@ pub mod hermes_proc;
 pub mod mcp_servers;
 pub mod nats_server;
 pub mod python_worker;
+pub mod scenario;

@@ -1,37 +1,35 @@
 //! Bad input gets a clear error and loses nothing; the engine keeps serving.
 
+use crate::common::scenario::*;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hermes::client::{ClientError, SessionClient};
 use hermes::config::McpServerConfig;
 use hermes::protocol::envelope::{Envelope, ErrorBody};
-use hermes::protocol::{kinds, UserMessage};
+use hermes::protocol::UserMessage;
 
 use crate::common::engine::{test_config, with_engine};
 
 const T: Duration = Duration::from_secs(30);
-const SCENARIO: &str = r#"
-name = "bad-input"
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "ok"
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+fn script() -> Scenario {
+    Scenario::new("bad-input")
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
 
 async fn error_reply(bus: &hermes::bus::SharedBus, subject: &str, payload: Bytes) -> ErrorBody {
     let reply = bus.request(subject, payload, T).await.expect("a reply");
-    let env =
-        Envelope::decode_as::<ErrorBody>(&reply, usize::MAX, "error").expect("an error envelope");
+    let env = Envelope::<ErrorBody>::decode_reply(&reply, usize::MAX).expect("an error envelope");
     env.body
 }
 
 fn message(session: &str, user: &str, text: &str) -> Envelope<UserMessage> {
-    Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() }).for_session(
+    Envelope::request(UserMessage { text: text.into() }).for_session(
         "assistant",
         session,
         Some(user),
@@ -41,7 +39,7 @@ fn message(session: &str, user: &str, text: &str) -> Envelope<UserMessage> {
 #[test]
 fn malformed_envelope_is_refused_and_the_engine_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let bus = engine.bus.clone();
         let e = error_reply(
             &bus,
@@ -72,7 +70,7 @@ fn malformed_envelope_is_refused_and_the_engine_keeps_serving() {
 #[test]
 fn invalid_ids_are_refused_before_they_reach_a_subject_or_a_session() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let bus = engine.bus.clone();
         assert!(matches!(
             SessionClient::open(bus.clone(), "assistant", "bad.session", "u").await,
@@ -112,7 +110,7 @@ fn invalid_ids_are_refused_before_they_reach_a_subject_or_a_session() {
 #[test]
 fn oversized_messages_are_refused_with_the_limit_named() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.engine.max_message_chars = 100;
     config.engine.max_envelope_bytes = 4096;
     with_engine(config, |engine| async move {
@@ -144,7 +142,7 @@ fn oversized_messages_are_refused_with_the_limit_named() {
 #[test]
 fn a_session_cannot_be_hijacked_by_another_user() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut alice = SessionClient::open(engine.bus.clone(), "assistant", "shared", "alice")
             .await
             .unwrap();
@@ -162,7 +160,7 @@ fn a_session_cannot_be_hijacked_by_another_user() {
 #[test]
 fn an_mcp_server_that_exits_is_reported_and_the_engine_still_serves() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.mcp.servers.push(McpServerConfig {
         name: "broken".into(),
         command: "sh".into(),

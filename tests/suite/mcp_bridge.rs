@@ -2,6 +2,7 @@
 //! audited, resources and prompts travel over `hermes.mcp.*`, `list_changed` re-mounts tools,
 //! and real peers over Streamable HTTP and the filesystem server.
 
+use crate::common::scenario::*;
 use std::time::{Duration, Instant};
 
 use hermes::bus::{rpc, Bus};
@@ -9,10 +10,9 @@ use hermes::config::McpServerConfig;
 use hermes::mcp::client::RmcpClient;
 use hermes::mcp::McpClient;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
 use hermes::protocol::{
-    kinds, McpAuditReply, McpAuditRequest, McpCatalog, McpPromptReply, McpPromptRequest,
-    ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog,
+    McpAuditReply, McpAuditRequest, McpCatalog, McpPromptRequest, ToolCallRequest, ToolCallResult,
+    ToolStatus,
 };
 use serde_json::{json, Value};
 
@@ -22,79 +22,44 @@ use crate::common::mcp_servers::{
     everything_server_config, filesystem_server_path, EverythingHttp,
 };
 
-pub const SCENARIO: &str = r#"
-name = "mcp"
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "ok"
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+pub fn script() -> Scenario {
+    Scenario::new("mcp").rule(on_user(&[]).says("ok")).rule(
+        on_user(&[])
+            .role("extractor")
+            .says("{\"memory_updates\": []}"),
+    )
+}
 const WAIT: Duration = Duration::from_secs(10);
 
 pub async fn call_tool(bus: &dyn Bus, name: &str, arguments: Value, user: &str) -> ToolCallResult {
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: uuid::Uuid::now_v7().to_string(),
-            name: name.into(),
-            arguments,
-            user: Some(user.into()),
-            turn_id: None,
-            session: None,
-            confirmed: false,
-        },
-    );
-    let subject = subjects::tool(name).unwrap();
-    rpc::call::<_, ToolCallResult>(
-        bus,
-        &subject,
-        &request,
-        kinds::TOOL_RESULT,
-        Duration::from_secs(40),
-    )
-    .await
-    .unwrap()
-    .body
-}
-
-pub async fn catalog(bus: &dyn Bus) -> McpCatalog {
-    let request = Envelope::new(kinds::MCP_CATALOG_REQUEST, Value::Null);
-    rpc::call::<_, McpCatalog>(
-        bus,
-        subjects::MCP_CATALOG,
-        &request,
-        kinds::MCP_CATALOG,
-        WAIT,
-    )
-    .await
-    .unwrap()
-    .body
-}
-
-pub async fn audit(bus: &dyn Bus, limit: usize) -> McpAuditReply {
-    let request = Envelope::new(kinds::MCP_AUDIT_REQUEST, McpAuditRequest { limit });
-    rpc::call::<_, McpAuditReply>(bus, subjects::MCP_AUDIT, &request, kinds::MCP_AUDIT, WAIT)
+    let request = Envelope::request(ToolCallRequest {
+        call_id: uuid::Uuid::now_v7().to_string(),
+        name: name.into(),
+        arguments,
+        user: Some(user.into()),
+        turn_id: None,
+        session: None,
+        confirmed: false,
+    });
+    rpc::request(bus, request.clone(), Duration::from_secs(40))
         .await
         .unwrap()
         .body
 }
 
+pub async fn catalog(bus: &dyn Bus) -> McpCatalog {
+    let request = Envelope::request(hermes::protocol::request::McpCatalogRequest);
+    rpc::request(bus, request.clone(), WAIT).await.unwrap().body
+}
+
+pub async fn audit(bus: &dyn Bus, limit: usize) -> McpAuditReply {
+    let request = Envelope::request(McpAuditRequest { limit });
+    rpc::request(bus, request.clone(), WAIT).await.unwrap().body
+}
+
 async fn tool_names(bus: &dyn Bus) -> Vec<String> {
-    let request = Envelope::new(kinds::TOOLS_LIST, Value::Null);
-    let catalog = rpc::call::<_, ToolsCatalog>(
-        bus,
-        subjects::TOOLS_LIST,
-        &request,
-        kinds::TOOLS_CATALOG,
-        WAIT,
-    )
-    .await
-    .unwrap()
-    .body;
+    let request = Envelope::request(hermes::protocol::request::ToolsListRequest);
+    let catalog = rpc::request(bus, request.clone(), WAIT).await.unwrap().body;
     catalog.tools.into_iter().map(|t| t.name).collect()
 }
 
@@ -129,7 +94,7 @@ fn kill_9(pid: u32) {
 #[test]
 fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_audited() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.mcp.servers = vec![everything_server_config("every")];
     with_engine(config, |engine| async move {
         let bus = engine.bus.as_ref();
@@ -182,7 +147,7 @@ fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_au
 #[test]
 fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.mcp.servers = vec![everything_server_config("every")];
     with_engine(config, |engine| async move {
         let bus = engine.bus.as_ref();
@@ -225,25 +190,13 @@ fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
             .iter()
             .find(|p| p.arguments.iter().all(|a| !a.required))
             .expect("a prompt without required arguments");
-        let request = Envelope::new(
-            kinds::MCP_PROMPT,
-            McpPromptRequest {
-                server: "every".into(),
-                name: prompt.name.clone(),
-                arguments: Value::Null,
-                user: Some("bob".into()),
-            },
-        );
-        let reply = rpc::call::<_, McpPromptReply>(
-            bus,
-            subjects::MCP_PROMPT,
-            &request,
-            kinds::MCP_PROMPT_RESULT,
-            WAIT,
-        )
-        .await
-        .unwrap()
-        .body;
+        let request = Envelope::request(McpPromptRequest {
+            server: "every".into(),
+            name: prompt.name.clone(),
+            arguments: Value::Null,
+            user: Some("bob".into()),
+        });
+        let reply = rpc::request(bus, request.clone(), WAIT).await.unwrap().body;
         let got = reply.prompt.unwrap_or_else(|| panic!("{:?}", reply.error));
         assert!(!got.messages.is_empty());
 
@@ -261,7 +214,7 @@ fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
 #[test]
 fn tool_list_changed_is_refreshed_and_the_new_tool_mounted() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     let io = tokio::runtime::Runtime::new().unwrap();
     let url = io.block_on(dynamic_mcp::start());
     config.mcp.servers = vec![McpServerConfig {

@@ -16,12 +16,11 @@ use hermes::mcp::server::ServerDeps;
 use hermes::mcp::{McpClient, McpError};
 use hermes::memory::{MemoryKind, MemoryUpdate, UpdateOp};
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
 use hermes::protocol::Memory;
-use hermes::protocol::{kinds, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest};
+use hermes::protocol::{MemoryListRequest, MemoryWriteRequest};
 use serde_json::{json, Value};
 
-use super::mcp_bridge::{audit, SCENARIO};
+use super::mcp_bridge::{audit, script};
 use crate::common::engine::{test_config, with_engine};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -44,7 +43,7 @@ fn token(user: &str, role: &str) -> McpTokenConfig {
 
 /// alice: every tool; carol: only memory_search; bot: every tool and the shared namespace `team`.
 pub fn secured_config(dir: &std::path::Path) -> Config {
-    let mut config = test_config(dir, SCENARIO);
+    let mut config = test_config(dir, &script());
     config.mcp.servers.clear();
     let host = &mut config.mcp.server;
     host.roles = BTreeMap::from([
@@ -92,32 +91,21 @@ async fn call(client: &RmcpClient, tool: &str, arguments: Value) -> Result<Value
 }
 
 async fn write_directly(bus: &dyn Bus, user: &str, content: &str) {
-    let request = Envelope::new(
-        kinds::MEMORY_WRITE,
-        MemoryWriteRequest {
-            user: user.into(),
-            namespace: "default".into(),
-            update: MemoryUpdate {
-                op: UpdateOp::Add,
-                kind: MemoryKind::Fact,
-                key: "secret_plan".into(),
-                content: content.into(),
-                importance: 0.9,
-                expiry_days: None,
-                topics: vec![],
-            },
-            source: "test".into(),
+    let request = Envelope::request(MemoryWriteRequest {
+        user: user.into(),
+        namespace: "default".into(),
+        update: MemoryUpdate {
+            op: UpdateOp::Add,
+            kind: MemoryKind::Fact,
+            key: "secret_plan".into(),
+            content: content.into(),
+            importance: 0.9,
+            expiry_days: None,
+            topics: vec![],
         },
-    );
-    rpc::call::<_, MemoryWriteReply>(
-        bus,
-        subjects::MEMORY_WRITE,
-        &request,
-        kinds::MEMORY_WRITTEN,
-        WAIT,
-    )
-    .await
-    .unwrap();
+        source: "test".into(),
+    });
+    rpc::request(bus, request.clone(), WAIT).await.unwrap();
 }
 
 /// `user`'s live memories, asked of the memory service on `hermes.memory.list`.
@@ -127,11 +115,7 @@ async fn list_directly(bus: &dyn Bus, user: &str) -> Vec<Memory> {
         namespace: None,
         id: None,
     });
-    rpc::request(bus, &request, WAIT)
-        .await
-        .unwrap()
-        .body
-        .records
+    rpc::request(bus, request, WAIT).await.unwrap().body.records
 }
 
 /// Send raw HTTP to the server and return the status line.

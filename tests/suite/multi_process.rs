@@ -1,49 +1,35 @@
 //! Hermes split over processes on a real nats-server, and crash safety of acknowledged input.
 
+use crate::common::scenario::*;
+use serde_json::json;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use hermes::bus::{self, rpc};
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::{kinds, Accepted, UserMessage};
+use hermes::protocol::{Accepted, UserMessage};
 use hermes::store::sessions::SessionStore;
 
 use crate::common::hermes_proc::{hermes, Serve};
 use crate::common::nats_server::NatsServer;
 
-const SCENARIO: &str = r#"
-name = "multi-process"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["sum"]
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = 19, b = 23 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "add"
-text = "The sum is 42."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "ok"
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+fn script() -> Scenario {
+    Scenario::new("multi-process")
+        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
 
 /// A config file for a serve process: data in `dir`, the scripted model, the catalog server.
 fn write_config(dir: &Path, name: &str) -> std::path::PathBuf {
     let scenario = dir.join(format!("{name}-scenario.toml"));
-    std::fs::write(&scenario, SCENARIO).unwrap();
+    std::fs::write(&scenario, script().to_toml()).unwrap();
     let data = dir.join(format!("{name}-data"));
     let config = format!(
         r#"
@@ -114,18 +100,15 @@ fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
         .unwrap();
     rt.block_on(async {
         let bus = bus::connect(url, None).await.unwrap();
-        let env = Envelope::new(kinds::USER_MESSAGE, UserMessage { text: text.into() })
-            .for_session("assistant", session, Some("u1"));
-        let subject = hermes::protocol::subjects::inbound("assistant", session).unwrap();
-        let reply: Envelope<Accepted> = rpc::call(
-            bus.as_ref(),
-            &subject,
-            &env,
-            kinds::ACCEPTED,
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+        let env = Envelope::request(UserMessage { text: text.into() }).for_session(
+            "assistant",
+            session,
+            Some("u1"),
+        );
+        let reply: Envelope<Accepted> =
+            rpc::request(bus.as_ref(), env.clone(), Duration::from_secs(60))
+                .await
+                .unwrap();
         reply.body
     })
 }

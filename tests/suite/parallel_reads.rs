@@ -2,6 +2,7 @@
 //! after another. The tools are worker tools served by this test on the engine's bus, so it
 //! can see how many calls are in flight at once.
 
+use crate::common::scenario::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,45 +19,22 @@ use crate::common::engine::{test_config, with_engine};
 
 const T: Duration = Duration::from_secs(60);
 
-const SCENARIO: &str = r#"
-name = "parallel"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["look up both"]
-text = ""
-[[rule.tool_calls]]
-name = "slow_lookup"
-arguments = { id = "A" }
-[[rule.tool_calls]]
-name = "slow_lookup"
-arguments = { id = "B" }
-[[rule.tool_calls]]
-name = "slow_lookup"
-arguments = { id = "C" }
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["update both"]
-text = ""
-[[rule.tool_calls]]
-name = "slow_update"
-arguments = { id = "A" }
-[[rule.tool_calls]]
-name = "slow_update"
-arguments = { id = "B" }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-text = "Done."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "ok"
-"#;
+fn script() -> Scenario {
+    Scenario::new("parallel")
+        .rule(
+            on_user(&["look up both"])
+                .calls("slow_lookup", json!({"id": "A"}))
+                .calls("slow_lookup", json!({"id": "B"}))
+                .calls("slow_lookup", json!({"id": "C"})),
+        )
+        .rule(
+            on_user(&["update both"])
+                .calls("slow_update", json!({"id": "A"}))
+                .calls("slow_update", json!({"id": "B"})),
+        )
+        .rule(after_any_tool().says("Done."))
+        .rule(on_user(&[]).says("ok"))
+}
 
 fn define(name: &str, effect: &str) -> ToolDefineConfig {
     toml::from_str(&format!(
@@ -91,7 +69,7 @@ async fn serve_slowly(bus: SharedBus, name: &str) -> Arc<AtomicUsize> {
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 peak.fetch_max(now, Ordering::SeqCst);
                 let request: Envelope<ToolCallRequest> =
-                    Envelope::decode_as(&msg.payload, 1 << 20, kinds::TOOL_CALL).unwrap();
+                    Envelope::decode_request(&msg.payload, 1 << 20).unwrap();
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 let body = request.body;
@@ -120,7 +98,7 @@ async fn serve_slowly(bus: SharedBus, name: &str) -> Arc<AtomicUsize> {
 #[test]
 fn independent_reads_of_one_step_run_concurrently_and_writes_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.mcp.servers.clear();
     config.tools.define = vec![
         define("slow_lookup", "read"),

@@ -1,6 +1,8 @@
 //! Sessions: durable turns that resume after a crash, compaction with a pinned goal, session
 //! search, isolation at scale, idle actors that stop and reload.
 
+use crate::common::scenario::*;
+use serde_json::json;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -9,7 +11,7 @@ use hermes::config::ModelConfig;
 use hermes::llm::{ChatMessage, Role, ToolCall};
 use hermes::protocol::envelope::Envelope;
 use hermes::protocol::subjects;
-use hermes::protocol::{kinds, PlanRequest, ToolStatus, TurnEvent};
+use hermes::protocol::{PlanRequest, ToolStatus, TurnEvent};
 use hermes::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use hermes::store::tasks::{TaskState, TurnPhase, TurnRecord};
 
@@ -17,53 +19,27 @@ use crate::common::engine::{test_config, with_engine};
 
 const T: Duration = Duration::from_secs(60);
 
-const SCENARIO: &str = r#"
-name = "sessions"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["sum"]
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = 19, b = 23 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "add"
-text = "The sum is 42."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["look back"]
-text = ""
-[[rule.tool_calls]]
-name = "session_search"
-arguments = { query = "tangerine submarine" }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "session_search"
-text = "Found it."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "Noted."
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-
-[[rule]]
-role = "summariser"
-when_last = "user"
-text = "The user has been listing numbered items."
-"#;
+fn script() -> Scenario {
+    Scenario::new("sessions")
+        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(
+            on_user(&["look back"])
+                .calls("session_search", json!({"query": "tangerine submarine"})),
+        )
+        .rule(after_tool("session_search").says("Found it."))
+        .rule(on_user(&[]).says("Noted."))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+        .rule(
+            on_user(&[])
+                .role("summariser")
+                .says("The user has been listing numbered items."),
+        )
+}
 
 fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
     StoredMessage {
@@ -183,7 +159,7 @@ fn a_turn_killed_in_each_state_resumes_and_never_reruns_a_recorded_tool_call() {
     ];
     for (phase, planted) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let config = test_config(dir.path(), SCENARIO);
+        let config = test_config(dir.path(), &script());
         plant(&config.engine.data_dir, phase, planted.clone());
         let (messages, task) = resume_and_read(config);
         let turn = task.turn.unwrap();
@@ -218,7 +194,7 @@ fn a_turn_killed_in_each_state_resumes_and_never_reruns_a_recorded_tool_call() {
 #[test]
 fn long_sessions_fold_older_turns_into_a_summary_and_keep_the_goal_pinned() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.agents.get_mut("assistant").unwrap().recent_turns = 2;
     with_engine(config, |engine| async move {
         // Watch the planning requests on the bus, as any subscriber could.
@@ -238,7 +214,7 @@ fn long_sessions_fold_older_turns_into_a_summary_and_keep_the_goal_pinned() {
         while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), plans.next()).await
         {
             last = Some(
-                Envelope::decode_as::<PlanRequest>(&m.payload, usize::MAX, kinds::PLAN_REQUEST)
+                Envelope::<PlanRequest>::decode_request(&m.payload, usize::MAX)
                     .unwrap()
                     .body,
             );
@@ -280,7 +256,7 @@ fn long_sessions_fold_older_turns_into_a_summary_and_keep_the_goal_pinned() {
 #[test]
 fn session_search_finds_what_the_user_said_in_an_earlier_session() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut a = SessionClient::open(engine.bus.clone(), "assistant", "old", "u1")
             .await
             .unwrap();
@@ -320,7 +296,7 @@ fn session_search_finds_what_the_user_said_in_an_earlier_session() {
 #[test]
 fn a_thousand_sessions_in_flight_each_keep_only_their_own_turns() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.models.planner = ModelConfig::Bench {};
     config.mcp.servers.clear();
     with_engine(config, |engine| async move {
@@ -369,7 +345,7 @@ fn a_thousand_sessions_in_flight_each_keep_only_their_own_turns() {
 #[test]
 fn idle_session_actors_stop_and_reload_on_demand() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.engine.session_idle_secs = 1;
     with_engine(config, |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "idle", "u1")

@@ -39,20 +39,15 @@ async fn next_job_event(sub: &mut Subscription) -> (String, JobEvent) {
 }
 
 async fn call(bus: &bus::SharedBus, name: &str, arguments: serde_json::Value) -> ToolCallResult {
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: format!("{name}-1"),
-            name: name.into(),
-            arguments,
-            ..Default::default()
-        },
-    );
-    let subject = subjects::tool(name).unwrap();
-    let reply: Envelope<ToolCallResult> =
-        rpc::call(bus.as_ref(), &subject, &request, kinds::TOOL_RESULT, T)
-            .await
-            .unwrap();
+    let request = Envelope::request(ToolCallRequest {
+        call_id: format!("{name}-1"),
+        name: name.into(),
+        arguments,
+        ..Default::default()
+    });
+    let reply: Envelope<ToolCallResult> = rpc::request(bus.as_ref(), request.clone(), T)
+        .await
+        .unwrap();
     reply.body
 }
 
@@ -110,16 +105,10 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
         assert_eq!(done.result.unwrap()["topic"], "phones");
         let polled = call(&bus, "job_status", json!({"job_id": job_id})).await;
         assert_eq!(polled.output["status"], "done", "{polled:?}");
-        let request = Envelope::new(kinds::TOOLS_METRICS_REQUEST, serde_json::Value::Null);
-        let metrics: Envelope<ToolMetrics> = rpc::call(
-            bus.as_ref(),
-            subjects::TOOLS_METRICS,
-            &request,
-            kinds::TOOLS_METRICS,
-            T,
-        )
-        .await
-        .unwrap();
+        let request = Envelope::request(hermes::protocol::request::ToolsMetricsRequest);
+        let metrics: Envelope<ToolMetrics> = rpc::request(bus.as_ref(), request.clone(), T)
+            .await
+            .unwrap();
         assert_eq!(metrics.body.jobs_resumed, 1);
     });
     serve.stop();

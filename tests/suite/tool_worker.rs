@@ -1,15 +1,13 @@
 //! External tool workers: the Python example serves `word_count` over NATS, the executor
 //! lists it from `[[tools.define]]`, and a turn calls it through the worker.
 
+use crate::common::scenario::*;
 use std::time::Duration;
 
 use hermes::bus::rpc;
 use hermes::client::SessionClient;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
-use hermes::protocol::{
-    kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
-};
+use hermes::protocol::{ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent};
 use hermes::tools::definition::{ToolDefineConfig, ToolSource};
 use hermes::tools::worker::prepare_remote;
 use serde_json::json;
@@ -20,33 +18,17 @@ use crate::common::python_worker::PythonWorker;
 
 const T: Duration = Duration::from_secs(60);
 
-const SCENARIO: &str = r#"
-name = "worker"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["count"]
-text = ""
-[[rule.tool_calls]]
-name = "word_count"
-arguments = { text = "one two three" }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "word_count"
-text = "Three words."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "ok"
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+fn script() -> Scenario {
+    Scenario::new("worker")
+        .rule(on_user(&["count"]).calls("word_count", json!({"text": "one two three"})))
+        .rule(after_tool("word_count").says("Three words."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
 
 const WORD_COUNT: &str = r#"
 name = "word_count"
@@ -63,22 +45,16 @@ fn a_python_worker_serves_a_tool_call_of_a_turn_over_nats() {
     let nats = NatsServer::start();
     let _worker = PythonWorker::start(&nats.url());
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.bus.url = nats.url();
     config.mcp.servers = Vec::new();
     let define: ToolDefineConfig = toml::from_str(WORD_COUNT).unwrap();
     config.tools.define = vec![define];
     with_engine(config, |engine| async move {
-        let list = Envelope::new(kinds::TOOLS_LIST, serde_json::Value::Null);
-        let catalog: Envelope<ToolsCatalog> = rpc::call(
-            engine.bus.as_ref(),
-            subjects::TOOLS_LIST,
-            &list,
-            kinds::TOOLS_CATALOG,
-            T,
-        )
-        .await
-        .unwrap();
+        let list = Envelope::request(hermes::protocol::request::ToolsListRequest);
+        let catalog: Envelope<ToolsCatalog> = rpc::request(engine.bus.as_ref(), list.clone(), T)
+            .await
+            .unwrap();
         let def = catalog
             .body
             .definitions
@@ -91,20 +67,15 @@ fn a_python_worker_serves_a_tool_call_of_a_turn_over_nats() {
 
         // What the session does before dispatch: validate and repair against the definition.
         let prepared = prepare_remote(&def, json!({"text": "a bb ccc", "min_len": "2"})).unwrap();
-        let call = Envelope::new(
-            kinds::TOOL_CALL,
-            ToolCallRequest {
-                call_id: "direct-1".into(),
-                name: "word_count".into(),
-                arguments: prepared.arguments,
-                ..Default::default()
-            },
-        );
-        let subject = subjects::tool("word_count").unwrap();
-        let reply: Envelope<ToolCallResult> =
-            rpc::call(engine.bus.as_ref(), &subject, &call, kinds::TOOL_RESULT, T)
-                .await
-                .unwrap();
+        let call = Envelope::request(ToolCallRequest {
+            call_id: "direct-1".into(),
+            name: "word_count".into(),
+            arguments: prepared.arguments,
+            ..Default::default()
+        });
+        let reply: Envelope<ToolCallResult> = rpc::request(engine.bus.as_ref(), call.clone(), T)
+            .await
+            .unwrap();
         assert_eq!(reply.trace_id, call.trace_id);
         assert_eq!(reply.body.output, json!({"words": 2, "longest": "ccc"}));
 

@@ -1,6 +1,8 @@
 //! One real turn loop through the five actors on the embedded bus: recall, plan, tool calls
 //! (built-in and MCP), answer, background memory extraction.
 
+use crate::common::scenario::*;
+use serde_json::json;
 use std::time::Duration;
 
 use hermes::client::SessionClient;
@@ -11,84 +13,20 @@ use crate::common::engine::{test_config, with_engine};
 
 const T: Duration = Duration::from_secs(60);
 
-const SCENARIO: &str = r#"
-name = "turn-loop"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["add please"]
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = "40", b = 2 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "add"
-text = "The sum is 42."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["invent"]
-text = ""
-[[rule.tool_calls]]
-name = "order_lookpu"
-arguments = { order_id = "A1" }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "order_lookpu"
-text = "That tool does not exist."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["bad args"]
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = "forty", b = 2 }
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["search"]
-text = ""
-[[rule.tool_calls]]
-name = "catalog__search_products"
-arguments = { brand = "Sony", category = "headphones", max_price_yuan = 5000 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "catalog__search_products"
-text = "Found Sony headphones."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["remember"]
-text = "Noted."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "Hello."
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-contains = ["purple"]
-text = '{"memory_updates": [{"op": "add", "kind": "preference", "key": "favourite_colour", "content": "favourite colour is purple", "importance": 0.8}]}'
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+fn script() -> Scenario {
+    Scenario::new("turn-loop")
+        .rule(on_user(&["add please"]).calls("add", json!({"a": "40", "b": 2})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&["invent"]).calls("order_lookpu", json!({"order_id": "A1"})))
+        .rule(after_tool("order_lookpu").says("That tool does not exist."))
+        .rule(on_user(&["bad args"]).calls("add", json!({"a": "forty", "b": 2})))
+        .rule(on_user(&["search"]).calls("catalog__search_products", json!({"brand": "Sony", "category": "headphones", "max_price_yuan": 5000})))
+        .rule(after_tool("catalog__search_products").says("Found Sony headphones."))
+        .rule(on_user(&["remember"]).says("Noted."))
+        .rule(on_user(&[]).says("Hello."))
+        .rule(on_user(&["purple"]).role("extractor").says("{\"memory_updates\": [{\"op\": \"add\", \"kind\": \"preference\", \"key\": \"favourite_colour\", \"content\": \"favourite colour is purple\", \"importance\": 0.8}]}"))
+        .rule(on_user(&[]).role("extractor").says("{\"memory_updates\": []}"))
+}
 
 fn tool_results(events: &[TurnEvent]) -> Vec<hermes::protocol::ToolCallResult> {
     events
@@ -103,7 +41,7 @@ fn tool_results(events: &[TurnEvent]) -> Vec<hermes::protocol::ToolCallResult> {
 #[test]
 fn tool_call_with_repaired_arguments_completes_the_turn() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
             .await
             .unwrap();
@@ -120,7 +58,7 @@ fn tool_call_with_repaired_arguments_completes_the_turn() {
 #[test]
 fn unknown_tool_is_answered_with_the_closest_existing_names() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
             .await
             .unwrap();
@@ -141,9 +79,7 @@ fn unknown_tool_is_answered_with_the_closest_existing_names() {
 #[test]
 fn arguments_failing_the_schema_get_a_structured_error_not_an_execution() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = format!(
-        "{SCENARIO}\n[[rule]]\nrole = \"planner\"\nwhen_last = \"tool\"\nafter_tool = \"add\"\ntext = \"fixed\"\n"
-    );
+    let scenario = script().rule(after_tool("add").says("fixed"));
     with_engine(test_config(dir.path(), &scenario), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
             .await
@@ -159,7 +95,7 @@ fn arguments_failing_the_schema_get_a_structured_error_not_an_execution() {
 #[test]
 fn mcp_tool_call_goes_through_the_bridge_to_a_real_server_process() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let catalog = engine.mcp.clone().unwrap();
         assert_eq!(
             catalog.servers[0].status, "ready",
@@ -180,7 +116,7 @@ fn mcp_tool_call_goes_through_the_bridge_to_a_real_server_process() {
 #[test]
 fn fact_from_one_session_is_recalled_in_a_later_session_of_the_same_user_only() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut s1 = SessionClient::open(engine.bus.clone(), "assistant", "first", "alice")
             .await
             .unwrap();
@@ -242,7 +178,7 @@ fn fact_from_one_session_is_recalled_in_a_later_session_of_the_same_user_only() 
 #[test]
 fn messages_of_a_session_survive_an_engine_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), SCENARIO);
+    let config = test_config(dir.path(), &script());
     with_engine(config.clone(), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "keep", "u1")
             .await
@@ -275,7 +211,7 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
     fake.push_tool_calls(vec![("add", serde_json::json!({"a": 1, "b": 2}))]);
     fake.push_text("One plus two is three, as the tool says.");
     let dir = tempfile::tempdir().unwrap();
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.models.planner = hermes::config::ModelConfig::Openai(hermes::config::OpenAiConfig {
         base_url: Some(fake.base_url()),
         timeout_secs: 30,
@@ -319,32 +255,16 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
 
 #[test]
 fn the_same_tool_failing_three_times_makes_the_turn_ask_the_user() {
-    let scenario = r#"
-name = "guard"
-[[rule]]
-role = "planner"
-when_last = "user"
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = "not a number", b = 1 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "add"
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = "still not a number", b = 1 }
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+    let scenario = Scenario::new("guard")
+        .rule(on_user(&[]).calls("add", json!({"a": "not a number", "b": 1})))
+        .rule(after_tool("add").calls("add", json!({"a": "still not a number", "b": 1})))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says(r#"{"memory_updates": []}"#),
+        );
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), scenario), |engine| async move {
+    with_engine(test_config(dir.path(), &scenario), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "g", "u1")
             .await
             .unwrap();
@@ -361,7 +281,7 @@ text = '{"memory_updates": []}'
 #[test]
 fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut plans = engine
             .bus
             .subscribe(hermes::protocol::subjects::PLAN)
@@ -376,12 +296,12 @@ fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
         {
             last = Some(m);
         }
-        let env = hermes::protocol::envelope::Envelope::decode_as::<hermes::protocol::PlanRequest>(
-            &last.unwrap().payload,
-            usize::MAX,
-            hermes::protocol::kinds::PLAN_REQUEST,
-        )
-        .unwrap();
+        let env =
+            hermes::protocol::envelope::Envelope::<hermes::protocol::PlanRequest>::decode_request(
+                &last.unwrap().payload,
+                usize::MAX,
+            )
+            .unwrap();
         let tool_msg = env
             .body
             .messages

@@ -3,6 +3,8 @@
 //! `waiting_job` until the job's completion wakes the session — including a completion that
 //! happened while the session service was down.
 
+use crate::common::scenario::*;
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,8 +14,7 @@ use hermes::client::SessionClient;
 use hermes::config::Config;
 use hermes::engine::Engine;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::subjects;
-use hermes::protocol::{kinds, ToolStatus, TurnEvent};
+use hermes::protocol::{ToolStatus, TurnEvent};
 use hermes::store::sessions::SessionStore;
 use hermes::store::tasks::TurnPhase;
 use hermes::tools::metrics::ToolMetrics;
@@ -25,56 +26,24 @@ use crate::common::nats_server::NatsServer;
 
 const T: Duration = Duration::from_secs(60);
 
-const SCENARIO: &str = r#"
-name = "waiting-turns"
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["transfer"]
-text = ""
-[[rule.tool_calls]]
-name = "add"
-arguments = { a = 40, b = 2 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "add"
-text = "Transfer step finished."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["slow report"]
-text = ""
-[[rule.tool_calls]]
-name = "generate_report"
-arguments = { topic = "laptops", seconds = 3 }
-
-[[rule]]
-role = "planner"
-when_last = "user"
-contains = ["report"]
-text = ""
-[[rule.tool_calls]]
-name = "generate_report"
-arguments = { topic = "phones", seconds = 1 }
-
-[[rule]]
-role = "planner"
-when_last = "tool"
-after_tool = "generate_report"
-text = "Your report is ready."
-
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "Hello."
-"#;
+fn script() -> Scenario {
+    Scenario::new("waiting-turns")
+        .rule(on_user(&["transfer"]).calls("add", json!({"a": 40, "b": 2})))
+        .rule(after_tool("add").says("Transfer step finished."))
+        .rule(
+            on_user(&["slow report"])
+                .calls("generate_report", json!({"topic": "laptops", "seconds": 3})),
+        )
+        .rule(
+            on_user(&["report"]).calls("generate_report", json!({"topic": "phones", "seconds": 1})),
+        )
+        .rule(after_tool("generate_report").says("Your report is ready."))
+        .rule(on_user(&[]).says("Hello."))
+}
 
 /// The test config with `add` turned into a high-risk write (as `[[tools.define]]` does).
 fn config_with_risky_add(dir: &std::path::Path) -> Config {
-    let mut config = test_config(dir, SCENARIO);
+    let mut config = test_config(dir, &script());
     config.tools.define =
         vec![toml::from_str("name = \"add\"\nrisk = \"high\"\neffect = \"write\"").unwrap()];
     config.mcp.servers.clear();
@@ -82,16 +51,10 @@ fn config_with_risky_add(dir: &std::path::Path) -> Config {
 }
 
 async fn metrics(bus: &SharedBus) -> ToolMetrics {
-    let request = Envelope::new(kinds::TOOLS_METRICS_REQUEST, serde_json::Value::Null);
-    let reply: Envelope<ToolMetrics> = rpc::call(
-        bus.as_ref(),
-        subjects::TOOLS_METRICS,
-        &request,
-        kinds::TOOLS_METRICS,
-        T,
-    )
-    .await
-    .unwrap();
+    let request = Envelope::request(hermes::protocol::request::ToolsMetricsRequest);
+    let reply: Envelope<ToolMetrics> = rpc::request(bus.as_ref(), request.clone(), T)
+        .await
+        .unwrap();
     reply.body
 }
 
@@ -282,7 +245,7 @@ fn a_job_that_ends_while_the_session_service_is_down_is_picked_up_on_restart() {
     )
     .unwrap();
     let executor = Serve::start(&tools_config, &nats.url(), "tool-executor");
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.mcp.servers.clear();
     config.bus.url = nats.url();
     let config = Arc::new(config);
@@ -356,24 +319,16 @@ fn a_job_that_ends_while_the_session_service_is_down_is_picked_up_on_restart() {
 }
 
 async fn job_status(bus: &SharedBus, job_id: &str) -> String {
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        hermes::protocol::ToolCallRequest {
-            call_id: "watch".into(),
-            name: "job_status".into(),
-            arguments: serde_json::json!({"job_id": job_id}),
-            ..Default::default()
-        },
-    );
-    let reply: Envelope<hermes::protocol::ToolCallResult> = rpc::call(
-        bus.as_ref(),
-        &subjects::tool("job_status").unwrap(),
-        &request,
-        kinds::TOOL_RESULT,
-        T,
-    )
-    .await
-    .unwrap();
+    let request = Envelope::request(hermes::protocol::ToolCallRequest {
+        call_id: "watch".into(),
+        name: "job_status".into(),
+        arguments: serde_json::json!({"job_id": job_id}),
+        ..Default::default()
+    });
+    let reply: Envelope<hermes::protocol::ToolCallResult> =
+        rpc::request(bus.as_ref(), request.clone(), T)
+            .await
+            .unwrap();
     reply.body.output["status"]
         .as_str()
         .unwrap_or("")
@@ -402,7 +357,7 @@ fn hermes_send_confirm_resumes_a_paused_turn_from_another_process() {
     use crate::common::hermes_proc::hermes;
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("scenario.toml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
+    std::fs::write(&scenario, script().to_toml()).unwrap();
     let config = dir.path().join("hermes.toml");
     let replay = format!(
         "provider = \"replay\"\nscenario = \"{}\"\n",

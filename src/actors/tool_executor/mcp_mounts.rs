@@ -15,7 +15,7 @@ use crate::bus::{rpc, Serving};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::McpCatalogRequest;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, McpCatalog, ToolsChanged};
+use crate::protocol::{McpCatalog, ToolsChanged};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::{McpProxyTool, McpReadResourceTool, MCP_SEPARATOR};
 use crate::tools::Tool;
@@ -51,7 +51,7 @@ pub async fn mount_mcp_tools(
     let mounted = mounts.sync(&catalog).await?;
     deps.io.spawn(async move {
         while let Some(msg) = changes.next().await {
-            match Envelope::decode_as::<McpCatalog>(&msg.payload, usize::MAX, kinds::MCP_CATALOG) {
+            match Envelope::<McpCatalog>::decode_event(&msg.payload, usize::MAX) {
                 Ok(catalog) => {
                     if let Err(e) = mounts.sync(&catalog.body).await {
                         tracing::warn!(error = %e, "re-mounting MCP tools failed");
@@ -69,7 +69,7 @@ async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalo
     let request = Envelope::request(McpCatalogRequest);
     loop {
         let timeout = Duration::from_secs(deps.config.engine.request_timeout_secs);
-        match rpc::request(deps.bus.as_ref(), &request, timeout).await {
+        match rpc::request(deps.bus.as_ref(), request.clone(), timeout).await {
             Ok(env) => return Ok(env.body),
             Err(e) if Instant::now() < deadline => {
                 tracing::debug!(error = %e, "MCP bridge not ready yet");
@@ -154,7 +154,7 @@ impl McpMounts {
         let mounted = changed.mounted.len();
         if changed != ToolsChanged::default() {
             // After the registry changed, so a session that refetches sees the new catalog.
-            let envelope = Envelope::new(kinds::TOOLS_CHANGED, changed);
+            let envelope = Envelope::event(changed);
             if let Err(e) =
                 rpc::publish(self.deps.bus.as_ref(), subjects::TOOLS_CHANGED, &envelope).await
             {

@@ -211,6 +211,22 @@ impl Fanout {
         interested
     }
 
+    /// The handler a message on `subject` would go to, when it is the only destination.
+    pub(crate) fn sole_handler(&self, subject: &str) -> Option<Arc<dyn Handler>> {
+        let mut targets = self.targets(subject);
+        if targets.len() != 1 {
+            return None;
+        }
+        let first = match targets.pop()? {
+            Target::Plain(sink) => sink,
+            Target::Group(members) => members.into_iter().next()?,
+        };
+        match first {
+            Sink::Handler(handler) => Some(handler),
+            Sink::Channel(_) => None,
+        }
+    }
+
     fn targets(&self, subject: &str) -> Vec<Target> {
         let mut state = self.lock();
         let mut targets = Vec::new();

@@ -12,23 +12,16 @@ use super::auth::Principal;
 use super::ServerDeps;
 use crate::bus::rpc;
 use crate::protocol::envelope::Envelope;
-use crate::protocol::subjects;
-use crate::protocol::{kinds, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog};
+use crate::protocol::request::ToolsListRequest;
+use crate::protocol::{ToolCallRequest, ToolStatus};
 
 /// The exposed tools the executor serves, with their schemas (none when it does not answer).
 pub(super) async fn list(deps: &ServerDeps) -> Vec<Tool> {
     if deps.expose_tools.is_empty() {
         return Vec::new();
     }
-    let request = Envelope::new(kinds::TOOLS_LIST, Value::Null);
-    let catalog = rpc::call::<_, ToolsCatalog>(
-        deps.bus.as_ref(),
-        subjects::TOOLS_LIST,
-        &request,
-        kinds::TOOLS_CATALOG,
-        deps.request_timeout,
-    )
-    .await;
+    let request = Envelope::request(ToolsListRequest);
+    let catalog = rpc::request(deps.bus.as_ref(), request, deps.request_timeout).await;
     let catalog = match catalog {
         Ok(catalog) => catalog.body,
         Err(error) => {
@@ -54,25 +47,19 @@ pub(super) async fn call(
     name: &str,
     arguments: Value,
 ) -> Result<Value, String> {
-    let subject = subjects::tool(name).map_err(|e| e.to_string())?;
-    let request = Envelope::new(
-        kinds::TOOL_CALL,
-        ToolCallRequest {
-            call_id: uuid::Uuid::now_v7().to_string(),
-            name: name.to_owned(),
-            arguments,
-            user: Some(who.user.clone()),
-            turn_id: None,
-            session: None,
-            // An MCP client has no way to ask the user: `risk = high` tools stay refused.
-            confirmed: false,
-        },
-    );
-    let reply = rpc::call::<_, ToolCallResult>(
+    let request = Envelope::request(ToolCallRequest {
+        call_id: uuid::Uuid::now_v7().to_string(),
+        name: name.to_owned(),
+        arguments,
+        user: Some(who.user.clone()),
+        turn_id: None,
+        session: None,
+        // An MCP client has no way to ask the user: `risk = high` tools stay refused.
+        confirmed: false,
+    });
+    let reply = rpc::request(
         deps.bus.as_ref(),
-        &subject,
-        &request,
-        kinds::TOOL_RESULT,
+        request,
         deps.tool_timeout + Duration::from_secs(2),
     )
     .await

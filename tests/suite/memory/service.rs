@@ -2,6 +2,7 @@
 //! Chinese and English recall, the OpenAI-compatible embedder, and extraction robustness
 //! (a job queued while no extractor runs is not lost; invalid output is dropped once).
 
+use crate::common::scenario::*;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,36 +26,14 @@ use crate::common::fake_embeddings::FakeEmbeddings;
 
 const T: Duration = Duration::from_secs(20);
 
-const SCENARIO: &str = r#"
-name = "memory"
-[[rule]]
-role = "planner"
-when_last = "user"
-text = "Noted."
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-contains = ["purple"]
-text = '{"memory_updates": [{"op": "add", "kind": "preference", "key": "favourite_colour", "content": "favourite colour is purple", "importance": 0.8}]}'
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-contains = ["garbage"]
-text = "this is not JSON at all"
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-contains = ["tired"]
-text = '{"memory_updates": [{"op": "add", "kind": "fact", "key": "current_mood", "content": "user is tired today", "importance": 0.3}]}'
-
-[[rule]]
-role = "extractor"
-when_last = "user"
-text = '{"memory_updates": []}'
-"#;
+fn script() -> Scenario {
+    Scenario::new("memory")
+        .rule(on_user(&[]).says("Noted."))
+        .rule(on_user(&["purple"]).role("extractor").says("{\"memory_updates\": [{\"op\": \"add\", \"kind\": \"preference\", \"key\": \"favourite_colour\", \"content\": \"favourite colour is purple\", \"importance\": 0.8}]}"))
+        .rule(on_user(&["garbage"]).role("extractor").says("this is not JSON at all"))
+        .rule(on_user(&["tired"]).role("extractor").says("{\"memory_updates\": [{\"op\": \"add\", \"kind\": \"fact\", \"key\": \"current_mood\", \"content\": \"user is tired today\", \"importance\": 0.3}]}"))
+        .rule(on_user(&[]).role("extractor").says("{\"memory_updates\": []}"))
+}
 
 fn add(kind: MemoryKind, key: &str, content: &str) -> MemoryUpdate {
     MemoryUpdate {
@@ -69,27 +48,18 @@ fn add(kind: MemoryKind, key: &str, content: &str) -> MemoryUpdate {
 }
 
 async fn write(bus: &dyn Bus, user: &str, update: MemoryUpdate) -> MemoryWriteReply {
-    let req = Envelope::new(
-        kinds::MEMORY_WRITE,
-        MemoryWriteRequest {
-            user: user.into(),
-            namespace: "default".into(),
-            update,
-            source: "test".into(),
-        },
-    );
-    rpc::call(bus, subjects::MEMORY_WRITE, &req, kinds::MEMORY_WRITTEN, T)
-        .await
-        .unwrap()
-        .body
+    let req = Envelope::request(MemoryWriteRequest {
+        user: user.into(),
+        namespace: "default".into(),
+        update,
+        source: "test".into(),
+    });
+    rpc::request(bus, req.clone(), T).await.unwrap().body
 }
 
 async fn recall(bus: &dyn Bus, request: RecallRequest) -> Vec<String> {
-    let req = Envelope::new(kinds::RECALL_REQUEST, request);
-    let reply: Envelope<RecallReply> =
-        rpc::call(bus, subjects::MEMORY_RECALL, &req, kinds::RECALL_REPLY, T)
-            .await
-            .unwrap();
+    let req = Envelope::request(request);
+    let reply: Envelope<RecallReply> = rpc::request(bus, req.clone(), T).await.unwrap();
     reply.body.hits.into_iter().map(|h| h.record.key).collect()
 }
 
@@ -105,7 +75,7 @@ fn ask(user: &str, query: &str) -> RecallRequest {
 #[test]
 fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let bus = engine.bus.as_ref();
         let added = write(
             bus,
@@ -150,24 +120,13 @@ fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
         other_ns.namespace = Some("work".into());
         assert!(recall(bus, other_ns).await.is_empty());
 
-        let forget = Envelope::new(
-            kinds::MEMORY_FORGET,
-            MemoryForgetRequest {
-                user: "alice".into(),
-                namespace: "default".into(),
-                id: None,
-                key: Some("budget".into()),
-            },
-        );
-        let reply: Envelope<MemoryWriteReply> = rpc::call(
-            bus,
-            subjects::MEMORY_FORGET,
-            &forget,
-            kinds::MEMORY_WRITTEN,
-            T,
-        )
-        .await
-        .unwrap();
+        let forget = Envelope::request(MemoryForgetRequest {
+            user: "alice".into(),
+            namespace: "default".into(),
+            id: None,
+            key: Some("budget".into()),
+        });
+        let reply: Envelope<MemoryWriteReply> = rpc::request(bus, forget.clone(), T).await.unwrap();
         assert_eq!(reply.body.changes[0].op, "deleted");
         assert_eq!(reply.body.changes[0].key, "budget");
         assert!(recall(bus, ask("alice", "耳机预算")).await.is_empty());
@@ -202,7 +161,7 @@ fn queue_job_offline(data: &Path, job: ExtractJob) {
 #[test]
 fn extraction_job_queued_before_a_crash_is_processed_after_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), SCENARIO);
+    let config = test_config(dir.path(), &script());
     // The answer went out and the job was queued; then the process died before extracting.
     queue_job_offline(
         &config.engine.data_dir,
@@ -238,7 +197,7 @@ fn extraction_job_queued_before_a_crash_is_processed_after_restart() {
 #[test]
 fn invalid_extractor_output_is_reported_once_and_moods_are_not_stored() {
     let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), SCENARIO), |engine| async move {
+    with_engine(test_config(dir.path(), &script()), |engine| async move {
         let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "dave")
             .await
             .unwrap();
@@ -299,7 +258,7 @@ fn engine_with_an_openai_embedder_embeds_writes_and_recalls_through_it() {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = Arc::new(rt.block_on(FakeEmbeddings::start()));
-    let mut config = test_config(dir.path(), SCENARIO);
+    let mut config = test_config(dir.path(), &script());
     config.memory.embedder = EmbedderConfig::Openai {
         base_url: fake.base_url(),
         model: "bow".into(),
