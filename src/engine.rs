@@ -74,9 +74,9 @@ impl Engine {
             || actors.tool_executor
             || actors.mcp_bridge
         {
-            let dir = config.engine.data_dir.clone();
+            let (dir, cache_mb) = (config.engine.data_dir.clone(), config.engine.cache_mb);
             let db = io
-                .spawn_blocking(move || crate::store::open(&dir))
+                .spawn_blocking(move || crate::store::open_with_cache(&dir, cache_mb))
                 .await
                 .map_err(|e| EngineError::Actor {
                     actor: "store",

@@ -75,6 +75,9 @@ pub struct EngineConfig {
     /// Arbiters (threads) the session actors are spread over; 0 = one per CPU.
     #[serde(default)]
     pub session_arbiters: usize,
+    /// The most memory the database's page cache takes, MiB.
+    #[serde(default = "default_cache_mb")]
+    pub cache_mb: u64,
 }
 
 /// `engine.durability`.
@@ -84,6 +87,13 @@ pub enum DurabilityConfig {
     #[default]
     Sync,
     Batch,
+}
+
+/// The database page cache when `engine.cache_mb` is not set, MiB.
+pub const DEFAULT_CACHE_MB: u64 = 64;
+
+fn default_cache_mb() -> u64 {
+    DEFAULT_CACHE_MB
 }
 
 fn default_batch_ms() -> u64 {

@@ -41,6 +41,12 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// closed (sled releases it from a background thread after the last handle drops, and a
 /// restarted service may start while the old one exits) is waited for up to [`LOCK_WAIT`].
 pub fn open(dir: &Path) -> Result<sled::Db, StoreError> {
+    open_with_cache(dir, crate::config::DEFAULT_CACHE_MB)
+}
+
+/// [`open`] with a page cache of at most `cache_mb` MiB (sled's own default is 1 GiB, which an
+/// engine holding thousands of sessions grows into).
+pub fn open_with_cache(dir: &Path, cache_mb: u64) -> Result<sled::Db, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
         path: dir.display().to_string(),
         reason: e.to_string(),
@@ -50,6 +56,7 @@ pub fn open(dir: &Path) -> Result<sled::Db, StoreError> {
         match sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
+            .cache_capacity(cache_mb.max(1).saturating_mul(1024 * 1024))
             .open()
         {
             Ok(db) => return Ok(db),
