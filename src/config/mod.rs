@@ -148,12 +148,20 @@ fn default_sweep_interval() -> u64 {
 }
 
 /// `[memory.embedder]`: which model turns memories and queries into vectors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum EmbedderConfig {
     /// No vectors: recall is BM25 only.
-    #[default]
     None,
+    /// The default: a static token-vector table distilled from all-MiniLM-L6-v2, in-process,
+    /// no extra build features (`scripts/fetch-embedder.sh` installs it). When its files are
+    /// missing recall runs on BM25 alone with one warning.
+    Static {
+        /// Folder with `static.safetensors` and `tokenizer.json`; default:
+        /// `$HERMES_STATIC_EMBEDDER_DIR`, else `.tools/models/minilm-static`.
+        #[serde(default)]
+        model_dir: Option<PathBuf>,
+    },
     /// An OpenAI-compatible `POST {base_url}/embeddings` endpoint.
     Openai {
         /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`
@@ -175,11 +183,17 @@ pub enum EmbedderConfig {
     },
 }
 
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        Self::Static { model_dir: None }
+    }
+}
+
 fn default_embed_timeout() -> u64 {
     30
 }
 
-/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·max(cosine, 0)`.
+/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·minmax(cosine)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FusionConfig {
@@ -190,8 +204,8 @@ pub struct FusionConfig {
 impl Default for FusionConfig {
     fn default() -> Self {
         Self {
-            bm25_weight: 0.6,
-            vector_weight: 0.4,
+            bm25_weight: 0.7,
+            vector_weight: 0.3,
         }
     }
 }

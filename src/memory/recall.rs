@@ -1,28 +1,33 @@
 //! Ranking for recall, as a pure function over already-filtered records.
 //!
 //! The store filters first (one user, optional namespace, kinds and topics, not expired, not
-//! demoted); [`rank_fused`] then scores each record:
+//! demoted); [`rank_candidates`] then scores each candidate:
 //!
 //! ```text
-//! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · max(cosine, 0)
+//! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · minmax(cosine)
+//! relevance → context signals (neighbours, session, speaker, time: super::signals)
 //! score     = relevance · rerank_factor
-//! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · 0.5^(age_days / 180)
+//! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · (0.75 + 0.25 · 0.5^(age_days / 180))
 //! ```
 //!
 //! * BM25 ([`super::bm25`]) of the query's tokens against the record's `key` (underscores as
 //!   spaces) + `content` + `topics`, with IDF over exactly the candidates, divided by the best
 //!   candidate's BM25 so it lies in `0..=1` (the best term match of a query is 1).
-//! * cosine of the query vector and the record's vector by the same embedder (both unit
-//!   length), clamped at 0; a record without a vector contributes 0 here.
+//! * cosine of the query vector and the record's vector by the same embedder, min-max scaled
+//!   over the candidates that have one (the closest is 1, the farthest 0); a record without a
+//!   vector contributes 0 here. Raw cosines of a small embedder sit in a narrow band, so the
+//!   scaling is what lets the vector half reorder anything.
 //! * Without vectors (no embedder, or [`rank`]) relevance is the normalised BM25 alone.
 //!
 //! The fusion is a *weighted* sum of normalised scores, not rank fusion: with a small embedder,
 //! equal-weight rank fusion lets the embedder's confident-but-wrong neighbours displace exact
-//! term matches (DESIGN §7). Confidence and importance each scale a score by 0.5–1 and the decay
-//! halves it every 180 days, so relevance stays the main signal while confidence, importance and
-//! freshness settle near-ties: a newer fact outranks an older, equally relevant one. Records with
-//! relevance 0 (no shared term, no positive similarity) are never returned; the rest are cut at
-//! `min_score`, sorted by score (ties: newer `updated_at`, then smaller id) and cut to `limit`.
+//! term matches (DESIGN §7; on LoCoMo, reciprocal-rank fusion scored below BM25 alone).
+//! Confidence and importance each scale a score by 0.5–1 and freshness by 0.75–1, so relevance
+//! stays the main signal while confidence, importance and freshness settle near-ties: a newer
+//! fact outranks an older, equally relevant one, but a months-old memory that answers the
+//! query is not pushed below fresh chatter (a full 180-day half-life cost a third of LoCoMo's
+//! hits). Records with score 0 are never returned; the rest are cut at `min_score`, sorted by
+//! score (ties: newer `updated_at`, then smaller id) and cut to `limit`.
 
 use chrono::{DateTime, Utc};
 
@@ -31,10 +36,13 @@ use std::collections::HashMap;
 use super::bm25;
 use super::embed::cosine;
 use super::record::{MemoryRecord, RecallHit};
+pub use super::signals::Signals;
 use super::tokenize::tokenize;
 
 /// Half-life of the time decay, in days.
 pub const HALF_LIFE_DAYS: f64 = 180.0;
+/// Share of the rerank factor that freshness cannot take away.
+pub const FRESHNESS_FLOOR: f64 = 0.75;
 
 /// The tokens a record is matched on: its key, content and topics.
 pub fn document_tokens(record: &MemoryRecord) -> Vec<String> {
@@ -65,7 +73,7 @@ pub fn rerank_factor(record: &MemoryRecord, now: DateTime<Utc>) -> f64 {
     };
     (0.5 + 0.5 * unit(record.confidence))
         * (0.5 + 0.5 * unit(record.importance))
-        * time_decay(record.updated_at, now)
+        * (FRESHNESS_FLOOR + (1.0 - FRESHNESS_FLOOR) * time_decay(record.updated_at, now))
 }
 
 /// Weights of the two relevance signals (see the module doc).
@@ -94,6 +102,25 @@ pub struct QueryVectors<'a> {
     pub records: &'a HashMap<String, Vec<f32>>,
 }
 
+/// One candidate as ranking sees it: the record, its BM25 tokens and its vector (by the
+/// query's embedder), all borrowed from the caller's index.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    pub record: &'a MemoryRecord,
+    pub tokens: &'a [String],
+    pub vector: Option<&'a [f32]>,
+}
+
+/// How to rank: fusion weights, context signals, cut-offs and the clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranking {
+    pub weights: Weights,
+    pub signals: Signals,
+    pub limit: usize,
+    pub min_score: f64,
+    pub now: DateTime<Utc>,
+}
+
 /// Score `records` for `query` by BM25 alone and return the best `limit` at or above
 /// `min_score`.
 pub fn rank(
@@ -107,7 +134,7 @@ pub fn rank(
 }
 
 /// Score `records` by the weighted fusion of normalised BM25 and (when `vectors` is given)
-/// cosine similarity, rerank, cut at `min_score` and `limit` (see the module doc).
+/// cosine similarity, without context signals; rerank, cut at `min_score` and `limit`.
 pub fn rank_fused(
     records: Vec<MemoryRecord>,
     query: &str,
@@ -117,82 +144,114 @@ pub fn rank_fused(
     min_score: f64,
     now: DateTime<Utc>,
 ) -> Vec<RecallHit> {
-    let docs: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
-    let docs: Vec<&[String]> = docs.iter().map(Vec::as_slice).collect();
-    rank_tokenised(
-        records, &docs, query, vectors, weights, limit, min_score, now,
-    )
+    let tokens: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
+    let candidates: Vec<Candidate<'_>> = records
+        .iter()
+        .zip(&tokens)
+        .map(|(record, tokens)| Candidate {
+            record,
+            tokens,
+            vector: vectors
+                .as_ref()
+                .and_then(|v| v.records.get(&record.id))
+                .map(Vec::as_slice),
+        })
+        .collect();
+    let ranking = Ranking {
+        weights,
+        signals: Signals::NONE,
+        limit,
+        min_score,
+        now,
+    };
+    let query_vector = vectors.as_ref().map(|v| v.query);
+    rank_candidates(&candidates, query, query_vector, &ranking)
+        .into_iter()
+        .map(|(i, score)| RecallHit {
+            record: records[i].clone(),
+            score,
+        })
+        .collect()
 }
 
-/// [`rank_fused`] with each record's [`document_tokens`] already computed (`docs[i]` belongs
-/// to `records[i]`), as the store's per-user index keeps them.
-#[allow(clippy::too_many_arguments)]
-pub fn rank_tokenised(
-    records: Vec<MemoryRecord>,
-    docs: &[&[String]],
+/// The best candidates for `query`: `(index into candidates, score)`, best first, at most
+/// `ranking.limit`, none below `ranking.min_score` or at 0 (see the module doc).
+pub fn rank_candidates(
+    candidates: &[Candidate<'_>],
     query: &str,
-    vectors: Option<QueryVectors<'_>>,
-    weights: Weights,
-    limit: usize,
-    min_score: f64,
-    now: DateTime<Utc>,
-) -> Vec<RecallHit> {
-    if records.is_empty() || limit == 0 {
+    query_vector: Option<&[f32]>,
+    ranking: &Ranking,
+) -> Vec<(usize, f64)> {
+    if candidates.is_empty() || ranking.limit == 0 {
         return Vec::new();
     }
-    let relevance = relevance(&records, docs, query, vectors.as_ref(), weights);
-    let mut hits: Vec<RecallHit> = records
+    let mut relevance = relevance(candidates, query, query_vector, ranking.weights);
+    let records: Vec<&MemoryRecord> = candidates.iter().map(|c| c.record).collect();
+    super::signals::apply(&records, &mut relevance, query, &ranking.signals);
+    let mut hits: Vec<(usize, f64)> = relevance
         .into_iter()
-        .zip(relevance)
+        .enumerate()
         .filter(|(_, relevance)| *relevance > 0.0)
-        .map(|(record, relevance)| {
-            let score = relevance * rerank_factor(&record, now);
-            RecallHit { record, score }
-        })
-        .filter(|hit| hit.score >= min_score)
+        .map(|(i, relevance)| (i, relevance * rerank_factor(records[i], ranking.now)))
+        .filter(|(_, score)| *score >= ranking.min_score)
         .collect();
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.record.updated_at.cmp(&a.record.updated_at))
-            .then(a.record.id.cmp(&b.record.id))
+    hits.sort_by(|(a, sa), (b, sb)| {
+        sb.total_cmp(sa)
+            .then(records[*b].updated_at.cmp(&records[*a].updated_at))
+            .then(records[*a].id.cmp(&records[*b].id))
     });
-    hits.truncate(limit);
+    hits.truncate(ranking.limit);
     hits
 }
 
-/// Fused relevance of each record, in order.
+/// Fused relevance of each candidate, in order.
 fn relevance(
-    records: &[MemoryRecord],
-    docs: &[&[String]],
+    candidates: &[Candidate<'_>],
     query: &str,
-    vectors: Option<&QueryVectors<'_>>,
+    query_vector: Option<&[f32]>,
     weights: Weights,
 ) -> Vec<f64> {
     let query_tokens = tokenize(query);
-    let bm25 = if query_tokens.is_empty() || weights.bm25 <= 0.0 {
-        vec![0.0; records.len()]
+    let lexical = if query_tokens.is_empty() || weights.bm25 <= 0.0 {
+        vec![0.0; candidates.len()]
     } else {
-        bm25::score(&query_tokens, docs)
-    };
-    let best = bm25.iter().copied().fold(0.0_f64, f64::max);
-    let Some(vectors) = vectors.filter(|_| weights.vector > 0.0) else {
-        return bm25
-            .iter()
+        let docs: Vec<&[String]> = candidates.iter().map(|c| c.tokens).collect();
+        let scores = bm25::score(&query_tokens, &docs);
+        let best = scores.iter().copied().fold(0.0_f64, f64::max);
+        scores
+            .into_iter()
             .map(|s| if best > 0.0 { s / best } else { 0.0 })
-            .collect();
+            .collect()
     };
-    records
+    let Some(query_vector) = query_vector.filter(|_| weights.vector > 0.0) else {
+        return lexical;
+    };
+    let similarity = min_max(
+        candidates
+            .iter()
+            .map(|c| c.vector.map(|v| cosine(query_vector, v)))
+            .collect(),
+    );
+    lexical
         .iter()
-        .zip(&bm25)
-        .map(|(record, s)| {
-            let lexical = if best > 0.0 { s / best } else { 0.0 };
-            let similarity = vectors
-                .records
-                .get(&record.id)
-                .map(|v| cosine(vectors.query, v).max(0.0))
-                .unwrap_or(0.0);
-            weights.bm25 * lexical + weights.vector * similarity
+        .zip(similarity)
+        .map(|(lex, sim)| weights.bm25 * lex + weights.vector * sim)
+        .collect()
+}
+
+/// Scale the present values to `0..=1` (lowest 0, highest 1; all equal and positive → 1);
+/// absent values are 0.
+fn min_max(values: Vec<Option<f64>>) -> Vec<f64> {
+    let present = values.iter().flatten().copied();
+    let (lo, hi) = present.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    values
+        .into_iter()
+        .map(|v| match v {
+            Some(x) if hi > lo => (x - lo) / (hi - lo),
+            Some(x) if x > 0.0 => 1.0,
+            _ => 0.0,
         })
         .collect()
 }
@@ -224,6 +283,7 @@ mod tests {
             },
             version: 1,
             history: Vec::new(),
+            event_time: None,
             demoted_at: None,
         }
     }
