@@ -7,7 +7,9 @@
 //! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · minmax(cosine)
 //! relevance → context signals (neighbours, session, speaker, time: super::signals)
 //! score     = relevance · rerank_factor
-//! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · (0.75 + 0.25 · 0.5^(age_days / 180))
+//! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · freshness
+//! freshness = 0.5^(age_days / 180)                  preferences, facts, constraints
+//!           = 0.75 + 0.25 · 0.5^(age_days / 180)    events
 //! ```
 //!
 //! * BM25 ([`super::bm25`]) of the query's tokens against the record's `key` (underscores as
@@ -22,11 +24,12 @@
 //! The fusion is a *weighted* sum of normalised scores, not rank fusion: with a small embedder,
 //! equal-weight rank fusion lets the embedder's confident-but-wrong neighbours displace exact
 //! term matches (DESIGN §7; on LoCoMo, reciprocal-rank fusion scored below BM25 alone).
-//! Confidence and importance each scale a score by 0.5–1 and freshness by 0.75–1, so relevance
-//! stays the main signal while confidence, importance and freshness settle near-ties: a newer
-//! fact outranks an older, equally relevant one, but a months-old memory that answers the
-//! query is not pushed below fresh chatter (a full 180-day half-life cost a third of LoCoMo's
-//! hits). Records with score 0 are never returned; the rest are cut at `min_score`, sorted by
+//! Confidence and importance each scale a score by 0.5–1, so relevance stays the main signal
+//! while they settle near-ties. State-like memories (preferences, facts, constraints) go stale:
+//! their score halves every 180 days, so a newer fact outranks an older, similar one. An event
+//! stays what happened: its freshness only scales by 0.75–1, so a months-old event that
+//! answers the query is not pushed below fresh chatter (a full 180-day half-life cost LoCoMo's
+//! episodic recall a tenth of its hits). Records with score 0 are never returned; the rest are cut at `min_score`, sorted by
 //! score (ties: newer `updated_at`, then smaller id) and cut to `limit`.
 
 use chrono::{DateTime, Utc};
@@ -35,14 +38,14 @@ use std::collections::HashMap;
 
 use super::bm25;
 use super::embed::cosine;
-use super::record::{MemoryRecord, RecallHit};
+use super::record::{MemoryKind, MemoryRecord, RecallHit};
 pub use super::signals::Signals;
 use super::tokenize::tokenize;
 
 /// Half-life of the time decay, in days.
 pub const HALF_LIFE_DAYS: f64 = 180.0;
-/// Share of the rerank factor that freshness cannot take away.
-pub const FRESHNESS_FLOOR: f64 = 0.75;
+/// Share of an event's rerank factor that freshness cannot take away.
+pub const EVENT_FRESHNESS_FLOOR: f64 = 0.75;
 
 /// The tokens a record is matched on: its key, content and topics.
 pub fn document_tokens(record: &MemoryRecord) -> Vec<String> {
@@ -71,9 +74,13 @@ pub fn rerank_factor(record: &MemoryRecord, now: DateTime<Utc>) -> f64 {
             0.5
         })
     };
+    let floor = match record.kind {
+        MemoryKind::Event => EVENT_FRESHNESS_FLOOR,
+        MemoryKind::Preference | MemoryKind::Fact | MemoryKind::Constraint => 0.0,
+    };
     (0.5 + 0.5 * unit(record.confidence))
         * (0.5 + 0.5 * unit(record.importance))
-        * (FRESHNESS_FLOOR + (1.0 - FRESHNESS_FLOOR) * time_decay(record.updated_at, now))
+        * (floor + (1.0 - floor) * time_decay(record.updated_at, now))
 }
 
 /// Weights of the two relevance signals (see the module doc).
@@ -307,6 +314,33 @@ mod tests {
         r.confidence = 0.0;
         r.importance = 0.0;
         assert!((rerank_factor(&r, now) - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn events_keep_most_of_their_score_with_age_while_facts_go_stale() {
+        let now = Utc::now();
+        let mut r = record("a", "x", now - Duration::days(360));
+        r.confidence = 1.0;
+        r.importance = 1.0;
+        assert!(
+            (rerank_factor(&r, now) - 0.25).abs() < 1e-9,
+            "a fact halves every 180 days"
+        );
+        r.kind = MemoryKind::Event;
+        assert!(
+            (rerank_factor(&r, now) - 0.8125).abs() < 1e-9,
+            "an event keeps 0.75 + 0.25·0.25"
+        );
+    }
+
+    #[test]
+    fn min_max_scales_present_values_and_zeroes_absent_ones() {
+        assert_eq!(
+            min_max(vec![Some(0.5), None, Some(1.0), Some(0.75)]),
+            vec![0.0, 0.0, 1.0, 0.5]
+        );
+        assert_eq!(min_max(vec![Some(0.3), Some(0.3)]), vec![1.0, 1.0]);
+        assert_eq!(min_max(vec![None]), vec![0.0]);
     }
 
     #[test]

@@ -304,7 +304,12 @@ mod tests {
         );
         assert_eq!(
             run(&records, &[1.0, 1.0], "What happened in May 2023?", s),
-            vec![2.0, 1.0]
+            vec![2.0, 2.0],
+            "both were said in May 2023"
+        );
+        assert_eq!(
+            run(&records, &[1.0, 1.0], "What happened in June?", s),
+            vec![1.0, 1.0]
         );
         assert_eq!(
             run(&records, &[1.0, 1.0], "What happened?", s),
