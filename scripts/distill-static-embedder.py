@@ -10,7 +10,14 @@ vectors and projects them on their first DIMS principal components (default 256)
 weights each row by SIF over a Zipf estimate of the token's frequency from its vocabulary rank
 (sif / (sif + p(rank)), sif = 1e-4) so frequent pieces count less in a mean. Writes
 OUT_DIR/static.safetensors (tensor "embeddings", F32, [vocab, DIMS]), a copy of
-tokenizer.json, and manifest.json. Needs numpy only; deterministic for a given numpy build.
+tokenizer.json, and manifest.json (with the sha256 of the table).
+
+Cost: every sequence has three tokens, so the whole vocabulary goes through the model as
+fixed batches of BATCH sequences (one [3·BATCH, hidden] matrix per layer, float32 throughout),
+spread over one worker process per core ($HERMES_DISTILL_WORKERS to choose); ≈ 2 TFLOP, 20–40 s on 2 cores. Deterministic: the
+batches are the same whatever the number of workers, each worker runs single-threaded BLAS
+(per-row results do not depend on scheduling), the PCA runs in float64 with each component's
+sign fixed. Needs numpy only.
 """
 import hashlib
 import json
@@ -19,7 +26,20 @@ import struct
 import sys
 import time
 
-import numpy as np
+# Single-threaded BLAS in every process (set before numpy loads it): parallelism comes from
+# worker processes, and results do not depend on BLAS's thread split.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import multiprocessing  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+F32 = np.float32
+# Sequences per batch: fixed, so the output does not depend on the worker count.
+BATCH = 1024
+# Rows of the intermediate activations processed at once by GELU (keeps them in cache).
+GELU_ROWS = 64
 
 
 def read_safetensors(path):
@@ -49,66 +69,158 @@ def write_safetensors(path, name, array):
         f.write(array.tobytes())
 
 
-def erf(x):
-    # Abramowitz & Stegun 7.1.26 (max error 1.5e-7): enough for GELU here.
-    sign = np.sign(x)
-    x = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = ((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592
-    return sign * (1.0 - poly * t * np.exp(-x * x))
+def gelu(h):
+    """Exact (erf) GELU in float32, in place on `h`, a row block at a time. erf by Abramowitz &
+    Stegun 7.1.26 (|error| < 1.5e-7)."""
+    for s in range(0, h.shape[0], GELU_ROWS):
+        block = h[s : s + GELU_ROWS]
+        z = np.abs(block) * F32(1.0 / np.sqrt(2.0))
+        t = F32(1.0) / (F32(1.0) + F32(0.3275911) * z)
+        poly = t * F32(1.061405429)
+        for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+            poly += F32(c)
+            poly *= t
+        np.square(z, out=z)
+        np.negative(z, out=z)
+        np.exp(z, out=z)
+        poly *= z  # 1 - erf(|x|/√2)
+        poly -= F32(1.0)
+        np.negative(poly, out=poly)  # erf(|x|/√2)
+        np.copysign(poly, block, out=poly)
+        poly += F32(1.0)
+        block *= poly
+        block *= F32(0.5)
+    return h
 
 
 def layer_norm(x, g, b, eps):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * g + b
+    x = x - x.mean(-1, keepdims=True)
+    var = np.mean(x * x, -1, keepdims=True)
+    x /= np.sqrt(var + F32(eps))
+    x *= g
+    x += b
+    return x
 
 
-def bert(weights, config, ids):
-    """Last hidden states of `ids` [batch, tokens] (no padding)."""
+def fused_layers(weights, config):
+    """Per layer: (QKV weight [hidden, 3·hidden] and bias) — one matmul instead of three."""
+    layers = []
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}.attention.self."
+        names = ("query", "key", "value")
+        qkv_w = np.ascontiguousarray(np.concatenate([weights[p + n + ".weight"] for n in names]).T)
+        qkv_b = np.concatenate([weights[p + n + ".bias"] for n in names])
+        layers.append((qkv_w, qkv_b))
+    return layers
+
+
+def bert(weights, config, ids, layers=None):
+    """Last hidden states of `ids` [batch, tokens] (no padding), float32."""
     w = weights
+    layers = layers or fused_layers(weights, config)
     batch, tokens = ids.shape
     hidden = config["hidden_size"]
     heads = config["num_attention_heads"]
     eps = config.get("layer_norm_eps", 1e-12)
     dh = hidden // heads
+    scale = F32(1.0 / np.sqrt(dh))
     x = (
         w["embeddings.word_embeddings.weight"][ids]
         + w["embeddings.position_embeddings.weight"][:tokens][None]
         + w["embeddings.token_type_embeddings.weight"][0]
     )
     x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-    x = x.reshape(batch * tokens, hidden).astype(np.float32)
-
-    def dense(v, name):
-        return v @ w[name + ".weight"].T + w[name + ".bias"]
-
-    for i in range(config["num_hidden_layers"]):
+    x = x.reshape(batch * tokens, hidden)
+    for i, (qkv_w, qkv_b) in enumerate(layers):
         p = f"encoder.layer.{i}."
-        split = lambda v: v.reshape(batch, tokens, heads, dh).transpose(0, 2, 1, 3)
-        q = split(dense(x, p + "attention.self.query"))
-        k = split(dense(x, p + "attention.self.key"))
-        v = split(dense(x, p + "attention.self.value"))
-        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)
+        qkv = x @ qkv_w
+        qkv += qkv_b
+        qkv = qkv.reshape(batch, tokens, 3, heads, dh).transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0] * scale, qkv[1], qkv[2]
+        scores = q @ k.transpose(0, 1, 3, 2)
         scores -= scores.max(-1, keepdims=True)
-        probs = np.exp(scores)
-        probs /= probs.sum(-1, keepdims=True)
-        ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch * tokens, hidden)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(-1, keepdims=True)
+        ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * tokens, hidden)
+        a = ctx @ w[p + "attention.output.dense.weight"].T
+        a += w[p + "attention.output.dense.bias"]
+        a += x
         x = layer_norm(
-            x + dense(ctx, p + "attention.output.dense"),
-            w[p + "attention.output.LayerNorm.weight"],
-            w[p + "attention.output.LayerNorm.bias"],
-            eps,
+            a, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps
         )
-        h = dense(x, p + "intermediate.dense")
-        h = 0.5 * h * (1.0 + erf(h / np.sqrt(2.0)))
-        x = layer_norm(
-            x + dense(h, p + "output.dense"),
-            w[p + "output.LayerNorm.weight"],
-            w[p + "output.LayerNorm.bias"],
-            eps,
-        ).astype(np.float32)
+        h = x @ w[p + "intermediate.dense.weight"].T
+        h += w[p + "intermediate.dense.bias"]
+        h = gelu(h)
+        o = h @ w[p + "output.dense.weight"].T
+        o += w[p + "output.dense.bias"]
+        o += x
+        x = layer_norm(o, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
     return x.reshape(batch, tokens, hidden)
+
+
+# What each worker process needs, set once per process (inherited on fork, or by the initialiser).
+_MODEL = {}
+
+
+def _init_worker(src):
+    weights = read_safetensors(os.path.join(src, "model.safetensors"))
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(src, "tokenizer.json"), "rb") as f:
+        vocab = json.loads(f.read())["model"]["vocab"]
+    _MODEL.update(
+        weights=weights,
+        config=config,
+        layers=fused_layers(weights, config),
+        cls=vocab["[CLS]"],
+        sep=vocab["[SEP]"],
+    )
+
+
+def _token_batch(start):
+    """Mean-pooled vectors of tokens start..start+BATCH (fewer at the end of the vocabulary)."""
+    m = _MODEL
+    size = m["weights"]["embeddings.word_embeddings.weight"].shape[0]
+    ids = np.arange(start, min(size, start + BATCH))
+    seqs = np.stack([np.full(len(ids), m["cls"]), ids, np.full(len(ids), m["sep"])], axis=1)
+    return start, bert(m["weights"], m["config"], seqs, m["layers"]).mean(axis=1)
+
+
+def token_vectors(src, size, hidden, workers):
+    """Every vocabulary token's mean-pooled vector, [size, hidden] float32."""
+    out = np.zeros((size, hidden), dtype=F32)
+    starts = list(range(0, size, BATCH))
+    done = 0
+    if workers <= 1:
+        _init_worker(src)
+        results = map(_token_batch, starts)
+        pool = None
+    else:
+        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(src,))
+        results = pool.imap_unordered(_token_batch, starts)
+    try:
+        for start, vectors in results:
+            out[start : start + len(vectors)] = vectors
+            done += len(vectors)
+            print(f"\rdistill: {done}/{size} tokens", end="", file=sys.stderr)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    print(file=sys.stderr)
+    return out
+
+
+def principal_components(vectors, dims):
+    """Centred `vectors` projected on their first `dims` principal components (float64), each
+    component's sign fixed so that its largest coefficient is positive."""
+    centred = vectors.astype(np.float64)
+    centred -= centred.mean(axis=0)
+    eigenvalues, eigenvectors = np.linalg.eigh(centred.T @ centred / len(centred))
+    components = eigenvectors[:, np.argsort(-eigenvalues)[:dims]]
+    signs = np.sign(components[np.abs(components).argmax(axis=0), np.arange(components.shape[1])])
+    return centred @ (components * signs)
 
 
 def main():
@@ -117,26 +229,14 @@ def main():
     src, out = sys.argv[1], sys.argv[2]
     dims = int(sys.argv[3]) if len(sys.argv) > 3 else 256
     started = time.time()
-    weights = read_safetensors(os.path.join(src, "model.safetensors"))
     with open(os.path.join(src, "config.json")) as f:
         config = json.load(f)
     with open(os.path.join(src, "tokenizer.json"), "rb") as f:
         tokenizer_bytes = f.read()
-    vocab = json.loads(tokenizer_bytes)["model"]["vocab"]
-    size = weights["embeddings.word_embeddings.weight"].shape[0]
-    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
-    token_vectors = np.zeros((size, config["hidden_size"]), dtype=np.float32)
-    step = 1024
-    for start in range(0, size, step):
-        ids = np.arange(start, min(size, start + step))
-        batch = np.stack([np.full(len(ids), cls), ids, np.full(len(ids), sep)], axis=1)
-        token_vectors[ids] = bert(weights, config, batch).mean(axis=1)
-        print(f"\rdistill: {min(size, start + step)}/{size} tokens", end="", file=sys.stderr)
-    print(file=sys.stderr)
-    centred = token_vectors - token_vectors.mean(axis=0)
-    eigenvalues, eigenvectors = np.linalg.eigh(centred.T @ centred / size)
-    order = np.argsort(-eigenvalues)[:dims]
-    table = centred @ eigenvectors[:, order]
+    size = len(json.loads(tokenizer_bytes)["model"]["vocab"])
+    workers = int(os.environ.get("HERMES_DISTILL_WORKERS") or max(1, min(os.cpu_count() or 1, 8)))
+    vectors = token_vectors(src, size, config["hidden_size"], workers)
+    table = principal_components(vectors, dims)
     ranks = np.arange(2, size + 2, dtype=np.float64)
     p = (1.0 / ranks) / (1.0 / ranks).sum()
     sif = 1e-4

@@ -116,10 +116,7 @@ fn run_one(
         (EmbedderConfig::None, _) => EmbedderConfig::Static { model_dir: None },
         (configured, _) => configured.clone(),
     };
-    let fusion = Weights {
-        bm25: config.memory.fusion.bm25_weight,
-        vector: config.memory.fusion.vector_weight,
-    };
+    let fusion = Weights::from_config(&config.memory.fusion);
     let rt = io_runtime()?;
     rt.block_on(async {
         let embedder = tokio::task::spawn_blocking(move || {

@@ -158,7 +158,8 @@ pub enum EmbedderConfig {
     /// missing recall runs on BM25 alone with one warning.
     Static {
         /// Folder with `static.safetensors` and `tokenizer.json`; default:
-        /// `$HERMES_STATIC_EMBEDDER_DIR`, else `.tools/models/minilm-static`.
+        /// `$HERMES_STATIC_EMBEDDER_DIR`, else `.tools/models/minilm-static` below the
+        /// working directory or the checkout of the running executable.
         #[serde(default)]
         model_dir: Option<PathBuf>,
     },
@@ -193,12 +194,21 @@ fn default_embed_timeout() -> u64 {
     30
 }
 
-/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·minmax(cosine)`.
+/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·scaled(cosine)`,
+/// where a cosine at or below `min_cosine` counts 0 (see [`crate::memory::recall`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FusionConfig {
     pub bm25_weight: f64,
     pub vector_weight: f64,
+    /// Cosine similarity at or below which a memory gets nothing from the vector half: the
+    /// absolute floor that keeps unrelated memories out however few the candidates are.
+    #[serde(default = "default_min_cosine")]
+    pub min_cosine: f64,
+}
+
+fn default_min_cosine() -> f64 {
+    crate::memory::recall::DEFAULT_MIN_COSINE
 }
 
 impl Default for FusionConfig {
@@ -206,6 +216,7 @@ impl Default for FusionConfig {
         Self {
             bm25_weight: 0.7,
             vector_weight: 0.3,
+            min_cosine: default_min_cosine(),
         }
     }
 }
@@ -411,6 +422,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "memory.fusion".into(),
                 message: "bm25_weight and vector_weight must be ≥ 0 and not both 0".into(),
+            });
+        }
+        if !(-1.0..1.0).contains(&fusion.min_cosine) {
+            return Err(ConfigError::Invalid {
+                key: "memory.fusion.min_cosine".into(),
+                message: "must be a cosine similarity in -1..1 (1 would turn vectors off)".into(),
             });
         }
         self.check_mcp_host()?;

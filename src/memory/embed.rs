@@ -75,12 +75,7 @@ pub fn from_config(config: &EmbedderConfig) -> Result<Option<SharedEmbedder>, Em
                 .clone()
                 .unwrap_or_else(static_model::default_model_dir);
             if !static_model::is_installed(&dir) {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    "the static embedder is not installed, so memory recall uses BM25 alone; \
-                     run scripts/fetch-embedder.sh (or set [memory.embedder] model_dir) for \
-                     BM25 + vectors, or set kind = \"none\" to silence this"
-                );
+                tracing::warn!("{}", static_model::not_installed_message(&dir));
                 return Ok(None);
             }
             Ok(Some(static_model::load(&dir)?))

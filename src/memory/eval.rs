@@ -360,7 +360,11 @@ pub async fn evaluate(
 ) -> Result<EvalReport, EvalError> {
     let weights = match retriever {
         Retriever::Bm25 => Weights::BM25,
-        Retriever::Vector => Weights::VECTOR,
+        Retriever::Vector => Weights {
+            bm25: 0.0,
+            vector: 1.0,
+            ..fusion
+        },
         Retriever::Hybrid => fusion,
     };
     if retriever != Retriever::Bm25 && service.embedder_id().is_none() {

