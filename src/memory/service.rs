@@ -9,7 +9,9 @@
 //! content changed, or written before the embedder was configured), then fuses BM25 and cosine
 //! and applies the context signals ([`super::recall::rank_candidates`]). An embedder failure
 //! degrades recall to BM25 with a warning; it never fails the turn. Writes are flushed before
-//! they return; their vectors are computed right after, once, and stored beside the record.
+//! they return; their vectors are computed right after, once, and stored beside the record,
+//! and the user's recall index is rebuilt then (off the turn's path: extraction runs after the
+//! turn), so a recall after a write does not pay for the rebuild.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -264,7 +266,37 @@ impl MemoryService {
                 tracing::warn!(error = %e, "memory written, its vector not (recall will retry)");
             }
         }
+        if !applied.is_empty() {
+            self.warm(user).await;
+        }
         Ok(applied)
+    }
+
+    /// Rebuild `user`'s recall index and attach the embedder's vectors right after a write, so
+    /// the next recall — a turn waiting for it — finds them ready instead of decoding,
+    /// tokenising and reading vectors of every record of the user first (a write invalidates
+    /// the index). Best-effort: a failure only leaves that work to the next recall.
+    async fn warm(&self, user: &str) {
+        let (store, u) = (self.store.clone(), user.to_string());
+        let index = match blocking(move || store.user_index(&u)).await {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::debug!(user, error = %e, "recall index not warmed after a write");
+                return;
+            }
+        };
+        let Some(embedder) = &self.embedder else {
+            return;
+        };
+        if index.records.is_empty() || index.vectors(embedder.id()).is_some() {
+            return;
+        }
+        match self.vector_column(embedder, user, &index).await {
+            Ok(column) => {
+                index.attach_vectors(column);
+            }
+            Err(e) => tracing::debug!(user, error = %e, "recall vectors not warmed after a write"),
+        }
     }
 
     async fn embed_records(
@@ -309,6 +341,12 @@ impl MemoryService {
                     .await
                     .map_err(|e| MemoryError::Embedding(e.to_string()))?;
             }
+        }
+        let mut users: Vec<&str> = records.iter().map(|r| r.user.as_str()).collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            self.warm(user).await;
         }
         Ok(())
     }

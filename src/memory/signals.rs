@@ -107,26 +107,34 @@ fn sessions(records: &[&MemoryRecord]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// Compare with digit runs as numbers (`D1:9` < `D1:10`).
+/// Compare with digit runs as numbers (`D1:9` < `D1:10`), without allocating: sorting a
+/// session's turns calls this O(n log n) times per recall.
 fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let parts = |s: &str| -> Vec<(u64, String)> {
-        let mut out = Vec::new();
-        let mut rest = s;
-        while !rest.is_empty() {
-            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-            if digits > 0 {
-                out.push((rest[..digits].parse().unwrap_or(u64::MAX), String::new()));
-                rest = &rest[digits..];
-            } else {
-                let text =
-                    rest.len() - rest.trim_start_matches(|c: char| !c.is_ascii_digit()).len();
-                out.push((0, rest[..text].to_string()));
-                rest = &rest[text..];
-            }
-        }
-        out
-    };
-    parts(a).cmp(&parts(b))
+    Runs(a).cmp(Runs(b))
+}
+
+/// The runs of a string: `(number, "")` for a run of ASCII digits, `(0, text)` for a run of
+/// anything else.
+struct Runs<'a>(&'a str);
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = (u64, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.0;
+        let first = rest.chars().next()?;
+        let digit = first.is_ascii_digit();
+        let len = rest
+            .find(|c: char| c.is_ascii_digit() != digit)
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(len);
+        self.0 = tail;
+        Some(if digit {
+            (run.parse().unwrap_or(u64::MAX), "")
+        } else {
+            (0, run)
+        })
+    }
 }
 
 fn add_neighbours(sessions: &[Vec<usize>], relevance: &mut [f64], weight: f64) {
@@ -149,9 +157,12 @@ fn add_session_best(sessions: &[Vec<usize>], relevance: &mut [f64], weight: f64)
     }
 }
 
-/// The speaker of an episodic record written as `Name: text` (a short name of at most three
-/// words before the first colon).
+/// The speaker of an episodic record (kind `event`) written as `Name: text` (a short name of
+/// at most three words before the first colon). A fact written `budget: 5000` has no speaker.
 pub fn speaker(record: &MemoryRecord) -> Option<&str> {
+    if record.kind != MemoryKind::Event {
+        return None;
+    }
     let (name, _) = record
         .content
         .split_once(':')
@@ -249,6 +260,16 @@ mod tests {
     }
 
     #[test]
+    fn natural_order_compares_digit_runs_as_numbers() {
+        use std::cmp::Ordering::*;
+        assert_eq!(natural_cmp("D1:9", "D1:10"), Less);
+        assert_eq!(natural_cmp("D2:1", "D10:1"), Less);
+        assert_eq!(natural_cmp("D1:10", "D1:10"), Equal);
+        assert_eq!(natural_cmp("m7", "m7b"), Less);
+        assert_eq!(natural_cmp("", "a"), Less);
+    }
+
+    #[test]
     fn facts_of_one_session_lend_each_other_nothing() {
         let mut records = [
             turn("a", "s1", 0, "lives in Hangzhou"),
@@ -315,6 +336,14 @@ mod tests {
             "two speakers named: no preference"
         );
         assert_eq!(speaker(&records[2]), None, "a long prefix is not a name");
+        let mut fact = turn("d", "s", 3, "budget: 5000 yuan");
+        assert_eq!(speaker(&fact), Some("budget"));
+        fact.kind = MemoryKind::Fact;
+        assert_eq!(
+            speaker(&fact),
+            None,
+            "only conversation turns have speakers"
+        );
     }
 
     #[test]
