@@ -1,10 +1,13 @@
-//! Recall latency of the memory store at 10k and 100k records (1k per user), and 1M with
-//! `HERMES_BENCH_1M=1` (slow to build). Recall scans only the asking user's records, so latency
+//! Recall latency of the memory service at 10k and 100k records (1k per user), and 1M with
+//! `HERMES_BENCH_1M=1` (slow to fill). Recall reads only the asking user's records, so latency
 //! should depend on records per user, not on the total.
 //!
-//! Besides criterion's estimate, each size prints p50/p99 over 500 recalls of random users:
-//! `cargo bench --bench memory_recall`. Under `cargo test` (no `--bench`) it only smoke-tests
-//! 2k records.
+//! Recall goes through [`MemoryService::recall`] as a turn's does: with the default static
+//! embedder when it is installed (`scripts/fetch-embedder.sh`; records are embedded once when
+//! written, the query at every recall — included in the timings), BM25 alone otherwise (the
+//! bench says which). Besides criterion's estimate, each size prints p50/p99 over 500 recalls
+//! of random users: `cargo bench --bench memory_recall`. Under `cargo test` (no `--bench`) it
+//! only smoke-tests 2k records.
 
 #![allow(clippy::expect_used)]
 
@@ -12,7 +15,8 @@ use std::time::Instant;
 
 use chrono::{Duration, Utc};
 use criterion::{criterion_group, criterion_main, Criterion};
-use hermes::memory::{MemoryKind, MemoryRecord, MemoryStore, Source};
+use hermes::config::{Config, EmbedderConfig};
+use hermes::memory::{MemoryKind, MemoryRecord, MemoryService, RecallFilter, RecallQuery, Source};
 
 const PER_USER: usize = 1000;
 
@@ -93,29 +97,55 @@ fn record(user: usize, i: usize, rng: &mut Lcg) -> MemoryRecord {
         },
         version: 1,
         history: Vec::new(),
+        event_time: None,
         demoted_at: None,
     }
 }
 
-fn fill(total: usize) -> (tempfile::TempDir, MemoryStore) {
+fn fill(rt: &tokio::runtime::Runtime, total: usize) -> (tempfile::TempDir, MemoryService) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = hermes::store::durability::Durable::from(
         hermes::store::open(dir.path()).expect("sled opens"),
     );
-    let store = MemoryStore::open(&db).expect("store opens");
+    let config = Config::embedded().expect("default config");
+    let embedder_config = match &config.memory.embedder {
+        EmbedderConfig::None => EmbedderConfig::Static { model_dir: None },
+        other => other.clone(),
+    };
+    let embedder = hermes::memory::embed::from_config(&embedder_config).expect("embedder");
+    let service = MemoryService::open(&db, &config.memory, embedder).expect("service opens");
     let mut rng = Lcg(7);
     let started = Instant::now();
+    let mut batch = Vec::with_capacity(PER_USER);
     for i in 0..total {
-        store
-            .insert_record(&record(i / PER_USER, i, &mut rng))
-            .expect("insert");
+        batch.push(record(i / PER_USER, i, &mut rng));
+        if batch.len() == PER_USER || i + 1 == total {
+            rt.block_on(service.import(&batch)).expect("import");
+            batch.clear();
+        }
     }
     db.flush().expect("flush");
     eprintln!(
-        "filled {total} records in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "filled {total} records in {:.1} s, recall with {}",
+        started.elapsed().as_secs_f64(),
+        service.embedder_id().map_or(
+            "BM25 alone (run scripts/fetch-embedder.sh for the static embedder)".to_string(),
+            |id| format!("BM25 + vectors by {id}")
+        )
     );
-    (dir, store)
+    (dir, service)
+}
+
+fn query(user: String, text: &str) -> RecallQuery {
+    RecallQuery {
+        user,
+        text: text.to_string(),
+        filter: RecallFilter::default(),
+        limit: 5,
+        min_score: 0.1,
+        weights: None,
+        now: Utc::now(),
+    }
 }
 
 const QUERIES: &[&str] = &[
@@ -126,14 +156,14 @@ const QUERIES: &[&str] = &[
     "咖啡要加什么奶",
 ];
 
-fn percentiles(store: &MemoryStore, users: usize) -> (f64, f64) {
+fn percentiles(rt: &tokio::runtime::Runtime, service: &MemoryService, users: usize) -> (f64, f64) {
     let mut rng = Lcg(11);
     let mut ms: Vec<f64> = (0..500)
         .map(|_| {
             let user = format!("user{:05}", rng.next() % users);
-            let query = rng.pick(QUERIES);
+            let q = query(user, rng.pick(QUERIES));
             let t = Instant::now();
-            let hits = store.recall(&user, None, query, 5, 0.1).expect("recall");
+            let hits = rt.block_on(service.recall(q)).expect("recall");
             std::hint::black_box(hits);
             t.elapsed().as_secs_f64() * 1000.0
         })
@@ -153,19 +183,23 @@ fn bench_recall(c: &mut Criterion) {
     if measuring && std::env::var("HERMES_BENCH_1M").is_ok_and(|v| v == "1") {
         sizes.push(1_000_000);
     }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let mut group = c.benchmark_group("memory_recall");
     group.sample_size(30);
     for total in sizes {
-        let (_dir, store) = fill(total);
+        let (_dir, service) = fill(&rt, total);
         let users = total / PER_USER;
-        let (p50, p99) = percentiles(&store, users);
+        let (p50, p99) = percentiles(&rt, &service, users);
         eprintln!("recall at {total} records ({users} users × {PER_USER}): p50 {p50:.2} ms, p99 {p99:.2} ms");
         let mut rng = Lcg(3);
         group.bench_function(format!("{total}_records"), |b| {
             b.iter(|| {
                 let user = format!("user{:05}", rng.next() % users);
-                store
-                    .recall(&user, None, rng.pick(QUERIES), 5, 0.1)
+                rt.block_on(service.recall(query(user, rng.pick(QUERIES))))
                     .expect("recall")
             })
         });

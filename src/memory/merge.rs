@@ -82,6 +82,7 @@ pub fn new_record(
         source: source.clone(),
         version: 1,
         history: Vec::new(),
+        event_time: super::temporal::event_time(&update.content, source.source_time),
         demoted_at: None,
     }
 }
@@ -114,6 +115,7 @@ pub fn merged(
         source: source.clone(),
         version: existing.version.saturating_add(1),
         history,
+        event_time: super::temporal::event_time(&update.content, source.source_time),
         demoted_at: None,
         ..existing.clone()
     }

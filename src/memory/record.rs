@@ -28,6 +28,10 @@ pub struct MemoryRecord {
     /// Earlier contents, oldest first.
     #[serde(default)]
     pub history: Vec<String>,
+    /// When the event it tells of happened, when its text dates it relative to its source time
+    /// ("yesterday", "last year"): resolved once at write time ([`super::temporal`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_time: Option<DateTime<Utc>>,
     /// When the sweep demoted this expired record (importance halved, out of recall); the
     /// next sweep removes it unless an open task references it. A new write clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,11 +4,14 @@
 //!
 //! Everything that scans many records (candidate filtering, ranking, the sweep) runs in
 //! `spawn_blocking`, never on the calling async thread. Recall with an embedder embeds the query,
-//! reads the user's vectors stored by *that* embedder, lazily embeds records whose vector is
-//! missing or stale (content changed, or written before the embedder was configured), then fuses
-//! BM25 and cosine ([`super::recall::rank_fused`]). An embedder failure degrades recall to BM25
-//! with a warning; it never fails the turn. Writes are flushed before they return; their vectors
-//! are computed after, best-effort (recall fills any gap).
+//! takes the user's vectors stored by *that* embedder from the per-user index (reading them from
+//! sled once per write stamp, and lazily embedding records whose vector is missing or stale:
+//! content changed, or written before the embedder was configured), then fuses BM25 and cosine
+//! and applies the context signals ([`super::recall::rank_candidates`]). An embedder failure
+//! degrades recall to BM25 with a warning; it never fails the turn. Writes are flushed before
+//! they return; their vectors are computed right after, once, and stored beside the record,
+//! and the user's recall index is rebuilt then (off the turn's path: extraction runs after the
+//! turn), so a recall after a write does not pay for the rebuild.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,11 +19,13 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::embed::SharedEmbedder;
-use super::recall::{self, QueryVectors, Weights};
+use super::recall::{Ranking, Signals, Weights};
 use super::record::{MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source};
 use super::refs::MemoryRefs;
 use super::store::{AppliedUpdate, MemoryError, MemoryStore};
+use super::store_recall::rank_index;
 use super::sweep::SweepReport;
+use super::user_index::{UserIndex, VectorColumn};
 use super::vectors::{embed_text, text_hash, StoredVector, VectorStore};
 use crate::config::MemoryConfig;
 
@@ -46,6 +51,7 @@ pub struct MemoryService {
     refs: MemoryRefs,
     embedder: Option<SharedEmbedder>,
     weights: Weights,
+    signals: Signals,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -68,11 +74,15 @@ impl MemoryService {
             vectors: VectorStore::open(db)?,
             refs: MemoryRefs::open(db)?,
             embedder,
-            weights: Weights {
-                bm25: config.fusion.bm25_weight,
-                vector: config.fusion.vector_weight,
-            },
+            weights: Weights::from_config(&config.fusion),
+            signals: Signals::DEFAULT,
         })
+    }
+
+    /// The same service with other context signals (evaluation ablations).
+    pub fn with_signals(mut self, signals: Signals) -> Self {
+        self.signals = signals;
+        self
     }
 
     pub fn store(&self) -> &MemoryStore {
@@ -91,10 +101,13 @@ impl MemoryService {
     /// The best records for `query` (see the module doc).
     pub async fn recall(&self, query: RecallQuery) -> Result<Vec<RecallHit>, MemoryError> {
         let store = self.store.clone();
-        let (user, filter, now) = (query.user.clone(), query.filter.clone(), query.now);
-        let (candidates, tokens) =
-            blocking(move || store.candidates_with_tokens(&user, &filter, now)).await?;
-        if candidates.is_empty() {
+        let user = query.user.clone();
+        let index = blocking(move || {
+            super::store::check_name("user", &user)?;
+            store.user_index(&user)
+        })
+        .await?;
+        if index.records.is_empty() {
             return Ok(Vec::new());
         }
         let weights = query.weights.unwrap_or(match self.embedder {
@@ -102,8 +115,8 @@ impl MemoryService {
             None => Weights::BM25,
         });
         let vectors = match (&self.embedder, weights.vector > 0.0) {
-            (Some(embedder), true) if !candidates.is_empty() => {
-                match self.vectors_for(embedder, &query, &candidates).await {
+            (Some(embedder), true) if !index.records.is_empty() => {
+                match self.query_and_vectors(embedder, &query, &index).await {
                     Ok(v) => Some(v),
                     Err(e) => {
                         tracing::warn!(error = %e, "embedding failed; recall falls back to BM25");
@@ -113,45 +126,66 @@ impl MemoryService {
             }
             _ => None,
         };
-        let weights = if vectors.is_none() {
-            Weights::BM25
-        } else {
-            weights
+        let ranking = Ranking {
+            weights: if vectors.is_some() {
+                weights
+            } else {
+                Weights::BM25
+            },
+            signals: self.signals,
+            limit: query.limit,
+            min_score: query.min_score,
+            now: query.now,
         };
-        tokio::task::spawn_blocking(move || {
-            let q = vectors
+        blocking(move || {
+            let vectors = vectors
                 .as_ref()
-                .map(|(q, records)| QueryVectors { query: q, records });
-            let docs: Vec<&[String]> = tokens.iter().map(|t| t.as_slice()).collect();
-            recall::rank_tokenised(
-                candidates,
-                &docs,
+                .and_then(|(q, id)| Some((index.vectors(id)?, q.as_slice())));
+            Ok(rank_index(
+                &index,
+                &query.filter,
                 &query.text,
-                q,
-                weights,
-                query.limit,
-                query.min_score,
-                query.now,
-            )
+                vectors,
+                &ranking,
+            ))
         })
         .await
-        .map_err(|e| MemoryError::Interrupted(e.to_string()))
     }
 
-    /// The query vector and a current vector for every candidate, embedding what is missing.
-    async fn vectors_for(
+    /// The query vector and the embedder id whose vectors are attached to `index` (attaching
+    /// them first when needed).
+    async fn query_and_vectors(
         &self,
         embedder: &SharedEmbedder,
         query: &RecallQuery,
-        candidates: &[MemoryRecord],
-    ) -> Result<(Vec<f32>, HashMap<String, Vec<f32>>), Box<dyn std::error::Error + Send + Sync>>
-    {
+        index: &Arc<UserIndex>,
+    ) -> Result<(Vec<f32>, String), Box<dyn std::error::Error + Send + Sync>> {
         let id = embedder.id().to_string();
-        let (vectors, user, id2) = (self.vectors.clone(), query.user.clone(), id.clone());
-        let mut stored = blocking(move || vectors.for_user(&user, &id2)).await?;
-        let mut texts = vec![query.text.clone()];
+        if index.vectors(&id).is_none() {
+            let column = self.vector_column(embedder, &query.user, index).await?;
+            index.attach_vectors(column);
+        }
+        let query_vector = embedder
+            .embed(std::slice::from_ref(&query.text))
+            .await?
+            .pop()
+            .ok_or("the embedder returned no vectors")?;
+        Ok((query_vector, id))
+    }
+
+    /// A current vector for every record of `index`, embedding what is missing or stale.
+    async fn vector_column(
+        &self,
+        embedder: &SharedEmbedder,
+        user: &str,
+        index: &Arc<UserIndex>,
+    ) -> Result<VectorColumn, Box<dyn std::error::Error + Send + Sync>> {
+        let id = embedder.id().to_string();
+        let (vectors, u, id2) = (self.vectors.clone(), user.to_string(), id.clone());
+        let mut stored = blocking(move || vectors.for_user(&u, &id2)).await?;
         let mut stale = Vec::new();
-        for record in candidates {
+        let mut texts = Vec::new();
+        for record in &index.records {
             let text = embed_text(record);
             let hash = text_hash(&text);
             if stored.get(&record.id).is_none_or(|v| v.text_hash != hash) {
@@ -159,15 +193,26 @@ impl MemoryService {
                 texts.push(text);
             }
         }
-        let mut embedded = embedder.embed(&texts).await?.into_iter();
-        let query_vector = embedded.next().ok_or("the embedder returned no vectors")?;
-        for ((record_id, text_hash), vector) in stale.into_iter().zip(embedded) {
-            let fresh = StoredVector { text_hash, vector };
-            self.vectors.put(&query.user, &id, &record_id, &fresh)?;
-            stored.insert(record_id, fresh);
+        if !texts.is_empty() {
+            let embedded = embedder.embed(&texts).await?;
+            let fresh: Vec<(String, StoredVector)> = stale
+                .into_iter()
+                .zip(embedded)
+                .map(|((record_id, text_hash), vector)| {
+                    (record_id, StoredVector { text_hash, vector })
+                })
+                .collect();
+            let items: Vec<(&str, &StoredVector)> =
+                fresh.iter().map(|(i, v)| (i.as_str(), v)).collect();
+            self.vectors.put_many(user, &id, &items)?;
+            stored.extend(fresh);
         }
-        let by_id = stored.into_iter().map(|(k, v)| (k, v.vector)).collect();
-        Ok((query_vector, by_id))
+        let rows = index
+            .records
+            .iter()
+            .map(|r| stored.remove(&r.id).map(|v| v.vector))
+            .collect();
+        Ok(VectorColumn { embedder: id, rows })
     }
 
     /// Embed every live record of `user` whose vector by the configured embedder is missing or
@@ -221,7 +266,37 @@ impl MemoryService {
                 tracing::warn!(error = %e, "memory written, its vector not (recall will retry)");
             }
         }
+        if !applied.is_empty() {
+            self.warm(user).await;
+        }
         Ok(applied)
+    }
+
+    /// Rebuild `user`'s recall index and attach the embedder's vectors right after a write, so
+    /// the next recall — a turn waiting for it — finds them ready instead of decoding,
+    /// tokenising and reading vectors of every record of the user first (a write invalidates
+    /// the index). Best-effort: a failure only leaves that work to the next recall.
+    async fn warm(&self, user: &str) {
+        let (store, u) = (self.store.clone(), user.to_string());
+        let index = match blocking(move || store.user_index(&u)).await {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::debug!(user, error = %e, "recall index not warmed after a write");
+                return;
+            }
+        };
+        let Some(embedder) = &self.embedder else {
+            return;
+        };
+        if index.records.is_empty() || index.vectors(embedder.id()).is_some() {
+            return;
+        }
+        match self.vector_column(embedder, user, &index).await {
+            Ok(column) => {
+                index.attach_vectors(column);
+            }
+            Err(e) => tracing::debug!(user, error = %e, "recall vectors not warmed after a write"),
+        }
     }
 
     async fn embed_records(
@@ -235,12 +310,43 @@ impl MemoryService {
         }
         let texts: Vec<String> = records.iter().map(|r| embed_text(r)).collect();
         let vectors = embedder.embed(&texts).await?;
-        for ((record, text), vector) in records.iter().zip(&texts).zip(vectors) {
-            let stored = StoredVector {
+        let stored: Vec<StoredVector> = texts
+            .iter()
+            .zip(vectors)
+            .map(|(text, vector)| StoredVector {
                 text_hash: text_hash(text),
                 vector,
-            };
-            self.vectors.put(user, embedder.id(), &record.id, &stored)?;
+            })
+            .collect();
+        let items: Vec<(&str, &StoredVector)> =
+            records.iter().map(|r| r.id.as_str()).zip(&stored).collect();
+        self.vectors.put_many(user, embedder.id(), &items)?;
+        Ok(())
+    }
+
+    /// Store `records` as they are, bypassing the merge rules (imports, evaluation, benches),
+    /// and embed them once with the configured embedder; durable when this returns.
+    pub async fn import(&self, records: &[MemoryRecord]) -> Result<(), MemoryError> {
+        let store = self.store.clone();
+        let owned = records.to_vec();
+        blocking(move || owned.iter().try_for_each(|r| store.insert_record(r))).await?;
+        self.store.flush().await?;
+        if let Some(embedder) = &self.embedder {
+            let mut by_user: HashMap<&str, Vec<&MemoryRecord>> = HashMap::new();
+            for r in records {
+                by_user.entry(r.user.as_str()).or_default().push(r);
+            }
+            for (user, records) in by_user {
+                self.embed_records(embedder, user, &records)
+                    .await
+                    .map_err(|e| MemoryError::Embedding(e.to_string()))?;
+            }
+        }
+        let mut users: Vec<&str> = records.iter().map(|r| r.user.as_str()).collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            self.warm(user).await;
         }
         Ok(())
     }

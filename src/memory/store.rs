@@ -16,7 +16,6 @@ use sled::Transactional;
 
 use super::merge::{self, is_stale, normalize_key};
 use super::record::{MemoryRecord, MemoryUpdate, Source, UpdateOp};
-use super::store_recall::decode_stamp;
 pub use super::store_recall::Tokens;
 use super::user_index::IndexCache;
 
@@ -435,12 +434,7 @@ impl MemoryStore {
         (&self.memories, &self.keys, &self.stamps)
             .transaction(|(memories, keys, stamps)| {
                 f(memories, keys)?;
-                let next = stamps
-                    .get(user.as_bytes())?
-                    .map_or(0, |v| decode_stamp(&v))
-                    .wrapping_add(1);
-                stamps.insert(user.as_bytes(), &next.to_be_bytes())?;
-                Ok(())
+                super::vectors::bump_stamp(stamps, user)
             })
             .map_err(|err| MemoryError::Storage {
                 action: "write memory records",

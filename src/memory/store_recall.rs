@@ -9,10 +9,40 @@ use chrono::{DateTime, Utc};
 use super::recall;
 use super::record::{MemoryRecord, RecallFilter, RecallHit};
 use super::store::{check_name, MemoryError, MemoryStore};
-use super::user_index::UserIndex;
+use super::user_index::{UserIndex, VectorColumn};
 
 /// A record's BM25 tokens, shared with the per-user index.
 pub type Tokens = Arc<Vec<String>>;
+
+/// Rank the records of `index` that `filter` admits (see [`recall::rank_candidates`]); only
+/// the hits are cloned. `vectors`: the index's vectors by the embedder of `query_vector`.
+pub fn rank_index(
+    index: &UserIndex,
+    filter: &RecallFilter,
+    query: &str,
+    vectors: Option<(&VectorColumn, &[f32])>,
+    ranking: &recall::Ranking,
+) -> Vec<RecallHit> {
+    let candidates: Vec<recall::Candidate<'_>> = index
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| filter.admits(r, ranking.now))
+        .map(|(i, record)| recall::Candidate {
+            record,
+            tokens: index.tokens[i].as_slice(),
+            vector: vectors.and_then(|(column, _)| column.rows.get(i)?.as_deref()),
+        })
+        .collect();
+    let query_vector = vectors.map(|(_, q)| q);
+    recall::rank_candidates(&candidates, query, query_vector, ranking)
+        .into_iter()
+        .map(|(i, score)| RecallHit {
+            record: candidates[i].record.clone(),
+            score,
+        })
+        .collect()
+}
 
 /// A stored write stamp (8 bytes big-endian; anything else counts as 0).
 pub(super) fn decode_stamp(bytes: &[u8]) -> u64 {
@@ -47,18 +77,16 @@ impl MemoryStore {
             namespace: namespace.map(str::to_owned),
             ..RecallFilter::default()
         };
-        let (live, tokens) = self.candidates_with_tokens(user, &filter, now)?;
-        let docs: Vec<&[String]> = tokens.iter().map(|t| t.as_slice()).collect();
-        Ok(recall::rank_tokenised(
-            live,
-            &docs,
-            query,
-            None,
-            recall::Weights::BM25,
+        check_name("user", user)?;
+        let index = self.user_index(user)?;
+        let ranking = recall::Ranking {
+            weights: recall::Weights::BM25,
+            signals: recall::Signals::NONE,
             limit,
             min_score,
             now,
-        ))
+        };
+        Ok(rank_index(&index, &filter, query, None, &ranking))
     }
 
     /// `user`'s records that `filter` admits at `now` (live, in namespace, kinds, topics):
@@ -92,7 +120,7 @@ impl MemoryStore {
     }
 
     /// The user's cached index, rebuilt from sled when a write changed the user's stamp.
-    fn user_index(&self, user: &str) -> Result<Arc<UserIndex>, MemoryError> {
+    pub(crate) fn user_index(&self, user: &str) -> Result<Arc<UserIndex>, MemoryError> {
         let stamp = self.stamp(user)?;
         if let Some(index) = self.index.get(user, stamp) {
             return Ok(index);

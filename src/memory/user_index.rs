@@ -1,20 +1,22 @@
-//! The per-user recall index: a user's decoded records and their BM25 tokens, kept in memory
-//! between recalls so a recall does not decode and re-tokenise every record of the user.
+//! The per-user recall index: a user's decoded records, their BM25 tokens and (once a vector
+//! recall asked for them) their vectors by one embedder, kept in memory between recalls so a
+//! recall does not decode, re-tokenise and re-read every record of the user.
 //!
 //! An entry is valid for one value of the user's write stamp (sled tree `memory_stamps`, key
 //! `<user>`, bumped in the same transaction as every write of that user's records), so a write
 //! through any `MemoryStore` on the same database makes the next recall rebuild the entry.
-//! The cache holds at most [`MAX_CACHED_RECORDS`] records; the least recently used users go
-//! first.
+//! Vector writes bump the same stamp ([`super::vectors`]). The cache holds at most
+//! [`MAX_CACHED_RECORDS`] records; the least recently used users go first.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::recall::document_tokens;
 use super::record::MemoryRecord;
 
-/// Records kept in memory across all cached users (about 1 KiB each with their tokens).
-pub const MAX_CACHED_RECORDS: usize = 50_000;
+/// Records kept in memory across all cached users (about 2 KiB each with their tokens and a
+/// 256-dimension vector: ≈ 250 MB when full).
+pub const MAX_CACHED_RECORDS: usize = 120_000;
 
 /// One user's records and their tokens, as of one write stamp.
 #[derive(Debug)]
@@ -23,6 +25,14 @@ pub struct UserIndex {
     pub records: Vec<MemoryRecord>,
     /// `tokens[i]` are [`document_tokens`] of `records[i]`.
     pub tokens: Vec<Arc<Vec<String>>>,
+    vectors: OnceLock<VectorColumn>,
+}
+
+/// The records' vectors by one embedder: `rows[i]` belongs to `records[i]` (`None`: no vector).
+#[derive(Debug)]
+pub struct VectorColumn {
+    pub embedder: String,
+    pub rows: Vec<Option<Vec<f32>>>,
 }
 
 impl UserIndex {
@@ -35,7 +45,21 @@ impl UserIndex {
             stamp,
             records,
             tokens,
+            vectors: OnceLock::new(),
         }
+    }
+
+    /// The vectors by `embedder`, when they were attached.
+    pub fn vectors(&self, embedder: &str) -> Option<&VectorColumn> {
+        self.vectors.get().filter(|c| c.embedder == embedder)
+    }
+
+    /// Attach the vectors of one embedder (the first attached stays; an index is rebuilt at
+    /// every write anyway). Returns the column now attached for `column.embedder`, if any.
+    pub fn attach_vectors(&self, column: VectorColumn) -> Option<&VectorColumn> {
+        let embedder = column.embedder.clone();
+        let _ = self.vectors.set(column);
+        self.vectors(&embedder)
     }
 }
 

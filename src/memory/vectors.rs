@@ -5,12 +5,18 @@
 //! `<user>\0X\0` range, so vectors of another model are never compared with it. The text hash
 //! says whether a vector is still current: after a record's content changes, or for a record
 //! written before an embedder was configured, the memory service re-embeds it lazily at recall
-//! ([`super::service`]). Vectors of removed records are pruned by the sweep.
+//! ([`super::service`]). Vectors of removed records are pruned by the sweep. Every write bumps
+//! the user's write stamp (tree [`super::store::MEMORY_STAMPS_TREE`]) in the same transaction,
+//! so the per-user recall index ([`super::user_index`]) picks the new vectors up.
 
 use std::collections::HashMap;
 
+use sled::transaction::{TransactionError, TransactionalTree};
+use sled::Transactional;
+
 use super::record::MemoryRecord;
-use super::store::MemoryError;
+use super::store::{MemoryError, MEMORY_STAMPS_TREE};
+use super::store_recall::decode_stamp;
 
 /// Name of the vectors tree.
 pub const VECTORS_TREE: &str = "memory_vectors";
@@ -26,6 +32,7 @@ pub struct StoredVector {
 #[derive(Clone)]
 pub struct VectorStore {
     tree: sled::Tree,
+    stamps: sled::Tree,
 }
 
 fn storage(action: &'static str) -> impl FnOnce(sled::Error) -> MemoryError {
@@ -38,6 +45,9 @@ impl VectorStore {
             tree: db
                 .open_tree(VECTORS_TREE)
                 .map_err(storage("open its vectors tree"))?,
+            stamps: db
+                .open_tree(MEMORY_STAMPS_TREE)
+                .map_err(storage("open its write stamps tree"))?,
         })
     }
 
@@ -67,14 +77,37 @@ impl VectorStore {
         record_id: &str,
         stored: &StoredVector,
     ) -> Result<(), MemoryError> {
-        let mut value = stored.text_hash.to_le_bytes().to_vec();
-        for x in &stored.vector {
-            value.extend_from_slice(&x.to_le_bytes());
-        }
-        self.tree
-            .insert(key(user, embedder, record_id), value)
-            .map_err(storage("write a memory vector"))?;
-        Ok(())
+        self.put_many(user, embedder, &[(record_id, stored)])
+    }
+
+    /// Store several of `user`'s vectors by `embedder` in one transaction (one stamp bump).
+    pub fn put_many(
+        &self,
+        user: &str,
+        embedder: &str,
+        items: &[(&str, &StoredVector)],
+    ) -> Result<(), MemoryError> {
+        let encoded: Vec<(Vec<u8>, Vec<u8>)> = items
+            .iter()
+            .map(|(id, stored)| (key(user, embedder, id), encode(stored)))
+            .collect();
+        (&self.tree, &self.stamps)
+            .transaction(|(vectors, stamps)| {
+                for (k, v) in &encoded {
+                    vectors.insert(k.as_slice(), v.as_slice())?;
+                }
+                bump_stamp(stamps, user)?;
+                Ok(())
+            })
+            .map_err(|err: TransactionError<()>| MemoryError::Storage {
+                action: "write memory vectors",
+                source: match err {
+                    TransactionError::Storage(source) => source,
+                    TransactionError::Abort(()) => {
+                        sled::Error::ReportableBug("vector write aborted without a reason".into())
+                    }
+                },
+            })
     }
 
     /// Remove every vector (any embedder) of records for which `keep(user, record id)` is
@@ -98,11 +131,11 @@ impl VectorStore {
     }
 }
 
-/// The text a record is embedded from: key words, content and topics.
+/// The text a record is embedded from: its content and topics. The slot key is left out: it
+/// is an identifier (often an id like `d12:3`), and in a mean-pooled vector its pieces only
+/// blur the content (BM25 still matches on it).
 pub fn embed_text(record: &MemoryRecord) -> String {
-    let mut text = record.key.replace('_', " ");
-    text.push_str(": ");
-    text.push_str(&record.content);
+    let mut text = record.content.clone();
     if !record.topics.is_empty() {
         text.push_str(" (");
         text.push_str(&record.topics.join(", "));
@@ -116,6 +149,28 @@ pub fn text_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// Bump `user`'s write stamp inside a transaction.
+pub(super) fn bump_stamp(
+    stamps: &TransactionalTree,
+    user: &str,
+) -> sled::transaction::ConflictableTransactionResult<(), ()> {
+    let next = stamps
+        .get(user.as_bytes())?
+        .map_or(0, |v| decode_stamp(&v))
+        .wrapping_add(1);
+    stamps.insert(user.as_bytes(), &next.to_be_bytes())?;
+    Ok(())
+}
+
+fn encode(stored: &StoredVector) -> Vec<u8> {
+    let mut value = Vec::with_capacity(8 + stored.vector.len() * 4);
+    value.extend_from_slice(&stored.text_hash.to_le_bytes());
+    for x in &stored.vector {
+        value.extend_from_slice(&x.to_le_bytes());
+    }
+    value
 }
 
 fn key(user: &str, embedder: &str, record_id: &str) -> Vec<u8> {

@@ -1,4 +1,5 @@
 //! Memory: the service subjects over the bus, durable extraction, embedders, the CLI and eval.
 
 mod cli;
+mod eval;
 mod service;
