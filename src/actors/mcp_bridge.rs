@@ -28,7 +28,7 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::request::McpCatalogRequest;
 use crate::protocol::subjects::{self, audit_kinds};
 use crate::protocol::{
-    kinds, AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
+    AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
     McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
 };
 
@@ -137,7 +137,7 @@ async fn serve(
 async fn announce_changes(deps: ActorDeps, pool: Arc<McpPool>) {
     let mut changes = pool.changes();
     while changes.changed().await.is_ok() {
-        let envelope = Envelope::new(kinds::MCP_CATALOG, pool.catalog());
+        let envelope = Envelope::event(pool.catalog());
         if let Err(e) =
             crate::bus::rpc::publish(deps.bus.as_ref(), subjects::MCP_CHANGED, &envelope).await
         {

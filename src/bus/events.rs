@@ -5,7 +5,7 @@
 use super::{rpc, Bus};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::{kinds, TurnEvent};
+use crate::protocol::TurnEvent;
 
 /// Whose events these are: the session, its user and the trace they belong to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
             return;
         }
     };
-    let envelope = Envelope::new(kinds::TURN_EVENT, event)
+    let envelope = Envelope::event(event)
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id);
     if let Err(e) = rpc::publish(bus, &subject, &envelope).await {

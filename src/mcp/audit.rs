@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::bus::{rpc, Bus};
 use crate::protocol::envelope::Envelope;
-use crate::protocol::kinds;
 use crate::protocol::mcp::AuditEntry;
 use crate::protocol::subjects;
 
@@ -170,7 +169,7 @@ pub async fn publish(bus: &dyn Bus, kind: &str, record: &AuditRecord) {
             return;
         }
     };
-    let envelope = Envelope::new(kinds::AUDIT_EVENT, AuditEntry::from(record.clone()));
+    let envelope = Envelope::event(AuditEntry::from(record.clone()));
     if let Err(error) = rpc::publish(bus, &subject, &envelope).await {
         tracing::warn!(%error, subject, "could not publish an MCP audit record");
     }

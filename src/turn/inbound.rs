@@ -7,7 +7,7 @@ use chrono::Utc;
 use super::{goal_tokens, new_stored, TurnEnv};
 use crate::llm::ChatMessage;
 use crate::protocol::envelope::{error_envelope, Envelope};
-use crate::protocol::{kinds, Accepted, Confirmation, ConfirmationAccepted, UserMessage};
+use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::{Decision, TaskState, TurnPhase, TurnRecord};
 
@@ -100,15 +100,11 @@ pub async fn decide(
         reply(env, to, &err).await;
         return false;
     }
-    let accepted = Envelope::new(
-        kinds::CONFIRMATION_ACCEPTED,
-        ConfirmationAccepted {
-            turn_id,
-            call_ids: chosen,
-            approve,
-        },
-    )
-    .in_trace(&msg.envelope.trace_id);
+    let accepted = msg.envelope.reply(ConfirmationAccepted {
+        turn_id,
+        call_ids: chosen,
+        approve,
+    });
     reply(env, to, &accepted).await;
     true
 }
@@ -175,15 +171,11 @@ pub async fn accept(
         reply(env, msg.reply.as_deref(), &err).await;
         return None;
     }
-    let accepted = Envelope::new(
-        kinds::ACCEPTED,
-        Accepted {
-            message_id: stored.id.clone(),
-            session: meta.session.clone(),
-            seq: stored.seq,
-        },
-    )
-    .in_trace(&msg.envelope.trace_id);
+    let accepted = msg.envelope.reply(Accepted {
+        message_id: stored.id.clone(),
+        session: meta.session.clone(),
+        seq: stored.seq,
+    });
     reply(env, msg.reply.as_deref(), &accepted).await;
     Some(stored)
 }

@@ -100,9 +100,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A request envelope addressed like the session's events.
-fn addressed<B>(scope: &EventScope, body: B, kind: &str) -> Envelope<B> {
-    Envelope::new(kind, body)
+/// `envelope`, addressed like the session's events.
+fn addressed<B>(scope: &EventScope, envelope: Envelope<B>) -> Envelope<B> {
+    envelope
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id)
 }
@@ -110,7 +110,7 @@ fn addressed<B>(scope: &EventScope, body: B, kind: &str) -> Envelope<B> {
 #[async_trait]
 impl TurnPorts for BusPorts {
     async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
-        let envelope = addressed(scope, request, crate::protocol::kinds::PLAN_REQUEST);
+        let envelope = addressed(scope, Envelope::request(request));
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
         rpc::request(self.bus.as_ref(), envelope, timeout)
             .await
@@ -158,7 +158,7 @@ impl TurnPorts for BusPorts {
         timeout: Duration,
     ) -> ToolCallResult {
         let (call_id, name) = (request.call_id.clone(), request.name.clone());
-        let envelope = addressed(scope, request, crate::protocol::kinds::TOOL_CALL);
+        let envelope = addressed(scope, Envelope::request(request));
         match rpc::request(self.bus.as_ref(), envelope, timeout).await {
             Ok(reply) => reply.body,
             Err(rpc::RpcError::Subject(e)) => failed(
@@ -208,7 +208,7 @@ impl TurnPorts for BusPorts {
     }
 
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool {
-        let envelope = addressed(scope, job, crate::protocol::kinds::EXTRACT_JOB);
+        let envelope = addressed(scope, Envelope::event(job));
         let payload = match envelope.encode() {
             Ok(p) => p,
             Err(e) => {

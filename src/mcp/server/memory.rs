@@ -6,17 +6,18 @@ use std::time::Duration;
 
 use rmcp::schemars;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::bus::rpc::{self, RpcError};
 use crate::bus::Bus;
 use crate::memory::{MemoryKind, MemoryUpdate, UpdateOp};
-use crate::protocol::envelope::{Envelope, ErrorBody, ERROR_KIND};
+use crate::protocol::envelope::Envelope;
 use crate::protocol::memory::Memory as MemoryRecord;
-use crate::protocol::subjects;
+use crate::protocol::request::Request;
 use crate::protocol::{
-    kinds, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
-    MemoryWriteRequest, RecallReply, RecallRequest,
+    MemoryForgetRequest, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest, RecallReply,
+    RecallRequest,
 };
 
 use super::auth::DEFAULT_NAMESPACE;
@@ -168,53 +169,32 @@ pub struct MemoryClient<'a> {
 
 impl MemoryClient<'_> {
     pub async fn write(&self, request: MemoryWriteRequest) -> Result<MemoryWriteReply, String> {
-        self.call(subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, request)
-            .await
+        self.call(request).await
     }
 
     pub async fn forget(&self, request: MemoryForgetRequest) -> Result<MemoryWriteReply, String> {
-        self.call(subjects::MEMORY_FORGET, kinds::MEMORY_FORGET, request)
-            .await
+        self.call(request).await
     }
 
     pub async fn recall(&self, request: RecallRequest) -> Result<RecallReply, String> {
-        self.call(subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, request)
-            .await
+        self.call(request).await
     }
 
     pub async fn list(&self, request: MemoryListRequest) -> Result<Vec<MemoryRecord>, String> {
-        let reply: MemoryListReply = self
-            .call(subjects::MEMORY_LIST, kinds::MEMORY_LIST, request)
-            .await?;
-        Ok(reply.records)
+        Ok(self.call(request).await?.records)
     }
 
-    /// One request; any reply kind but `error` is decoded as `R`.
-    async fn call<Q: Serialize, R: DeserializeOwned>(
-        &self,
-        subject: &str,
-        kind: &str,
-        body: Q,
-    ) -> Result<R, String> {
-        let payload = Envelope::new(kind, body)
-            .encode()
-            .map_err(|e| e.to_string())?;
-        let reply = self
-            .bus
-            .request(subject, payload, self.timeout)
-            .await
-            .map_err(|e| format!("the memory service did not answer on {subject}: {e}; is a memory-extractor running on this bus?"))?;
-        let envelope = Envelope::<Value>::decode(&reply, 16 << 20).map_err(|e| e.to_string())?;
-        if envelope.kind == ERROR_KIND {
-            let error: ErrorBody =
-                serde_json::from_value(envelope.body).map_err(|e| e.to_string())?;
-            return Err(format!(
-                "the memory service refused: {} ({})",
-                error.message, error.code
-            ));
+    /// One typed request to the memory service.
+    async fn call<R: Request>(&self, body: R) -> Result<R::Reply, String> {
+        let envelope = Envelope::request(body);
+        let subject = R::subject(&envelope).map_err(|e| e.to_string())?;
+        match rpc::request(self.bus, envelope, self.timeout).await {
+            Ok(reply) => Ok(reply.body),
+            Err(RpcError::Bus(e)) => Err(format!(
+                "the memory service did not answer on {subject}: {e}; is a memory-extractor running on this bus?"
+            )),
+            Err(e) => Err(format!("the memory service refused: {e}")),
         }
-        serde_json::from_value(envelope.body)
-            .map_err(|e| format!("unexpected answer on {subject}: {e}"))
     }
 }
 
