@@ -91,8 +91,9 @@ impl Engine {
         };
         let url = config.bus.url.clone();
         let bus_db = db.clone();
+        let cluster = config.cluster.options();
         let bus = io
-            .spawn(async move { bus::connect(&url, bus_db).await })
+            .spawn(async move { bus::connect_with(&url, bus_db, cluster).await })
             .await
             .map_err(|e| EngineError::Actor {
                 actor: "bus",
@@ -293,7 +294,11 @@ impl Engine {
         let env = TurnEnv {
             ports,
             config: self.config.clone(),
-            store: SessionStore::open(&db)?,
+            store: match deps.bus.cluster() {
+                // Sessions may move between processes: their state lives in the cluster.
+                Some(cluster) => SessionStore::open(&db)?.with_log(cluster.session_log()),
+                None => SessionStore::open(&db)?,
+            },
             tokens,
         };
         let search = Arc::new(SessionSearch {

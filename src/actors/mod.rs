@@ -19,6 +19,7 @@ pub mod planner;
 pub mod router;
 pub mod session;
 pub mod session_search;
+pub mod settle;
 pub mod tool_executor;
 
 use std::sync::Arc;

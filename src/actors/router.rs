@@ -8,6 +8,12 @@
 //! over `engine.session_arbiters` arbiters by a stable hash of `<agent>.<session>`, started (and
 //! reloaded from sled) on demand and stopped after `engine.session_idle_secs` idle.
 //!
+//! On a partitioned deployment (NATS, [`crate::bus::cluster`]) the two services are the
+//! gateway: a checked message or job event is stored in its session's partition inbox, and
+//! the router runs the sessions of the partitions the cluster gives this process, from their
+//! inbox items ([`SessionRouter::serve`]). A session's messages thus reach one process at a
+//! time, in order, and move with its partition when that process dies.
+//!
 //! Bad input — malformed or oversized envelopes, invalid ids, unknown agents, empty or
 //! too-long texts — is answered with an error (reply and `error` event) and audited on
 //! `hermes.audit.bad_input`; it never reaches a session and never stops an actor.
@@ -24,6 +30,8 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor};
+use super::settle::Settle;
+use crate::bus::cluster::{Cluster, OwnedItem};
 use crate::bus::events::{self, EventScope};
 use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
 use crate::protocol::envelope::{error_envelope, Envelope};
@@ -54,6 +62,8 @@ struct Inner {
     bus: SharedBus,
     arbiters: Vec<ArbiterHandle>,
     live: Mutex<HashMap<SessionKey, Live>>,
+    /// Session partitions, when sessions are shared by several processes.
+    cluster: Option<Arc<dyn Cluster>>,
 }
 
 /// How often idle session actors are looked for.
@@ -61,13 +71,16 @@ const EVICT_EVERY: Duration = Duration::from_secs(5);
 
 impl SessionRouter {
     /// A router placing session actors on `arbiters` (at least one).
+    /// Sessions are partitioned when the bus has a cluster and the store replicates to it.
     pub fn new(env: TurnEnv, bus: SharedBus, arbiters: Vec<ArbiterHandle>) -> Self {
+        let cluster = bus.cluster().filter(|_| env.store.is_replicated());
         Self {
             inner: Arc::new(Inner {
                 env,
                 bus,
                 arbiters,
                 live: Mutex::new(HashMap::new()),
+                cluster,
             }),
         }
     }
@@ -105,8 +118,123 @@ impl SessionRouter {
                 router.evict_idle();
             }
         });
-        self.resume_interrupted().await;
+        match &self.inner.cluster {
+            // The turns a dead owner left are items it never settled: they come back.
+            Some(cluster) => self.own_partitions(cluster.clone()).await?,
+            None => self.resume_interrupted().await,
+        }
         Ok(serving)
+    }
+
+    /// Run the sessions of the partitions the cluster gives this process.
+    async fn own_partitions(&self, cluster: Arc<dyn Cluster>) -> Result<(), BusError> {
+        let mut items = cluster.own_partitions().await?;
+        let ack_wait = cluster.options().ack_wait;
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            // Dropping `items` when the router is gone stops the pulls (and hands this
+            // process's partitions on) even when no item arrives any more.
+            let mut alive = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                let item = tokio::select! {
+                    item = items.next() => item,
+                    _ = alive.tick() => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                let Some(item) = item else { return };
+                let Some(inner) = weak.upgrade() else { return };
+                let router = SessionRouter { inner };
+                match item {
+                    Ok(item) => router.take(item, ack_wait).await,
+                    Err(e) => tracing::warn!(error = %e, "unreadable session inbox item skipped"),
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Hand one inbox item to its session.
+    async fn take(&self, item: OwnedItem, ack_wait: Duration) {
+        let settle = Settle::new(item.acker.clone(), ack_wait);
+        let max = self.inner.env.config.engine.max_envelope_bytes;
+        let key = (item.agent.clone(), item.session.clone());
+        let job_event = Envelope::decode(&item.payload, max).and_then(|raw| {
+            let kind = raw.kind.clone();
+            if kind.starts_with("job.") {
+                raw.into_typed::<JobEvent>(&kind).map(Some)
+            } else {
+                Ok(None)
+            }
+        });
+        match job_event {
+            Ok(Some(event)) => {
+                let event = event.body;
+                self.with_actor(key, |addr| {
+                    addr.do_send(JobFinished {
+                        event,
+                        settle: Some(settle),
+                    })
+                });
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(agent = %item.agent, session = %item.session, error = %e, "unreadable session inbox item dropped");
+                settle.ack();
+                return;
+            }
+        }
+        let Ok(subject) = subjects::inbound(&item.agent, &item.session) else {
+            settle.ack();
+            return;
+        };
+        let message = BusMessage {
+            subject,
+            reply: item.reply,
+            payload: item.payload,
+        };
+        match self.check(&message) {
+            Ok(checked) => self.deliver(checked, message.reply, Some(settle), item.delivery > 1),
+            Err(refusal) => {
+                // Checked at the gateway; the configuration changed since (an agent removed).
+                settle.ack();
+                refuse(&self.inner.bus, &message, &refusal).await;
+            }
+        }
+    }
+
+    /// Give a checked message to its session's actor.
+    fn deliver(
+        &self,
+        checked: Checked,
+        reply: Option<String>,
+        settle: Option<Settle>,
+        redelivered: bool,
+    ) {
+        let user = checked.user;
+        self.with_actor(checked.key, |addr| match checked.arrival {
+            Arrival::Message(envelope) => addr.do_send(Deliver {
+                inbound: Inbound {
+                    envelope,
+                    user,
+                    reply,
+                },
+                settle,
+                redelivered,
+            }),
+            Arrival::Confirmation(envelope) => addr.do_send(Decide {
+                inbound: Inbound {
+                    envelope,
+                    user,
+                    reply,
+                },
+                settle,
+            }),
+        });
     }
 
     /// Start the actors of sessions whose turn a crash interrupted; each resumes its turn.
@@ -269,22 +397,37 @@ impl Handler for InboundService {
     async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
         let router = &self.0;
         match router.check(&msg) {
-            Ok(checked) => {
-                let (user, reply) = (checked.user, msg.reply);
-                router.with_actor(checked.key, |addr| match checked.arrival {
-                    Arrival::Message(envelope) => addr.do_send(Deliver(Inbound {
-                        envelope,
-                        user,
-                        reply,
-                    })),
-                    Arrival::Confirmation(envelope) => addr.do_send(Decide(Inbound {
-                        envelope,
-                        user,
-                        reply,
-                    })),
-                });
-                None
-            }
+            Ok(checked) => match &router.inner.cluster {
+                Some(cluster) => {
+                    let (agent, session) = &checked.key;
+                    let id = checked.envelope_id();
+                    match cluster
+                        .enqueue(
+                            agent,
+                            session,
+                            msg.payload.clone(),
+                            msg.reply.as_deref(),
+                            id,
+                        )
+                        .await
+                    {
+                        Ok(()) => None,
+                        Err(e) => {
+                            tracing::error!(agent, session, error = %e, "inbound message not stored in its partition inbox");
+                            error_envelope(
+                                "unavailable",
+                                format!("message not stored: {e}; send it again"),
+                            )
+                            .encode()
+                            .ok()
+                        }
+                    }
+                }
+                None => {
+                    router.deliver(checked, msg.reply, None, false);
+                    None
+                }
+            },
             Err(refusal) => {
                 tracing::warn!(subject = %msg.subject, code = refusal.code, error = %refusal.message, "inbound message refused");
                 refuse(&router.inner.bus, &msg, &refusal).await
@@ -301,16 +444,17 @@ impl Handler for JobEvents {
     async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
         let router = &self.0;
         let max = router.inner.env.config.engine.max_envelope_bytes;
-        let event = match Envelope::decode(&msg.payload, max).and_then(|raw| {
+        let envelope = match Envelope::decode(&msg.payload, max).and_then(|raw| {
             let kind = raw.kind.clone();
             raw.into_typed::<JobEvent>(&kind)
         }) {
-            Ok(env) => env.body,
+            Ok(env) => env,
             Err(e) => {
                 tracing::warn!(subject = %msg.subject, error = %e, "unreadable job event ignored");
                 return None;
             }
         };
+        let event = &envelope.body;
         if !event.status.is_final() || event.turn_id.is_none() {
             return None;
         }
@@ -320,7 +464,24 @@ impl Handler for JobEvents {
         if router.inner.env.config.agent(&agent).is_err() {
             return None;
         }
-        router.with_actor((agent, session), |addr| addr.do_send(JobFinished { event }));
+        if let Some(cluster) = &router.inner.cluster {
+            // Through the session's partition inbox, so the job wakes the owner of the turn.
+            let id = envelope.id.clone();
+            if let Err(e) = cluster
+                .enqueue(&agent, &session, msg.payload.clone(), None, &id)
+                .await
+            {
+                tracing::error!(agent, session, error = %e, "job event not stored in its session's partition inbox; the turn asks for the job's state when it resumes");
+            }
+            return None;
+        }
+        let event = envelope.body;
+        router.with_actor((agent, session), |addr| {
+            addr.do_send(JobFinished {
+                event,
+                settle: None,
+            })
+        });
         None
     }
 }
@@ -335,6 +496,15 @@ struct Checked {
 enum Arrival {
     Message(Envelope<UserMessage>),
     Confirmation(Envelope<Confirmation>),
+}
+
+impl Checked {
+    fn envelope_id(&self) -> &str {
+        match &self.arrival {
+            Arrival::Message(e) => &e.id,
+            Arrival::Confirmation(e) => &e.id,
+        }
+    }
 }
 
 struct Refusal {

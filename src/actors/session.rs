@@ -2,16 +2,23 @@
 //! log and task state — and runs its turns one at a time (the mailbox is the per-session lock).
 //!
 //! A message is persisted and flushed before it is acknowledged to the publisher; on start the
-//! actor reloads its log from sled and resumes a turn a crash interrupted.
+//! actor reloads its log (from sled, brought up to date from the replicated session log on
+//! NATS) and resumes a turn a crash interrupted.
+//!
+//! With session partitions ([`crate::bus::cluster`]) each item comes with a [`Settle`]: the
+//! actor acks it once the item is handled ([`SessionActor::finished`]). A redelivered user
+//! message that is already in the log (its first owner died after accepting it) is not
+//! accepted twice. When the replicated log says another process wrote the session since
+//! (fenced), the actor stops without settling: the session's new owner has it.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
-use chrono::Utc;
 
 use super::router::SessionRouter;
+use super::settle::Settle;
 use crate::protocol::envelope::error_envelope;
-use crate::protocol::{Confirmation, JobEvent, UserMessage};
+use crate::protocol::{Accepted, Confirmation, JobEvent, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
 use crate::turn::inbound::{self, Inbound};
@@ -30,6 +37,8 @@ pub struct SessionActor {
     task: TaskState,
     history: Arc<Vec<StoredMessage>>,
     router: SessionRouter,
+    /// The inbox items being handled, acked when done.
+    settling: Vec<Settle>,
 }
 
 impl SessionActor {
@@ -42,11 +51,29 @@ impl SessionActor {
             task: TaskState::default(),
             history: Arc::new(Vec::new()),
             router,
+            settling: Vec::new(),
         }
     }
 
     fn key(&self) -> (String, String) {
         (self.agent.clone(), self.session.clone())
+    }
+
+    /// The item in hand is handled: tell the router, settle its inbox items.
+    fn finished(&mut self) {
+        self.router.done(&self.key());
+        for settle in self.settling.drain(..) {
+            settle.ack();
+        }
+    }
+
+    /// Another process owns this session now: stop at once, settling nothing.
+    fn lost_ownership(&mut self, ctx: &mut Context<Self>) {
+        tracing::warn!(agent = %self.agent, session = %self.session, "another process owns this session now; this copy stops");
+        // Dropping a Settle naks its item: the new owner gets it at once.
+        self.settling.clear();
+        self.router.done(&self.key());
+        ctx.stop();
     }
 
     /// Run the turn in progress; the mailbox waits until it ends.
@@ -59,14 +86,24 @@ impl SessionActor {
         let history = self.history.clone();
         let fut = async move {
             let outcome = turn::run_turn(&env, &mut meta, &mut task, history).await;
-            (meta, task, outcome.messages)
+            let fenced = outcome
+                .error
+                .as_ref()
+                .is_some_and(turn::TurnError::is_fenced);
+            (meta, task, outcome.messages, fenced)
         };
-        ctx.wait(fut.into_actor(self).map(|(meta, task, added), act, _| {
-            act.meta = Some(meta);
-            act.task = task;
-            Arc::make_mut(&mut act.history).extend(added);
-            act.router.done(&act.key());
-        }));
+        ctx.wait(
+            fut.into_actor(self)
+                .map(|(meta, task, added, fenced), act, ctx| {
+                    if fenced {
+                        return act.lost_ownership(ctx);
+                    }
+                    act.meta = Some(meta);
+                    act.task = task;
+                    Arc::make_mut(&mut act.history).extend(added);
+                    act.finished();
+                }),
+        );
     }
 }
 
@@ -88,7 +125,7 @@ impl SessionActor {
         ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
             act.meta = Some(meta);
             act.task = task;
-            act.router.done(&act.key());
+            act.finished();
         }));
     }
 }
@@ -99,10 +136,11 @@ impl Actor for SessionActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let store = self.env.store.clone();
         let (agent, session) = (self.agent.clone(), self.session.clone());
-        // Reading the log is blocking I/O: off the arbiter. Messages wait until it is loaded.
-        let load = tokio::task::spawn_blocking(move || store.load(&agent, &session));
+        // Reading the log is blocking I/O (done off the arbiter) or a request to the replicated
+        // log. Messages wait until it is loaded.
+        let load = async move { store.load_synced(&agent, &session).await };
         ctx.wait(load.into_actor(self).map(|result, act, ctx| match result {
-            Ok(Ok((meta, messages, task))) => {
+            Ok((meta, messages, task)) => {
                 act.meta = meta;
                 act.history = Arc::new(messages);
                 act.task = task;
@@ -113,12 +151,8 @@ impl Actor for SessionActor {
                     act.queue_extraction(ctx);
                 }
             }
-            Ok(Err(e)) => {
-                tracing::error!(session = %act.session, error = %e, "session log could not be loaded; stopping");
-                ctx.stop();
-            }
             Err(e) => {
-                tracing::error!(session = %act.session, error = %e, "session loader crashed; stopping");
+                tracing::error!(session = %act.session, error = %e, "session log could not be loaded; stopping (its messages are delivered again)");
                 ctx.stop();
             }
         }));
@@ -128,18 +162,28 @@ impl Actor for SessionActor {
 /// A validated user message for this session.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Deliver(pub Inbound<UserMessage>);
+pub struct Deliver {
+    pub inbound: Inbound<UserMessage>,
+    /// Its inbox item, on a partitioned deployment.
+    pub settle: Option<Settle>,
+    /// Delivered before (to an owner that may have accepted it before it died).
+    pub redelivered: bool,
+}
 
 /// The user's decision on the high-risk call(s) the session's turn waits on.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Decide(pub Inbound<Confirmation>);
+pub struct Decide {
+    pub inbound: Inbound<Confirmation>,
+    pub settle: Option<Settle>,
+}
 
 /// The final event of an async job a call of this session submitted.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct JobFinished {
     pub event: JobEvent,
+    pub settle: Option<Settle>,
 }
 
 impl Handler<Retire> for SessionActor {
@@ -153,18 +197,19 @@ impl Handler<Deliver> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        self.settling.extend(msg.settle);
+        if msg.redelivered && self.already_accepted(&msg.inbound, ctx) {
+            return;
+        }
         let env = self.env.clone();
-        let mut meta = self.meta.take().unwrap_or_else(|| SessionMeta {
-            agent: self.agent.clone(),
-            session: self.session.clone(),
-            user: msg.0.user.clone(),
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-            next_seq: 0,
-        });
+        let mut meta = self
+            .meta
+            .take()
+            .unwrap_or_else(|| SessionMeta::new(&self.agent, &self.session, &msg.inbound.user));
         let mut task = std::mem::take(&mut self.task);
+        let inbound = msg.inbound;
         let fut = async move {
-            let accepted = inbound::accept(&env, &mut meta, &mut task, &msg.0).await;
+            let accepted = inbound::accept(&env, &mut meta, &mut task, &inbound).await;
             (meta, task, accepted)
         };
         // `wait`: the next message of this session starts only after this one is handled.
@@ -174,14 +219,50 @@ impl Handler<Deliver> for SessionActor {
                     act.meta = Some(meta);
                     act.task = task;
                     match accepted {
-                        Some(stored) => {
+                        inbound::Acceptance::Accepted(stored) => {
                             Arc::make_mut(&mut act.history).push(stored);
                             act.run(ctx);
                         }
-                        None => act.router.done(&act.key()),
+                        inbound::Acceptance::Refused => act.finished(),
+                        inbound::Acceptance::LostOwnership => act.lost_ownership(ctx),
                     }
                 }),
         );
+    }
+}
+
+impl SessionActor {
+    /// A redelivered message its first owner had already accepted: acknowledge it again and
+    /// let the turn it started go on (a resumable turn was resumed when the actor started).
+    fn already_accepted(
+        &mut self,
+        inbound: &Inbound<UserMessage>,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let id = &inbound.envelope.id;
+        let Some(stored) = self.history.iter().rev().find(|m| &m.id == id) else {
+            return false;
+        };
+        tracing::info!(session = %self.session, message = %id, "redelivered message was already accepted; not accepting it twice");
+        let accepted = inbound.envelope.reply(Accepted {
+            message_id: id.clone(),
+            session: self.session.clone(),
+            seq: stored.seq,
+        });
+        let (env, to) = (self.env.clone(), inbound.reply.clone());
+        let resume = self.task.resumable_turn().is_some();
+        ctx.wait(
+            async move { inbound::reply(&env, to.as_deref(), &accepted).await }
+                .into_actor(self)
+                .map(move |_, act, ctx| {
+                    if resume {
+                        act.run(ctx);
+                    } else {
+                        act.finished();
+                    }
+                }),
+        );
+        true
     }
 }
 
@@ -189,29 +270,29 @@ impl Handler<Decide> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
+        self.settling.extend(msg.settle);
+        let msg = msg.inbound;
         let Some(mut meta) = self.meta.take() else {
             let env = self.env.clone();
             let text = format!(
                 "session `{}` does not exist, so nothing waits for a confirmation",
                 self.session
             );
-            let reply_to = msg.0.reply;
-            let router = self.router.clone();
-            let key = self.key();
+            let reply_to = msg.reply;
             ctx.wait(
                 async move {
                     let err = error_envelope("unknown_session", text);
                     inbound::reply(&env, reply_to.as_deref(), &err).await;
-                    router.done(&key);
                 }
-                .into_actor(self),
+                .into_actor(self)
+                .map(|_, act, _| act.finished()),
             );
             return;
         };
         let env = self.env.clone();
         let mut task = std::mem::take(&mut self.task);
         let fut = async move {
-            let decided = inbound::decide(&env, &mut meta, &mut task, &msg.0).await;
+            let decided = inbound::decide(&env, &mut meta, &mut task, &msg).await;
             (meta, task, decided)
         };
         ctx.wait(fut.into_actor(self).map(|(meta, task, decided), act, ctx| {
@@ -220,7 +301,7 @@ impl Handler<Decide> for SessionActor {
             if decided {
                 act.run(ctx);
             } else {
-                act.router.done(&act.key());
+                act.finished();
             }
         }));
     }
@@ -233,13 +314,14 @@ impl Handler<JobFinished> for SessionActor {
     /// stored with the turn's next write; a crash before that is covered by the turn asking
     /// the executor for the job's state when it resumes.
     fn handle(&mut self, msg: JobFinished, ctx: &mut Self::Context) {
+        self.settling.extend(msg.settle);
         let awaited = self.task.unfinished_turn_mut().and_then(|t| {
             t.jobs
                 .iter_mut()
                 .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
         });
         let Some(job) = awaited else {
-            self.router.done(&self.key());
+            self.finished();
             return;
         };
         match turn::finished_by(job, &msg.event) {
@@ -248,7 +330,7 @@ impl Handler<JobFinished> for SessionActor {
                 job.result = Some((&result).into());
                 self.run(ctx);
             }
-            None => self.router.done(&self.key()),
+            None => self.finished(),
         }
     }
 }

@@ -18,6 +18,13 @@ pub struct EventScope {
 }
 
 /// Publish `event` for `scope`; a failure is logged, never fatal (events are a view).
+/// The envelope id of a turn's `answer` event: always the same for one turn, so a subscriber
+/// recognises the answer a session re-sends after a crash (it cannot know whether the first
+/// copy left the dying process) and keeps one.
+pub fn answer_event_id(turn_id: &str) -> String {
+    format!("answer-{turn_id}")
+}
+
 pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
     let subject = match subjects::outbound(&scope.agent, &scope.session) {
         Ok(subject) => subject,
@@ -26,9 +33,16 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
             return;
         }
     };
-    let envelope = Envelope::event(event)
+    let answer_id = match &event {
+        TurnEvent::Answer { turn_id, .. } => Some(answer_event_id(turn_id)),
+        _ => None,
+    };
+    let mut envelope = Envelope::event(event)
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id);
+    if let Some(id) = answer_id {
+        envelope.id = id;
+    }
     if let Err(e) = rpc::publish(bus, &subject, &envelope).await {
         tracing::warn!(%subject, error = %e, "turn event not published");
     }

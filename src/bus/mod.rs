@@ -5,8 +5,10 @@
 //! ack and redelivery. `embedded` keeps everything in-process (its durable queue lives in sled);
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
+pub mod cluster;
 pub mod embedded;
 pub mod events;
+pub mod kv;
 
 pub mod nats;
 pub mod pattern;
@@ -251,6 +253,13 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Wait until everything published so far has left this process.
     async fn flush(&self) -> Result<(), BusError>;
+
+    /// Session partitions with failover and the replicated session log, when this bus has a
+    /// cluster behind it (NATS with JetStream). `None` on the embedded bus: one process owns
+    /// every session and sled alone holds them.
+    fn cluster(&self) -> Option<Arc<dyn cluster::Cluster>> {
+        None
+    }
 }
 
 /// The bus as actors hold it.
@@ -270,13 +279,22 @@ pub async fn connect(
     url: &str,
     db: Option<crate::store::durability::Durable>,
 ) -> Result<SharedBus, BusError> {
+    connect_with(url, db, cluster::ClusterOptions::default()).await
+}
+
+/// [`connect`], with the session partitions of a NATS deployment laid out as `cluster` says.
+pub async fn connect_with(
+    url: &str,
+    db: Option<crate::store::durability::Durable>,
+    cluster: cluster::ClusterOptions,
+) -> Result<SharedBus, BusError> {
     if url == "embedded" {
         let db = db.ok_or_else(|| {
             BusError::Storage("the embedded bus needs the data directory's sled database".into())
         })?;
         Ok(Arc::new(embedded::EmbeddedBus::open(db)?))
     } else if url.starts_with("nats://") || url.starts_with("tls://") {
-        Ok(Arc::new(nats::NatsBus::connect(url).await?))
+        Ok(Arc::new(nats::NatsBus::connect_with(url, cluster).await?))
     } else {
         Err(BusError::Connect {
             url: url.to_string(),

@@ -13,7 +13,10 @@
 //! The client reconnects by itself after the server goes away (not on the *initial* connect,
 //! which fails within [`CONNECT_TIMEOUT`] with [`BusError::Connect`]).
 
+mod balance;
+mod cluster;
 mod jetstream;
+mod kv;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
+use super::cluster::{Cluster, ClusterOptions};
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
     Bus, BusError, DurableConsumer, DurableOptions, Handler, Message, Serving, Subscription,
@@ -53,6 +57,8 @@ pub struct NatsBus {
     runtime: Handle,
     /// Queues whose stream is known to exist.
     streams: Mutex<HashSet<String>>,
+    /// Session partitions and the session log (see [`cluster`]).
+    cluster: Arc<cluster::NatsCluster>,
 }
 
 impl NatsBus {
@@ -60,6 +66,11 @@ impl NatsBus {
     /// module docs); fails with [`BusError::Connect`] within [`CONNECT_TIMEOUT`] when no
     /// server answers.
     pub async fn connect(url: &str) -> Result<Self, BusError> {
+        Self::connect_with(url, ClusterOptions::default()).await
+    }
+
+    /// [`Self::connect`], with session partitions laid out as `cluster` says.
+    pub async fn connect_with(url: &str, cluster: ClusterOptions) -> Result<Self, BusError> {
         let connect_error = |reason: String| BusError::Connect {
             url: url.to_string(),
             reason,
@@ -73,13 +84,20 @@ impl NatsBus {
                  that thread blocks; connect from a multi-threaded tokio runtime"
             );
         }
+        // `nats://a:4222,nats://b:4222` names the seeds of one cluster: the client fails
+        // over between them (and learns the rest of the cluster from the servers).
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
             let attempt = async_nats::ConnectOptions::new()
                 .name("hermes")
                 .connection_timeout(CONNECT_TIMEOUT)
-                .connect(url)
+                .connect(servers.as_slice())
                 .await;
             match attempt {
                 Ok(client) => break client,
@@ -101,12 +119,18 @@ impl NatsBus {
             }
         };
         let jetstream = async_nats::jetstream::new(client.clone());
+        let cluster = Arc::new(cluster::NatsCluster::new(
+            jetstream.clone(),
+            runtime.clone(),
+            cluster,
+        ));
         Ok(Self {
             url: url.to_string(),
             client,
             jetstream,
             runtime,
             streams: Mutex::new(HashSet::new()),
+            cluster,
         })
     }
 
@@ -303,6 +327,10 @@ impl Bus for NatsBus {
             .flush()
             .await
             .map_err(|e| self.io_error("flush failed", e))
+    }
+
+    fn cluster(&self) -> Option<Arc<dyn Cluster>> {
+        Some(self.cluster.clone())
     }
 }
 

@@ -11,18 +11,42 @@ use hermes::engine::Engine;
 
 use super::runtime::with_engine_runtime;
 
+/// Run Hermes' actors on a bus until Ctrl-C or SIGTERM.
+///
+/// With `--bus embedded` (the default) every actor runs in this process on sled.
+///
+/// With `--bus nats://host:4222` (several seeds: `nats://a:4222,nats://b:4222`) each
+/// actor kind may run in any number of processes, in any split:
+///
+///   session          owns sessions: JetStream assigns each partition of sessions to one
+///                    live session process and moves it within `[cluster] failover_secs`
+///                    when that process dies; session logs live in JetStream, so any copy
+///                    carries on with the whole history. Needs JetStream (`nats-server -js`).
+///   planner          stateless; needs the `[models.*]` credentials.
+///   tool-executor    needs the tools' config (and MCP servers it calls through mcp-bridge).
+///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry.
+///   memory-extractor needs the extraction model and the memory store.
+///
+/// Every copy must use the same config file (same `[cluster] partitions`, agents, tools).
+/// `scripts/cluster.sh up` starts a 3-node NATS cluster with two copies of each kind.
 #[derive(Args)]
+#[command(verbatim_doc_comment)]
 pub struct ServeArgs {
-    /// Bus to use: `embedded` or `nats://host:port` (overrides [bus].url).
+    /// Bus to use: `embedded` or `nats://host:port[,nats://host2:port…]` (overrides [bus].url).
     #[arg(long)]
     bus: Option<String>,
     /// Actors to run here: `all` or a comma list of session, planner, tool-executor,
     /// mcp-bridge, memory-extractor.
     #[arg(long, default_value = "all")]
     actors: String,
-    /// Data directory for sled (overrides [engine].data_dir).
+    /// Data directory for sled (overrides [engine].data_dir). With NATS each process needs
+    /// its own.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Write this file once every actor is serving and remove it on stop (for health checks
+    /// in containers and process managers).
+    #[arg(long, value_name = "PATH")]
+    ready_file: Option<PathBuf>,
 }
 
 pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
@@ -33,6 +57,10 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         config.engine.data_dir = dir;
     }
     let actors = ActorSet::parse(&args.actors).map_err(anyhow::Error::msg)?;
+    if let Some(stale) = &args.ready_file {
+        // Left behind by a killed process: not ready until this one is.
+        let _ = std::fs::remove_file(stale);
+    }
     let config = Arc::new(config);
     with_engine_runtime(|io| async move {
         let engine = Engine::start(config.clone(), actors, io.clone()).await?;
@@ -44,12 +72,39 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
             config.bus.url,
             config.engine.data_dir.display()
         );
+        let ready_file = ReadyFile::create(args.ready_file)?;
         println!("ready");
         wait_for_stop_signal().await?;
         eprintln!("hermes: stopping");
+        drop(ready_file);
         engine.shutdown().await;
         Ok(())
     })
+}
+
+/// The `--ready-file`: present exactly while this process serves.
+struct ReadyFile(Option<PathBuf>);
+
+impl ReadyFile {
+    fn create(path: Option<PathBuf>) -> anyhow::Result<Self> {
+        if let Some(path) = &path {
+            std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot write the ready file {}: {e}; choose a writable --ready-file path",
+                    path.display()
+                )
+            })?;
+        }
+        Ok(Self(path))
+    }
+}
+
+impl Drop for ReadyFile {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Hermes' MCP server over Streamable HTTP when `[mcp.server] http_listen` is set.

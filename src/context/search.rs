@@ -71,6 +71,7 @@ mod tests {
             created_at: Utc::now(),
             updated_at: Utc::now(),
             next_seq: 0,
+            log_seq: 0,
         };
         let msgs: Vec<_> = texts
             .iter()

@@ -8,6 +8,7 @@
 //! sled is single-process: other processes ask the owner over the bus, never open the files.
 
 pub mod durability;
+pub mod replica;
 pub mod sessions;
 pub mod tasks;
 pub mod tool_result;
@@ -25,8 +26,19 @@ pub enum StoreError {
     Corrupt { what: String, reason: String },
     #[error("cannot encode record: {0}")]
     Encode(String),
+    #[error("storage worker failed: {0}; the operation was not done, retry it")]
+    Worker(String),
     #[error(transparent)]
     Flush(#[from] durability::FlushError),
+    #[error(transparent)]
+    Log(#[from] replica::LogError),
+}
+
+impl StoreError {
+    /// Another process owns the session now: stop working on it, quietly.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, StoreError::Log(replica::LogError::Fenced { .. }))
+    }
 }
 
 /// Open the database under `dir` (see [`open`]) with its flusher, committing as `mode` says.

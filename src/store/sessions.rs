@@ -5,6 +5,10 @@
 //! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
 //! - `tasks`: `<agent>\0<session>` → JSON [`TaskState`] (goal, summary, turn state)
 //!
+//! With a replicated log ([`super::replica`], the NATS bus) every save is first appended to the
+//! session's log, and these trees are a local cache that [`SessionStore::load_synced`] brings up
+//! to date from the log: whichever process owns the session next sees its whole history.
+//!
 //! Messages are append-only. Writes are not flushed here: the turn calls [`SessionStore::commit`]
 //! where its guarantees need it (before an acknowledgement or an answer leaves), so one flush of
 //! the database's group commit serves every session that wrote since the last.
@@ -13,9 +17,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::durability::Durable;
+use super::replica::{LogRecord, SessionLog};
 use super::tasks::TaskState;
 use super::StoreError;
 use crate::protocol::chat::{ChatMessage, Usage};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeta {
@@ -26,6 +32,30 @@ pub struct SessionMeta {
     pub updated_at: DateTime<Utc>,
     /// Messages stored so far; the next message gets this sequence number.
     pub next_seq: u64,
+    /// Sequence of the last record of the replicated session log this state includes (0 with
+    /// no replicated log, see [`super::replica`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_seq: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl SessionMeta {
+    /// A new, empty session of `user`.
+    pub fn new(agent: &str, session: &str, user: &str) -> Self {
+        let now = Utc::now();
+        Self {
+            agent: agent.to_string(),
+            session: session.to_string(),
+            user: user.to_string(),
+            created_at: now,
+            updated_at: now,
+            next_seq: 0,
+            log_seq: 0,
+        }
+    }
 }
 
 /// One message of a session's log.
@@ -51,6 +81,8 @@ pub struct SessionStore {
     sessions: sled::Tree,
     messages: sled::Tree,
     tasks: sled::Tree,
+    /// The replicated log, when sessions may move between processes.
+    log: Option<Arc<dyn SessionLog>>,
 }
 
 fn session_key(agent: &str, session: &str) -> Vec<u8> {
@@ -91,7 +123,66 @@ impl SessionStore {
             sessions: db.open_tree("sessions")?,
             messages: db.open_tree("messages")?,
             tasks: db.open_tree("tasks")?,
+            log: None,
         })
+    }
+
+    /// This store with every save appended to `log` first (see [`super::replica`]).
+    pub fn with_log(mut self, log: Arc<dyn SessionLog>) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// Whether saves go to a replicated log (sessions may move between processes).
+    pub fn is_replicated(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// [`Self::load`], after bringing the local cache up to date with the replicated log (the
+    /// records other owners appended since this process last held the session).
+    pub async fn load_synced(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+        if let Some(log) = &self.log {
+            let cached = {
+                let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+                blocking(move || store.meta(&a, &s)).await?
+            };
+            let seen = cached.as_ref().map_or(0, |m| m.log_seq);
+            let last = log.last(agent, session).await?;
+            if last > seen {
+                let records = log.read_after(agent, session, seen).await?;
+                let store = self.clone();
+                blocking(move || store.apply_records(records)).await?;
+            } else if last < seen {
+                tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
+            }
+        }
+        let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+        blocking(move || store.load(&a, &s)).await
+    }
+
+    /// Write records read from the replicated log into the local trees.
+    fn apply_records(&self, records: Vec<(u64, bytes::Bytes)>) -> Result<(), StoreError> {
+        for (seq, bytes) in records {
+            let record: LogRecord = decode("session log record", &bytes)?;
+            let LogRecord {
+                mut meta,
+                messages,
+                task,
+            } = record;
+            let key = session_key(&meta.agent, &meta.session);
+            for m in &messages {
+                self.messages
+                    .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
+            }
+            self.tasks.insert(&key, encode(&task)?)?;
+            meta.log_seq = seq;
+            self.sessions.insert(key, encode(&meta)?)?;
+        }
+        Ok(())
     }
 
     pub fn meta(&self, agent: &str, session: &str) -> Result<Option<SessionMeta>, StoreError> {
@@ -160,6 +251,17 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
+        if let Some(log) = &self.log {
+            let record = LogRecord {
+                meta: meta.clone(),
+                messages: messages.to_vec(),
+                task: task.clone(),
+            };
+            let bytes = bytes::Bytes::from(encode(&record)?);
+            meta.log_seq = log
+                .append(&meta.agent, &meta.session, bytes, meta.log_seq)
+                .await?;
+        }
         self.tasks
             .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
         self.append(meta, messages).await
@@ -190,6 +292,8 @@ impl SessionStore {
     /// Make everything written so far durable as `engine.durability` says (on disk before
     /// this returns in `sync` mode).
     pub async fn commit(&self) -> Result<(), StoreError> {
+        // With a replicated log, what a new owner needs is in the log already (appends wait
+        // for the server's acknowledgement); the local flush keeps the cache's own guarantees.
         Ok(self.db.commit().await?)
     }
 
@@ -206,6 +310,15 @@ impl SessionStore {
         out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
     }
+}
+
+/// Run blocking sled work off the caller's thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Worker(e.to_string()))?
 }
 
 #[cfg(test)]
@@ -238,6 +351,7 @@ mod tests {
                 created_at: Utc::now(),
                 updated_at: Utc::now(),
                 next_seq: 0,
+                log_seq: 0,
             };
             store
                 .append(&mut meta, &[msg(0, "one"), msg(1, "two")])

@@ -109,13 +109,35 @@ pub async fn decide(
     true
 }
 
+/// What became of a user message.
+#[derive(Debug)]
+pub enum Acceptance {
+    /// Stored with a new turn, and acknowledged.
+    Accepted(StoredMessage),
+    /// Refused with an error reply (wrong user, a paused turn, storage failed).
+    Refused,
+    /// Another process owns the session now (its replicated log moved on): nothing was
+    /// stored or answered here; the new owner handles the message.
+    LostOwnership,
+}
+
+impl Acceptance {
+    /// The stored message, when the message was accepted.
+    pub fn stored(self) -> Option<StoredMessage> {
+        match self {
+            Acceptance::Accepted(stored) => Some(stored),
+            _ => None,
+        }
+    }
+}
+
 /// Persist the user message with a new turn in state `received`, then acknowledge it.
 pub async fn accept(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
     msg: &Inbound<UserMessage>,
-) -> Option<StoredMessage> {
+) -> Acceptance {
     if meta.user != msg.user {
         let text = format!(
             "session `{}` belongs to another user; start a new session id",
@@ -127,13 +149,13 @@ pub async fn accept(
             &error_envelope("wrong_user", text),
         )
         .await;
-        return None;
+        return Acceptance::Refused;
     }
     if let Some(t) = task.unfinished_turn() {
         // One turn at a time: a new message never interleaves with a paused turn.
         let (code, text) = busy(t);
         reply(env, msg.reply.as_deref(), &error_envelope(code, text)).await;
-        return None;
+        return Acceptance::Refused;
     }
     let text = msg.envelope.body.text.clone();
     let turn_id = uuid::Uuid::now_v7().to_string();
@@ -165,11 +187,14 @@ pub async fn accept(
         Err(e) => Err(e),
     };
     if let Err(e) = saved {
-        tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
         task.turn = None;
+        if e.is_fenced() {
+            return Acceptance::LostOwnership;
+        }
+        tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
         let err = error_envelope("store_failed", format!("message not stored: {e}"));
         reply(env, msg.reply.as_deref(), &err).await;
-        return None;
+        return Acceptance::Refused;
     }
     let accepted = msg.envelope.reply(Accepted {
         message_id: stored.id.clone(),
@@ -177,7 +202,7 @@ pub async fn accept(
         seq: stored.seq,
     });
     reply(env, msg.reply.as_deref(), &accepted).await;
-    Some(stored)
+    Acceptance::Accepted(stored)
 }
 
 /// Why a new message cannot start a turn now, and what to do.

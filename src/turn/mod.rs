@@ -65,6 +65,11 @@ pub enum TurnError {
 }
 
 impl TurnError {
+    /// Another process owns the session now (see [`crate::store::replica`]).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, TurnError::Store(e) if e.is_fenced())
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             TurnError::Plan(_) => "plan_failed",
@@ -186,7 +191,7 @@ pub async fn run_turn(
     };
     let result = steps(&mut state, &record).await;
     let error = result.err();
-    if let Some(e) = &error {
+    if let Some(e) = error.as_ref().filter(|e| !e.is_fenced()) {
         tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
         state.set_phase(TurnPhase::Failed);
         state.record().error = Some(e.to_string());
@@ -365,7 +370,9 @@ async fn finish(
     state.save_task().await
 }
 
-/// Queue the extraction of an answered turn a crash interrupted before it was queued.
+/// Finish an answered turn a crash cut off after its answer was stored: send the answer again
+/// (the crash may have come before it left the process; the event keeps its id, see
+/// [`crate::bus::events::answer_event_id`]) and queue the transcript for extraction.
 pub async fn queue_extraction(
     env: &TurnEnv,
     meta: &mut SessionMeta,
@@ -376,6 +383,14 @@ pub async fn queue_extraction(
         return Ok(());
     };
     let start = turn_start(log, &record.turn_id);
+    if let Some(answer) = log.last().filter(|_| start < log.len()) {
+        Emitter::new(env.ports.clone(), meta, &record.trace_id)
+            .emit(TurnEvent::Answer {
+                turn_id: record.turn_id.clone(),
+                text: answer.message.content.clone(),
+            })
+            .await;
+    }
     let queued = match (log.get(start), log.last()) {
         (Some(user_message), Some(answer)) => {
             enqueue_extraction(env, meta, &record, user_message, &answer.message.content).await

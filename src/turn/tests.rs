@@ -61,6 +61,7 @@ impl Session {
             created_at: Utc::now(),
             updated_at: Utc::now(),
             next_seq: 0,
+            log_seq: 0,
         };
         Self {
             env,
@@ -81,6 +82,7 @@ impl Session {
         };
         let stored = inbound::accept(&self.env, &mut self.meta, &mut self.task, &message)
             .await
+            .stored()
             .expect("accepted");
         self.log.push(stored);
         self.resume().await
@@ -355,6 +357,7 @@ async fn a_turn_resumes_from_each_persisted_state_without_repeating_a_stored_cal
     };
     let stored = inbound::accept(&s.env, &mut s.meta, &mut s.task, &message)
         .await
+        .stored()
         .unwrap();
     s.log.push(stored);
     s.reload();
@@ -404,6 +407,7 @@ async fn planning_interrupted_mid_step_plans_again() {
     };
     let stored = inbound::accept(&s.env, &mut s.meta, &mut s.task, &message)
         .await
+        .stored()
         .unwrap();
     s.log.push(stored);
     s.task.turn.as_mut().unwrap().phase = TurnPhase::Planning;

@@ -9,7 +9,10 @@ use std::time::Duration;
 /// The binary under test, with no model conventions inherited from the environment.
 pub fn hermes() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes"));
-    cmd.env("HERMES_LOG", "warn");
+    cmd.env(
+        "HERMES_LOG",
+        std::env::var("HERMES_TEST_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+    );
     for var in [
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",

@@ -13,6 +13,7 @@ mod openai_provider;
 mod parallel_reads;
 mod readme;
 mod real_model_cli;
+mod scale_out;
 mod sessions;
 mod tool_jobs;
 mod tool_worker;

@@ -64,6 +64,7 @@ fn plant(dir: &std::path::Path, phase: TurnPhase, messages: Vec<ChatMessage>) {
         created_at: Utc::now(),
         updated_at: Utc::now(),
         next_seq: 0,
+        log_seq: 0,
     };
     let msgs: Vec<_> = messages
         .into_iter()

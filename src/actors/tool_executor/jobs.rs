@@ -192,4 +192,32 @@ async fn publish(core: &ExecCore, record: &JobRecord) {
     if let Err(e) = rpc::publish(core.bus.as_ref(), &subject, &envelope).await {
         tracing::warn!(job = %record.job_id, error = %e, "job event not published");
     }
+    wake_owner(core, record, &envelope).await;
+}
+
+/// On a partitioned deployment a final event also goes straight into the waiting session's
+/// partition inbox, so it wakes the turn even when no session process is running now. The
+/// session service forwards the published copy too; both carry the envelope id, so the
+/// inbox keeps one.
+async fn wake_owner(core: &ExecCore, record: &JobRecord, envelope: &Envelope<JobEvent>) {
+    let (Some(cluster), true) = (core.bus.cluster(), record.status.is_final()) else {
+        return;
+    };
+    let (Some(agent), Some(session), Some(_)) = (&record.agent, &record.session, &record.turn_id)
+    else {
+        return;
+    };
+    let payload = match envelope.encode() {
+        Ok(payload) => payload,
+        Err(e) => {
+            tracing::error!(job = %record.job_id, error = %e, "job event not encodable");
+            return;
+        }
+    };
+    if let Err(e) = cluster
+        .enqueue(agent, session, payload, None, &envelope.id)
+        .await
+    {
+        tracing::warn!(job = %record.job_id, error = %e, "job event not stored in its session's inbox; the published copy is the only one");
+    }
 }

@@ -165,8 +165,14 @@ fn durable_message(
 }
 
 /// Settles one JetStream delivery.
-struct JetStreamAcker {
+pub(super) struct JetStreamAcker {
     message: async_nats::jetstream::Message,
+}
+
+impl JetStreamAcker {
+    pub(super) fn new(message: async_nats::jetstream::Message) -> Self {
+        Self { message }
+    }
 }
 
 fn ack_error(what: &str, err: impl std::fmt::Display) -> BusError {

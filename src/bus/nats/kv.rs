@@ -1,0 +1,103 @@
+//! [`SharedKv`] on a JetStream KV bucket, created on first use with the cluster's replicas.
+
+use async_nats::jetstream::kv::{Config, CreateErrorKind, Store};
+use async_nats::jetstream::stream::StorageType;
+use async_nats::jetstream::Context;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use crate::bus::kv::SharedKv;
+use crate::bus::BusError;
+
+pub struct NatsKv {
+    jetstream: Context,
+    bucket: String,
+    replicas: usize,
+    max_age: Option<Duration>,
+    store: OnceCell<Store>,
+}
+
+impl NatsKv {
+    pub fn new(
+        jetstream: Context,
+        bucket: &str,
+        replicas: usize,
+        max_age: Option<Duration>,
+    ) -> Self {
+        Self {
+            jetstream,
+            bucket: bucket.to_string(),
+            replicas,
+            max_age,
+            store: OnceCell::new(),
+        }
+    }
+
+    fn error(&self, what: &str, err: impl std::fmt::Display) -> BusError {
+        BusError::Storage(format!(
+            "{what} in bucket {}: {err}; is JetStream enabled (nats-server -js), with as many \
+             nodes as cluster.replicas?",
+            self.bucket
+        ))
+    }
+
+    async fn store(&self) -> Result<&Store, BusError> {
+        self.store
+            .get_or_try_init(|| async {
+                if let Ok(store) = self.jetstream.get_key_value(&self.bucket).await {
+                    return Ok(store);
+                }
+                self.jetstream
+                    .create_key_value(Config {
+                        bucket: self.bucket.clone(),
+                        history: 1,
+                        storage: StorageType::File,
+                        num_replicas: self.replicas.max(1),
+                        max_age: self.max_age.unwrap_or_default(),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| self.error("cannot create the bucket", e))
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl SharedKv for NatsKv {
+    async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
+        match self.store().await?.create(key, value).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == CreateErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(self.error(&format!("cannot create key {key}"), e)),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
+        self.store()
+            .await?
+            .get(key)
+            .await
+            .map_err(|e| self.error(&format!("cannot read key {key}"), e))
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
+        self.store()
+            .await?
+            .put(key, value)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error(&format!("cannot write key {key}"), e))
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), BusError> {
+        self.store()
+            .await?
+            .delete(key)
+            .await
+            .map_err(|e| self.error(&format!("cannot delete key {key}"), e))
+    }
+}

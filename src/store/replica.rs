@@ -1,0 +1,62 @@
+//! The replicated session log: where a session's state lives when several processes may own
+//! it in turn (`--bus nats://`). Every [`SessionStore::save`](super::sessions::SessionStore)
+//! appends one [`LogRecord`] to the session's log; the local sled trees are then a cache that a
+//! new owner brings up to date from the log before it runs the session.
+//!
+//! Appends are fenced: each names the sequence of the session's last record the writer has
+//! seen, and the log refuses it when another writer appended since ([`LogError::Fenced`]). A
+//! process that lost a session to another owner (a partition moved while it was paused) can
+//! therefore never write over the new owner's history.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::sessions::{SessionMeta, StoredMessage};
+use super::tasks::TaskState;
+
+/// One save of a session: its metadata, the messages it added and its task state after it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogRecord {
+    pub meta: SessionMeta,
+    pub messages: Vec<StoredMessage>,
+    pub task: TaskState,
+}
+
+/// Why the replicated log refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("session {agent}/{session} was written by another owner since this process read it (expected last record {expected}); this process no longer owns it and stops working on it")]
+    Fenced {
+        agent: String,
+        session: String,
+        expected: u64,
+    },
+    #[error("the replicated session log is unavailable: {0}; check that nats-server (with -js) is reachable")]
+    Unavailable(String),
+}
+
+/// A per-session append-only log with fenced appends (JetStream on the NATS bus).
+#[async_trait]
+pub trait SessionLog: Send + Sync + 'static {
+    /// Append `record` if the session's last record is still `expected` (0: the log is
+    /// empty). Returns the new record's sequence.
+    async fn append(
+        &self,
+        agent: &str,
+        session: &str,
+        record: Bytes,
+        expected: u64,
+    ) -> Result<u64, LogError>;
+
+    /// The sequence of the session's last record (0: none).
+    async fn last(&self, agent: &str, session: &str) -> Result<u64, LogError>;
+
+    /// The session's records with a sequence above `after`, in order.
+    async fn read_after(
+        &self,
+        agent: &str,
+        session: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, Bytes)>, LogError>;
+}
