@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A Hermes cluster on this machine: a 3-node NATS cluster (JetStream, routes on loopback) and
-# Hermes processes split by actor kind, each with its own data directory.
+# A Hermes cluster on this machine: a 3-node NATS cluster (JetStream, routes on loopback,
+# replicas 3) and Hermes processes split by actor kind, each with its own data directory.
 #
 #   scripts/cluster.sh up        start it (waits until every process is ready)
 #   scripts/cluster.sh status    what runs, and the NATS URL to use
@@ -13,22 +13,26 @@
 #   HERMES_BIN           the hermes binary                        (default: hermes on PATH, else target/release/hermes)
 #   HERMES_CONFIG        a config file merged under the cluster's own settings
 #   SESSIONS PLANNERS TOOLS MCP MEMORY
-#                        processes per actor kind                 (default 2 2 1 1 1)
+#                        processes per actor kind                 (default 2 2 2 1 1)
+#   NODES                NATS nodes: 3 (replicas 3) or 1 (replicas 1)  (default 3)
 #
 # Session processes share sessions through JetStream (partitions with one owner each, failover,
-# the replicated session log; see README "Running a cluster"). Tool-executors, MCP-bridges and
-# memory-extractors still keep jobs, idempotency records, raw outputs, the MCP audit and
-# memories in their own sled, so keep one of each until that state moves to JetStream.
+# the replicated session log); tool-executors share idempotency records, job records and raw
+# outputs through JetStream KV (see README "Running a cluster"). The MCP audit and memories
+# are still kept by each MCP-bridge and memory-extractor in its own sled: keep one
+# memory-extractor until memories move to JetStream.
 set -euo pipefail
 
 DIR=${HERMES_CLUSTER_DIR:-.cluster}
 PORT=${HERMES_CLUSTER_PORT:-4222}
 SESSIONS=${SESSIONS:-2}
 PLANNERS=${PLANNERS:-2}
-TOOLS=${TOOLS:-1}
+TOOLS=${TOOLS:-2}
 MCP=${MCP:-1}
 MEMORY=${MEMORY:-1}
+NODES=${NODES:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+case $NODES in 1|3) ;; *) echo "NODES must be 1 or 3" >&2; exit 2 ;; esac
 
 hermes_bin() {
     if [[ -n ${HERMES_BIN:-} ]]; then echo "$HERMES_BIN"
@@ -47,7 +51,21 @@ nats_bin() {
 }
 
 urls() {
-    echo "nats://127.0.0.1:$PORT,nats://127.0.0.1:$((PORT + 1)),nats://127.0.0.1:$((PORT + 2))"
+    local i list=""
+    for i in $(nodes); do list+="${list:+,}nats://127.0.0.1:$((PORT + i))"; done
+    echo "$list"
+}
+
+# Node indexes: those of a running cluster (its pid files), else those NODES asks for.
+nodes() {
+    local f found=""
+    for f in "$DIR"/pids/nats-*; do
+        [[ -e $f ]] && found+="${f##*-} "
+    done
+    if [[ -n $found ]]; then echo "$found"
+    elif [[ $NODES == 1 ]]; then echo 0
+    else echo 0 1 2
+    fi
 }
 
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -65,16 +83,24 @@ start_nats() {
     local nats routes i
     nats=$(nats_bin)
     routes="nats://127.0.0.1:$((PORT + 2000)),nats://127.0.0.1:$((PORT + 2001)),nats://127.0.0.1:$((PORT + 2002))"
-    for i in 0 1 2; do
+    local want=(0 1 2)
+    [[ $NODES == 1 ]] && want=(0)
+    for i in "${want[@]}"; do
         mkdir -p "$DIR/nats-$i"
         if alive "$DIR/pids/nats-$i"; then continue; fi
-        "$nats" -js -n "hermes-$i" -sd "$DIR/nats-$i" -a 127.0.0.1 -p $((PORT + i)) \
-            -m $((PORT + 4000 + i)) --cluster_name hermes \
-            --cluster "nats://127.0.0.1:$((PORT + 2000 + i))" --routes "$routes" \
-            >"$DIR/logs/nats-$i.log" 2>&1 &
+        if [[ $NODES == 1 ]]; then
+            "$nats" -js -n "hermes-$i" -sd "$DIR/nats-$i" -a 127.0.0.1 -p $((PORT + i)) \
+                -m $((PORT + 4000 + i)) >"$DIR/logs/nats-$i.log" 2>&1 &
+        else
+            "$nats" -js -n "hermes-$i" -sd "$DIR/nats-$i" -a 127.0.0.1 -p $((PORT + i)) \
+                -m $((PORT + 4000 + i)) --cluster_name hermes \
+                --cluster "nats://127.0.0.1:$((PORT + 2000 + i))" --routes "$routes" \
+                >"$DIR/logs/nats-$i.log" 2>&1 &
+        fi
         echo $! >"$DIR/pids/nats-$i"
     done
-    for i in 0 1 2; do wait_port $((PORT + i)); done
+    for i in "${want[@]}"; do wait_port $((PORT + i)); done
+    [[ $NODES == 1 ]] && return 0
     # JetStream needs a meta leader before streams can be created.
     for _ in $(seq 1 100); do
         if grep -q "JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader" "$DIR"/logs/nats-*.log; then
@@ -125,7 +151,7 @@ up() {
         echo "# Written by scripts/cluster.sh: the cluster's own settings."
         [[ -n ${HERMES_CONFIG:-} ]] && cat "$HERMES_CONFIG"
         echo "[cluster]"
-        echo "replicas = 3"
+        if [[ $NODES == 1 ]]; then echo "replicas = 1"; else echo "replicas = 3"; fi
     } >"$DIR/cluster.toml"
     start_nats
     start_hermes session session "$SESSIONS"

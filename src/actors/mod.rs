@@ -56,6 +56,15 @@ impl ActorSet {
         mcp_bridge: true,
         memory_extractor: true,
     };
+    /// No actor: a process that only drives a deployment running elsewhere (`hermes bench
+    /// --actors none`).
+    pub const NONE: ActorSet = ActorSet {
+        session: false,
+        planner: false,
+        tool_executor: false,
+        mcp_bridge: false,
+        memory_extractor: false,
+    };
     pub const NAMES: [&'static str; 5] = [
         "session",
         "planner",
@@ -69,6 +78,7 @@ impl ActorSet {
         if list.trim() == "all" {
             return Ok(Self::ALL);
         }
+
         let mut set = ActorSet {
             session: false,
             planner: false,

@@ -159,7 +159,7 @@ impl SessionRouter {
 
     /// Hand one inbox item to its session.
     async fn take(&self, item: OwnedItem, ack_wait: Duration) {
-        let settle = Settle::new(item.acker.clone(), ack_wait);
+        let settle = Settle::new(item.acker.clone(), ack_wait, item.delivery);
         let max = self.inner.env.config.engine.max_envelope_bytes;
         let key = (item.agent.clone(), item.session.clone());
         let job_event = Envelope::decode(&item.payload, max).and_then(|raw| {

@@ -4,7 +4,8 @@
 //! reported in progress, so the cluster does not hand it to another owner while a long turn
 //! runs. Acked when the session is done with it (turn answered, paused or refused). Dropped
 //! unsettled (the actor stopped, it lost the session to another owner) it is nak'ed, so the
-//! session's owner gets it again at once instead of after the ack wait.
+//! session's owner gets it again soon instead of after the ack wait — after a delay that
+//! doubles with each delivery, so an item that keeps failing does not spin.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +20,23 @@ pub struct Settle {
     heartbeat: JoinHandle<()>,
     io: Handle,
     settled: bool,
+    /// How long to wait before the item comes back if it is dropped unsettled.
+    retry_after: Duration,
+}
+
+/// First redelivery delay of an item dropped unsettled; doubled per delivery up to the cap.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+fn retry_after(delivery: u64) -> Duration {
+    let doublings = u32::try_from(delivery.saturating_sub(1).min(10)).unwrap_or(10);
+    (FIRST_RETRY * 2u32.pow(doublings)).min(MAX_RETRY)
 }
 
 impl Settle {
-    /// Start reporting the item in progress every third of `ack_wait`, on the runtime this is
-    /// called on (the I/O runtime).
-    pub fn new(acker: Arc<dyn Acker>, ack_wait: Duration) -> Self {
+    /// Start reporting the item (on its `delivery`th delivery) in progress every third of
+    /// `ack_wait`, on the runtime this is called on (the I/O runtime).
+    pub fn new(acker: Arc<dyn Acker>, ack_wait: Duration, delivery: u64) -> Self {
         let io = Handle::current();
         let every = (ack_wait / 3).max(Duration::from_millis(100));
         let beating = acker.clone();
@@ -41,6 +53,7 @@ impl Settle {
             heartbeat,
             io,
             settled: false,
+            retry_after: retry_after(delivery),
         }
     }
 
@@ -64,8 +77,23 @@ impl Drop for Settle {
             return;
         }
         let acker = self.acker.clone();
+        let delay = self.retry_after;
         self.io.spawn(async move {
-            let _ = acker.nak(None).await;
+            let _ = acker.nak(Some(delay)).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_that_keeps_failing_comes_back_ever_later_up_to_a_cap() {
+        assert_eq!(retry_after(1), Duration::from_millis(100));
+        assert_eq!(retry_after(2), Duration::from_millis(200));
+        assert_eq!(retry_after(5), Duration::from_millis(1600));
+        assert_eq!(retry_after(60), MAX_RETRY);
+        assert_eq!(retry_after(u64::MAX), MAX_RETRY);
     }
 }

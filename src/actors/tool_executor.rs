@@ -197,6 +197,12 @@ pub fn build_core(
         None => ToolStores::temporary(),
     }
     .map_err(|e| e.to_string())?;
+    let stores = match deps.bus.cluster() {
+        Some(cluster) => {
+            stores.shared_through(cluster.as_ref(), deps.config.tools.raw_retention_days)
+        }
+        None => stores,
+    };
     let (registry, workers) = build_registry(&deps.config.tools, &stores, Some(&deps.bus))?;
     Ok(ExecCore {
         registry,

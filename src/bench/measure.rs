@@ -31,6 +31,35 @@ pub fn context_switches() -> u64 {
     u64::try_from(usage.ru_nvcsw).unwrap_or(0) + u64::try_from(usage.ru_nivcsw).unwrap_or(0)
 }
 
+/// Other processes whose CPU time counts too (a deployment the bench drives over NATS).
+static DEPLOYMENT: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
+/// Count the CPU time of these processes in every row (`deployment_cpu_us_per_turn`).
+pub fn count_cpu_of(pids: Vec<u32>) {
+    let _ = DEPLOYMENT.set(pids);
+}
+
+/// CPU time (user + system, all threads) of the deployment's processes so far, from
+/// `/proc/<pid>/stat`; a process that is gone counts zero.
+fn deployment_cpu() -> Option<Duration> {
+    let pids = DEPLOYMENT.get()?;
+    // SAFETY: sysconf reads a constant.
+    let ticks_per_sec = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|t| *t > 0)?;
+    let ticks: u64 = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            // Fields after the parenthesised command: state is the 1st, utime the 12th, stime the 13th.
+            let rest = stat.rsplit_once(") ")?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum();
+    Some(Duration::from_micros(ticks * 1_000_000 / ticks_per_sec))
+}
+
 /// Where the process stood at one moment: CPU, wall clock, context switches, flushes.
 #[derive(Debug, Clone, Copy)]
 pub struct Snapshot {
@@ -38,6 +67,8 @@ pub struct Snapshot {
     pub wall: std::time::Instant,
     pub switches: u64,
     pub flushes: u64,
+    /// CPU of the deployment's other processes, when counted.
+    pub deployment: Option<Duration>,
 }
 
 impl Snapshot {
@@ -48,6 +79,7 @@ impl Snapshot {
             wall: std::time::Instant::now(),
             switches: context_switches(),
             flushes: engine.db.as_ref().map_or(0, |d| d.flushes()),
+            deployment: deployment_cpu(),
         }
     }
 }
@@ -62,7 +94,7 @@ pub fn per_turn_row(
 ) -> Value {
     let end = Snapshot::take(engine);
     let n = turns.max(1) as f64;
-    json!({
+    let mut row = json!({
         "workload": name,
         "turns": turns,
         "turns_per_s": turns as f64 / (end.wall - start.wall).as_secs_f64(),
@@ -72,7 +104,15 @@ pub fn per_turn_row(
         "context_switches_per_turn": (end.switches - start.switches) as f64 / n,
         "flushes_per_turn": (end.flushes - start.flushes) as f64 / n,
         "peak_rss_mb": peak_rss_mb(),
-    })
+    });
+    if let (Some(a), Some(b), Some(obj)) = (start.deployment, end.deployment, row.as_object_mut()) {
+        let cpu = (end.cpu - start.cpu) + b.saturating_sub(a);
+        obj.insert(
+            "deployment_cpu_us_per_turn".into(),
+            json!(cpu.as_secs_f64() * 1e6 / n),
+        );
+    }
+    row
 }
 
 /// Peak resident set size of this process, MiB (`ru_maxrss`).

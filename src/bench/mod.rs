@@ -18,7 +18,7 @@ use crate::config::{Config, ModelConfig};
 use crate::engine::Engine;
 
 pub use idle::DEFAULT_SESSIONS as IDLE_DEFAULT_SESSIONS;
-pub use measure::{host_info, Stats};
+pub use measure::{count_cpu_of, host_info, Stats};
 
 /// The bench scenario for the extractor and summariser roles.
 pub const BENCH_SCENARIO: &str = include_str!("../../config/bench-scenario.toml");
@@ -71,17 +71,18 @@ pub fn bench_config(mut config: Config, bus: &str, data_dir: &Path) -> Result<Co
 /// Run `workloads` and return one JSON object per reported row.
 pub async fn run(
     config: Config,
+    actors: ActorSet,
     workloads: &[Workload],
     io: tokio::runtime::Handle,
     progress: bool,
 ) -> Result<Vec<Value>, BenchError> {
     let config = Arc::new(config);
-    let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
+    let engine = Engine::start(config.clone(), actors, io).await?;
     tracing::info!(bus = %config.bus.url, "bench engine started");
     let mut rows = Vec::new();
     for w in workloads {
         match w {
-            Workload::W1 => rows.extend(w1::run(&engine, progress).await?),
+            Workload::W1 => rows.extend(w1::run(&engine, actors.session, progress).await?),
             Workload::W2 => rows.push(w2::run(&engine, progress).await?),
             Workload::W3 => rows.extend(w3::run(&engine, progress).await?),
             Workload::Idle(n) => rows.push(idle::run(&engine, *n, progress).await?),

@@ -7,6 +7,18 @@ use bytes::Bytes;
 
 use super::BusError;
 
+/// Whether `key` may name an entry: letters, digits, `-`, `_`, `=`, `.` and `/`, not starting
+/// or ending with `.` (what a JetStream KV key allows). Ids a model passes in are checked
+/// with this before they are looked up.
+pub fn is_valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with('.')
+        && !key.ends_with('.')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '=' | '.' | '/'))
+}
+
 /// One bucket.
 #[async_trait]
 pub trait SharedKv: Send + Sync {
@@ -16,4 +28,10 @@ pub trait SharedKv: Send + Sync {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError>;
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError>;
     async fn delete(&self, key: &str) -> Result<(), BusError>;
+}
+
+impl std::fmt::Debug for dyn SharedKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedKv")
+    }
 }

@@ -134,6 +134,11 @@ impl NatsBus {
         })
     }
 
+    /// Copies JetStream keeps of each stream this bus creates.
+    fn replicas(&self) -> usize {
+        self.cluster.options().replicas
+    }
+
     fn io_error(&self, what: &str, err: impl std::fmt::Display) -> BusError {
         BusError::Io(format!(
             "{what} on {}: {err}; check that nats-server is running and reachable",
@@ -285,14 +290,14 @@ impl Bus for NatsBus {
         check_subject(queue, false)?;
         self.check_size(&payload)?;
         if !self.stream_known(queue) {
-            jetstream::ensure_stream(&self.jetstream, queue).await?;
+            jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
             self.set_stream_known(queue, true);
         }
         match jetstream::publish(&self.jetstream, queue, payload.clone()).await {
             Err(jetstream::PublishFailure::StreamMissing) => {
                 // Deleted behind our back (or the server lost its store): recreate, retry once.
                 self.set_stream_known(queue, false);
-                jetstream::ensure_stream(&self.jetstream, queue).await?;
+                jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
                 self.set_stream_known(queue, true);
                 jetstream::publish(&self.jetstream, queue, payload)
                     .await
@@ -310,11 +315,12 @@ impl Bus for NatsBus {
         check_subject(queue, false)?;
         let context = self.jetstream.clone();
         let name = queue.to_string();
+        let replicas = self.replicas();
         // The pull consumer spawns its request task where it is created: keep it on the
         // connect-time runtime, whatever runtime calls us.
         let setup = self
             .runtime
-            .spawn(async move { jetstream::consume(&context, &name, options).await });
+            .spawn(async move { jetstream::consume(&context, &name, replicas, options).await });
         let consumer = setup
             .await
             .map_err(|e| self.io_error("starting the durable consumer failed", e))??;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use hermes::actors::ActorSet;
 use hermes::bench::{self, Workload};
 use hermes::config::Config;
 
@@ -37,6 +38,16 @@ pub struct BenchArgs {
     /// Print one JSON line per workload instead of a table.
     #[arg(long)]
     json: bool,
+    /// Actors this process runs: `all`, a comma list (see `hermes serve --help`), or `none`
+    /// to drive a deployment already serving on `--bus` (its processes need the bench model:
+    /// `[models.planner] provider = "bench"` and the built-in `add`; see
+    /// scripts/bench-cluster.sh). CPU figures then cover this process only.
+    #[arg(long, default_value = "all")]
+    actors: String,
+    /// Also count the CPU time of these processes (comma-separated pids: the deployment
+    /// `--actors none` drives) in each row's `deployment_cpu_us_per_turn`.
+    #[arg(long, value_delimiter = ',', value_name = "PID,...")]
+    count_cpu_of: Vec<u32>,
 }
 
 pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
@@ -54,10 +65,16 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         Which::All => vec![Workload::W1, Workload::W2, Workload::W3],
     };
     let json = args.json;
-    let rows =
-        with_engine_runtime(
-            |io| async move { Ok(bench::run(config, &workloads, io, !json).await?) },
-        )?;
+    if !args.count_cpu_of.is_empty() {
+        bench::count_cpu_of(args.count_cpu_of.clone());
+    }
+    let actors = match args.actors.trim() {
+        "none" => ActorSet::NONE,
+        list => ActorSet::parse(list).map_err(anyhow::Error::msg)?,
+    };
+    let rows = with_engine_runtime(|io| async move {
+        Ok(bench::run(config, actors, &workloads, io, !json).await?)
+    })?;
     for row in rows {
         if json {
             println!("{row}");

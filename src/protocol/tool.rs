@@ -224,6 +224,10 @@ pub struct ToolMetrics {
     /// Write calls answered from the idempotency record instead of running again.
     #[serde(default)]
     pub idempotent_replays: u64,
+    /// Write calls refused because an earlier execution with the same key started and never
+    /// recorded an outcome.
+    #[serde(default)]
+    pub idempotent_unfinished: u64,
     #[serde(default)]
     pub jobs_submitted: u64,
     /// Jobs found unfinished at start and run again.

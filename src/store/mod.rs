@@ -32,6 +32,8 @@ pub enum StoreError {
     Flush(#[from] durability::FlushError),
     #[error(transparent)]
     Log(#[from] replica::LogError),
+    #[error("shared store failed: {0}")]
+    Shared(String),
 }
 
 impl StoreError {

@@ -4,17 +4,29 @@
 //! **Key**: `idem-` + hex SHA-256 of `session \x1f turn \x1f tool \x1f canonical arguments`,
 //! where the canonical arguments are the validated arguments (repairs applied, `_user`
 //! injected) as JSON with object keys sorted. Without a turn id the call id stands in, so
-//! separate turns never share a key. **Value**: an [`IdemRecord`] as JSON: the result the
-//! first execution returned (for an async tool: its `{job_id, status}` submission).
+//! separate turns never share a key. **Value**: an [`IdemRecord`] as JSON: a reservation
+//! (`reserved: true`, no result) written durably **before** the call runs, then the result
+//! the first execution returned (for an async tool: its `{job_id, status}` submission).
 //!
-//! The executor records before it replies; a call whose key is already recorded gets the
-//! recorded result back (flagged `via = "idempotent-replay"`) and does not run again.
+//! A call whose key is recorded gets the recorded result back (flagged `via =
+//! "idempotent-replay"`) and does not run again. A call whose key is only reserved — an
+//! execution started and its outcome never arrived (the executor died mid-call, or the same
+//! call runs right now in another copy) — is refused with an error saying so, never run a
+//! second time. A failed execution releases its reservation, so a retry may run.
+//!
+//! Where the records live: this process's sled, or with a NATS cluster the JetStream KV
+//! bucket `hermes_idem`, whose create-only write makes exactly one of two racing copies the
+//! one that runs the call.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::bus::kv::SharedKv;
 use crate::protocol::ToolCallResult;
 use crate::store::durability::Durable;
 use crate::store::tool_result::StoredToolResult;
@@ -22,6 +34,8 @@ use crate::store::StoreError;
 
 /// The sled tree of recorded results.
 pub const TREE: &str = "tool_results_idem";
+/// The shared bucket of recorded results on a NATS cluster.
+pub const BUCKET: &str = "hermes_idem";
 /// `via` of a result served from the record instead of a new execution.
 pub const REPLAY_VIA: &str = "idempotent-replay";
 
@@ -58,49 +72,152 @@ pub fn canonical_json(value: &Value) -> String {
     sorted(value).to_string()
 }
 
-/// A recorded result.
+/// A reservation, or a recorded result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdemRecord {
-    pub result: StoredToolResult,
+    /// Set while the call runs (or if it never finished); records written before
+    /// reservations existed have none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<StoredToolResult>,
     pub recorded_at: DateTime<Utc>,
 }
 
-/// The `tool_results_idem` tree.
+/// What [`IdemStore::reserve`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reservation {
+    /// The key is now reserved for this execution: run the call, then record or release.
+    Reserved,
+    /// An earlier execution recorded this result: return it, do not run.
+    Recorded(Box<StoredToolResult>),
+    /// An earlier execution reserved the key at `since` and recorded nothing.
+    Pending { since: DateTime<Utc> },
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Local { tree: sled::Tree, durable: Durable },
+    Shared(Arc<dyn SharedKv>),
+}
+
+/// The idempotency records: the `tool_results_idem` tree, or a shared bucket.
 #[derive(Debug, Clone)]
 pub struct IdemStore {
-    tree: sled::Tree,
-    durable: Durable,
+    backend: Backend,
+}
+
+fn encode(record: &IdemRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+fn decode(key: &str, bytes: &[u8]) -> Result<IdemRecord, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: format!("idempotency record {key}"),
+        reason: e.to_string(),
+    })
+}
+
+fn shared_error(e: crate::bus::BusError) -> StoreError {
+    StoreError::Shared(e.to_string())
 }
 
 impl IdemStore {
     pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
-            tree: db.open_tree(TREE)?,
-            durable: db.clone(),
+            backend: Backend::Local {
+                tree: db.open_tree(TREE)?,
+                durable: db.clone(),
+            },
         })
     }
 
-    pub fn get(&self, key: &str) -> Result<Option<IdemRecord>, StoreError> {
-        let Some(bytes) = self.tree.get(key.as_bytes())? else {
-            return Ok(None);
+    /// Records kept in a bucket every copy of the tool-executor reaches.
+    pub fn shared(bucket: Arc<dyn SharedKv>) -> Self {
+        Self {
+            backend: Backend::Shared(bucket),
+        }
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<IdemRecord>, StoreError> {
+        let bytes = match &self.backend {
+            Backend::Local { tree, .. } => tree.get(key.as_bytes())?.map(|v| v.to_vec()),
+            Backend::Shared(bucket) => bucket
+                .get(key)
+                .await
+                .map_err(shared_error)?
+                .map(|b| b.to_vec()),
         };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                what: format!("idempotency record {key}"),
-                reason: e.to_string(),
-            })
+        bytes.map(|b| decode(key, &b)).transpose()
+    }
+
+    /// Reserve `key` for an execution, durably, unless an earlier execution holds it.
+    pub async fn reserve(&self, key: &str) -> Result<Reservation, StoreError> {
+        let reservation = encode(&IdemRecord {
+            reserved: true,
+            result: None,
+            recorded_at: Utc::now(),
+        })?;
+        let created = match &self.backend {
+            Backend::Local { tree, durable } => {
+                let swapped =
+                    tree.compare_and_swap(key.as_bytes(), None::<&[u8]>, Some(reservation))?;
+                if swapped.is_ok() {
+                    durable.commit().await?;
+                }
+                swapped.is_ok()
+            }
+            Backend::Shared(bucket) => bucket
+                .create(key, Bytes::from(reservation))
+                .await
+                .map_err(shared_error)?,
+        };
+        if created {
+            return Ok(Reservation::Reserved);
+        }
+        // Held by an earlier execution: what did it leave?
+        match self.get(key).await? {
+            Some(IdemRecord {
+                result: Some(result),
+                ..
+            }) => Ok(Reservation::Recorded(Box::new(result))),
+            Some(record) => Ok(Reservation::Pending {
+                since: record.recorded_at,
+            }),
+            // Released between our write and our read: the caller may try again.
+            None => Ok(Reservation::Pending { since: Utc::now() }),
+        }
     }
 
     /// Record `result` under `key` and make it durable before returning.
     pub async fn record(&self, key: &str, result: &ToolCallResult) -> Result<(), StoreError> {
-        let record = IdemRecord {
-            result: result.into(),
+        let bytes = encode(&IdemRecord {
+            reserved: false,
+            result: Some(result.into()),
             recorded_at: Utc::now(),
-        };
-        let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Encode(e.to_string()))?;
-        self.tree.insert(key.as_bytes(), bytes)?;
-        self.durable.commit().await?;
+        })?;
+        match &self.backend {
+            Backend::Local { tree, durable } => {
+                tree.insert(key.as_bytes(), bytes)?;
+                durable.commit().await?;
+            }
+            Backend::Shared(bucket) => bucket
+                .put(key, Bytes::from(bytes))
+                .await
+                .map_err(shared_error)?,
+        }
+        Ok(())
+    }
+
+    /// The execution failed without effect: free the key so a retry may run.
+    pub async fn release(&self, key: &str) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Local { tree, durable } => {
+                tree.remove(key.as_bytes())?;
+                durable.commit().await?;
+            }
+            Backend::Shared(bucket) => bucket.delete(key).await.map_err(shared_error)?,
+        }
         Ok(())
     }
 }

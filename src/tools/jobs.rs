@@ -7,11 +7,15 @@
 //! on `hermes.job.<id>` as a [`crate::protocol::JobEvent`]. On start the executor resumes
 //! the jobs it finds `submitted` or `running` (see `actors::tool_executor`).
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ProgressUpdate, ToolError};
+use crate::bus::kv::SharedKv;
 use crate::store::durability::Durable;
 use crate::store::StoreError;
 
@@ -59,11 +63,16 @@ pub fn new_job_id() -> String {
     format!("job-{}", uuid::Uuid::now_v7().simple())
 }
 
-/// The `jobs` tree.
+/// The shared bucket job records are copied to on a NATS cluster.
+pub const BUCKET: &str = "hermes_jobs";
+
+/// The `jobs` tree, and on a NATS cluster a copy of every record in the shared bucket
+/// [`BUCKET`], so `job_status` answers from any copy of the tool-executor.
 #[derive(Debug, Clone)]
 pub struct JobStore {
     tree: sled::Tree,
     durable: Durable,
+    shared: Option<Arc<dyn SharedKv>>,
 }
 
 impl JobStore {
@@ -71,7 +80,48 @@ impl JobStore {
         Ok(Self {
             tree: db.open_tree(TREE)?,
             durable: db.clone(),
+            shared: None,
         })
+    }
+
+    /// Also keep every saved record in `bucket`.
+    pub fn with_shared(mut self, bucket: Arc<dyn SharedKv>) -> Self {
+        self.shared = Some(bucket);
+        self
+    }
+
+    /// Write a record, commit it, and copy it to the shared bucket.
+    pub async fn save(&self, record: &mut JobRecord) -> Result<(), StoreError> {
+        self.put(record)?;
+        self.flush().await?;
+        if let Some(bucket) = &self.shared {
+            let bytes =
+                serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))?;
+            bucket
+                .put(&record.job_id, Bytes::from(bytes))
+                .await
+                .map_err(|e| StoreError::Shared(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// A job by id: from this copy's records, else from the shared bucket.
+    pub async fn find(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError> {
+        if let Some(record) = self.get(job_id)? {
+            return Ok(Some(record));
+        }
+        let Some(bucket) = &self.shared else {
+            return Ok(None);
+        };
+        if !crate::bus::kv::is_valid_key(job_id) {
+            return Ok(None);
+        }
+        bucket
+            .get(job_id)
+            .await
+            .map_err(|e| StoreError::Shared(e.to_string()))?
+            .map(|bytes| decode(job_id, &bytes))
+            .transpose()
     }
 
     /// Write (or overwrite) a record, stamping `updated`.

@@ -6,10 +6,14 @@
 //! JSON. Records older than `tools.raw_retention_days` are pruned by the tool-executor (at
 //! start and hourly); uuid v7 keys sort by time, so pruning stops at the first young record.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bus::kv::SharedKv;
 use crate::store::StoreError;
 
 /// The sled tree of raw outputs.
@@ -27,17 +31,74 @@ pub struct RawRecord {
     pub stored_at: DateTime<Utc>,
 }
 
-/// The `tool_raw` tree.
+/// The shared bucket raw outputs are copied to on a NATS cluster.
+pub const BUCKET: &str = "hermes_raw";
+
+/// The `tool_raw` tree, and on a NATS cluster a copy of every output in the shared bucket
+/// [`BUCKET`] (expiring after the retention), so `tool_raw_get` answers from any copy.
 #[derive(Debug, Clone)]
 pub struct RawStore {
     tree: sled::Tree,
+    shared: Option<Arc<dyn SharedKv>>,
 }
 
 impl RawStore {
     pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
         Ok(Self {
             tree: db.open_tree(TREE)?,
+            shared: None,
         })
+    }
+
+    /// Also keep every output in `bucket`.
+    pub fn with_shared(mut self, bucket: Arc<dyn SharedKv>) -> Self {
+        self.shared = Some(bucket);
+        self
+    }
+
+    /// Store `output` here and in the shared bucket; returns its reference.
+    pub async fn store(
+        &self,
+        tool: &str,
+        call_id: &str,
+        output: &Value,
+    ) -> Result<String, StoreError> {
+        let reference = self.put(tool, call_id, output)?;
+        if let Some(bucket) = &self.shared {
+            if let Some(bytes) = self.tree.get(reference.as_bytes())? {
+                bucket
+                    .put(&reference, Bytes::copy_from_slice(&bytes))
+                    .await
+                    .map_err(|e| StoreError::Shared(e.to_string()))?;
+            }
+        }
+        Ok(reference)
+    }
+
+    /// An output by reference: from this copy, else from the shared bucket.
+    pub async fn find(&self, reference: &str) -> Result<Option<RawRecord>, StoreError> {
+        if let Some(record) = self.get(reference)? {
+            return Ok(Some(record));
+        }
+        let Some(bucket) = &self.shared else {
+            return Ok(None);
+        };
+        if !crate::bus::kv::is_valid_key(reference) {
+            return Ok(None);
+        }
+        let Some(bytes) = bucket
+            .get(reference)
+            .await
+            .map_err(|e| StoreError::Shared(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                what: format!("raw output {reference}"),
+                reason: e.to_string(),
+            })
     }
 
     /// Store `output` and return its reference.

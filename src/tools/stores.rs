@@ -1,9 +1,13 @@
-//! The sled trees the tool-executor owns, opened together: `jobs`, `tool_results_idem` and
-//! `tool_raw` (see [`super::jobs`], [`super::idempotency`], [`super::raw`] for keys and values).
+//! The stores the tool-executor owns, opened together: sled trees `jobs`, `tool_results_idem`
+//! and `tool_raw` (see [`super::jobs`], [`super::idempotency`], [`super::raw`] for keys and
+//! values), and on a NATS cluster the shared buckets behind them.
 
-use super::idempotency::IdemStore;
-use super::jobs::JobStore;
-use super::raw::RawStore;
+use std::time::Duration;
+
+use super::idempotency::{self, IdemStore};
+use super::jobs::{self, JobStore};
+use super::raw::{self, RawStore};
+use crate::bus::cluster::Cluster;
 use crate::store::durability::{Durable, Mode};
 use crate::store::StoreError;
 
@@ -22,6 +26,19 @@ impl ToolStores {
             idem: IdemStore::open(db)?,
             raw: RawStore::open(db)?,
         })
+    }
+
+    /// On a NATS cluster: idempotency records live only in the shared bucket (so two copies
+    /// racing on one key execute once), and job records and raw outputs are copied there (so
+    /// any copy answers `job_status` and `tool_raw_get`).
+    pub fn shared_through(self, cluster: &dyn Cluster, raw_retention_days: u64) -> Self {
+        let raw_age = (raw_retention_days > 0)
+            .then(|| Duration::from_secs(raw_retention_days.saturating_mul(86_400)));
+        Self {
+            jobs: self.jobs.with_shared(cluster.bucket(jobs::BUCKET, None)),
+            idem: IdemStore::shared(cluster.bucket(idempotency::BUCKET, None)),
+            raw: self.raw.with_shared(cluster.bucket(raw::BUCKET, raw_age)),
+        }
     }
 
     /// Stores in a temporary database that vanishes on drop (tests, benches, and an executor

@@ -1,6 +1,7 @@
 //! `hermes` as a child process: `hermes serve …` started and waited for, killed on drop.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -32,7 +33,8 @@ pub struct Serve {
 impl Serve {
     /// Start `hermes --config CONFIG serve --bus URL --actors ACTORS` and wait for `ready`.
     pub fn start(config: &Path, bus: &str, actors: &str) -> Serve {
-        let mut child = hermes()
+        let mut child = hermes();
+        child
             .args([
                 "--config",
                 config.to_str().unwrap(),
@@ -43,9 +45,17 @@ impl Serve {
                 actors,
             ])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("hermes serve starts");
+            .stderr(Stdio::inherit());
+        // SAFETY: prctl is async-signal-safe. A test process killed before its destructors
+        // run (Ctrl-C, a closed pipe) takes its `hermes serve` children with it instead of
+        // leaving them running against a dead stderr.
+        unsafe {
+            child.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = child.spawn().expect("hermes serve starts");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -15,6 +15,7 @@ mod readme;
 mod real_model_cli;
 mod scale_out;
 mod sessions;
+mod shared_tool_state;
 mod tool_jobs;
 mod tool_worker;
 mod turn_loop;

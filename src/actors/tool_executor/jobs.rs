@@ -171,8 +171,7 @@ async fn finish(core: &ExecCore, record: &mut JobRecord) {
 }
 
 async fn save(core: &ExecCore, record: &mut JobRecord) -> Result<(), crate::store::StoreError> {
-    core.stores.jobs.put(record)?;
-    core.stores.jobs.flush().await
+    core.stores.jobs.save(record).await
 }
 
 /// Publish the record's state on `hermes.job.<id>`; a failure is logged (the record is the

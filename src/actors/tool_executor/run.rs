@@ -11,7 +11,7 @@ use super::jobs;
 use crate::bus::SharedBus;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
-use crate::tools::idempotency::{idempotency_key, REPLAY_VIA};
+use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA};
 use crate::tools::metrics::{Counter, ExecutorMetrics};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::MCP_SEPARATOR;
@@ -90,7 +90,7 @@ async fn prepare_and_run(
         )
     });
     if let Some(key) = &idem_key {
-        if let Some(replayed) = replay(core, key, request)? {
+        if let Some(replayed) = reserve(core, key, request).await? {
             return Ok(replayed);
         }
     }
@@ -134,17 +134,33 @@ async fn prepare_and_run(
             .await
         }
     }
-    if let (Some(key), ToolStatus::Ok) = (&idem_key, out.status) {
-        core.stores.idem.record(key, &out).await.map_err(|e| {
-            tracing::error!(tool = %request.name, error = %e, "idempotency record failed after the call ran");
-            ToolError::new(
-                ToolErrorCode::Unavailable,
-                format!("`{}` ran, but its result could not be recorded: {e}", request.name),
-            )
-            .with_hint("the action probably took effect; do not repeat it, tell the user to check")
-        })?;
+    if let Some(key) = &idem_key {
+        settle_reservation(core, key, request, &out).await?;
     }
     Ok(out)
+}
+
+/// Record a successful execution's result under its key; release the key of a failed one.
+async fn settle_reservation(
+    core: &ExecCore,
+    key: &str,
+    request: &ToolCallRequest,
+    out: &ToolCallResult,
+) -> Result<(), ToolError> {
+    if out.status != ToolStatus::Ok {
+        if let Err(e) = core.stores.idem.release(key).await {
+            tracing::warn!(tool = %request.name, error = %e, "idempotency reservation not released; a retry of this call will be refused");
+        }
+        return Ok(());
+    }
+    core.stores.idem.record(key, out).await.map_err(|e| {
+        tracing::error!(tool = %request.name, error = %e, "idempotency record failed after the call ran");
+        ToolError::new(
+            ToolErrorCode::Unavailable,
+            format!("`{}` ran, but its result could not be recorded: {e}", request.name),
+        )
+        .with_hint("the action probably took effect; do not repeat it, tell the user to check")
+    })
 }
 
 /// A `risk = high` call runs only with `confirmed: true`.
@@ -167,26 +183,49 @@ fn check_confirmation(
     .with_hint("ask the user to confirm (say exactly what will happen), then call again confirmed"))
 }
 
-/// The recorded result of an earlier execution with the same key, if any.
-fn replay(
+/// Reserve the call's key before it runs. `Some` is what to answer instead of running: the
+/// recorded result of an earlier execution, or an error when an earlier execution started
+/// and never recorded an outcome (it is not repeated blindly).
+async fn reserve(
     core: &ExecCore,
     key: &str,
     request: &ToolCallRequest,
 ) -> Result<Option<ToolCallResult>, ToolError> {
-    let record = core.stores.idem.get(key).map_err(|e| {
+    let reservation = core.stores.idem.reserve(key).await.map_err(|e| {
         ToolError::new(
             ToolErrorCode::Unavailable,
             format!("idempotency store: {e}"),
         )
         .with_hint("the tool-executor's store is failing; do not retry, tell the user")
     })?;
-    Ok(record.map(|r| {
-        core.metrics.bump(Counter::IdempotentReplay);
-        let mut result = ToolCallResult::from(&r.result);
-        result.call_id.clone_from(&request.call_id);
-        result.via = REPLAY_VIA.to_string();
-        result
-    }))
+    match reservation {
+        Reservation::Reserved => Ok(None),
+        Reservation::Recorded(stored) => {
+            core.metrics.bump(Counter::IdempotentReplay);
+            let mut result = ToolCallResult::from(stored.as_ref());
+            result.call_id.clone_from(&request.call_id);
+            result.via = REPLAY_VIA.to_string();
+            Ok(Some(result))
+        }
+        Reservation::Pending { since } => {
+            core.metrics.bump(Counter::IdempotentUnfinished);
+            tracing::warn!(tool = %request.name, key, %since, "an earlier execution of this write call never recorded its outcome; not running it again");
+            Err(ToolError::new(
+                ToolErrorCode::Unavailable,
+                format!(
+                    "`{}` with these arguments was started at {} and its outcome was never \
+                     recorded (the tool-executor stopped mid-call, or the same call is running \
+                     right now); it is not run a second time",
+                    request.name,
+                    since.to_rfc3339()
+                ),
+            )
+            .with_hint(
+                "the action may have taken effect: check its result (e.g. look the record up) \
+                 before trying anything else, and tell the user",
+            ))
+        }
+    }
 }
 
 async fn run_sync(
@@ -205,7 +244,8 @@ async fn run_sync(
                 match core
                     .stores
                     .raw
-                    .put(&request.name, &request.call_id, &output)
+                    .store(&request.name, &request.call_id, &output)
+                    .await
                 {
                     Ok(reference) => out.raw_reference = Some(reference),
                     Err(e) => tracing::warn!(error = %e, "raw output not stored"),

@@ -400,3 +400,88 @@ async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
     let m = c.metrics.snapshot();
     assert_eq!((m.jobs_resumed, m.jobs_failed_on_restart), (1, 2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
+    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = core(
+        &db,
+        bus,
+        vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
+    );
+    let args = json!({"order_id": "JD-1", "amount": 30});
+    let key = crate::tools::idempotency::idempotency_key("s1", "turn-1", "refund", &args);
+    // A previous executor reserved the key, then died before recording an outcome.
+    let reserved = c.stores.idem.reserve(&key).await.unwrap();
+    assert_eq!(reserved, crate::tools::idempotency::Reservation::Reserved);
+
+    let retry = execute(&c, request("call-2", "refund", args), Caller::default()).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the write ran again");
+    assert_eq!(retry.status, ToolStatus::Error);
+    let error = retry.error.expect("an error saying why");
+    assert_eq!(error.code, ToolErrorCode::Unavailable);
+    assert!(error.message.contains("never"), "{}", error.message);
+    assert!(error.hint.unwrap_or_default().contains("check"));
+    assert_eq!(c.metrics.snapshot().idempotent_unfinished, 1);
+}
+
+/// A write tool that fails on its first execution.
+struct FailsOnce {
+    calls: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Tool for FailsOnce {
+    fn spec(&self) -> ToolSpec {
+        Counting {
+            calls: self.calls.clone(),
+            effect: ToolEffect::Write,
+            risk: ToolRisk::Low,
+            mode: ToolMode::Sync,
+        }
+        .spec()
+    }
+    fn definition(&self) -> ToolDefinition {
+        let mut d = ToolDefinition::from_spec(self.spec(), Duration::from_secs(5));
+        d.effect = ToolEffect::Write;
+        d
+    }
+    async fn call(&self, _: Value) -> Result<Value, ToolError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(ToolError::new(
+                ToolErrorCode::ExecutionFailed,
+                "payment backend said no",
+            ));
+        }
+        Ok(json!({"refunded": true}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_frees_its_key_so_a_retry_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
+    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = core(
+        &db,
+        bus,
+        vec![Arc::new(FailsOnce {
+            calls: calls.clone(),
+        })],
+    );
+    let args = json!({"order_id": "JD-2", "amount": 5});
+    let failed = execute(
+        &c,
+        request("call-1", "refund", args.clone()),
+        Caller::default(),
+    )
+    .await;
+    assert_eq!(failed.status, ToolStatus::Error);
+    let retried = execute(&c, request("call-2", "refund", args), Caller::default()).await;
+    assert_eq!(retried.status, ToolStatus::Ok, "{retried:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}

@@ -34,7 +34,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, OnceCell};
 
 use super::balance::{self, Membership};
-use super::jetstream::JetStreamAcker;
+use super::jetstream::{while_forming, JetStreamAcker};
 use super::kv::NatsKv;
 use crate::bus::cluster::{partition_of, Cluster, ClusterOptions, OwnedItem, OwnedItems};
 use crate::bus::kv::SharedKv;
@@ -178,10 +178,11 @@ async fn pull_every_partition(
     jetstream: &Context,
     options: &ClusterOptions,
 ) -> Result<OwnedItems, BusError> {
-    let stream = jetstream
-        .get_stream(INBOX_STREAM)
-        .await
-        .map_err(|e| storage_error("cannot open the session inbox stream", e))?;
+    let stream = while_forming("opening the session inbox", || {
+        jetstream.get_stream(INBOX_STREAM)
+    })
+    .await
+    .map_err(|e| storage_error("cannot open the session inbox stream", e))?;
     let membership = Arc::new(Membership::new(options.partitions, options.failover));
     let (items, received) = mpsc::channel(1024);
     for p in 0..options.partitions.max(1) {
@@ -197,10 +198,11 @@ async fn pull_every_partition(
             priority_timeout: options.failover,
             ..Default::default()
         };
-        let consumer = stream
-            .create_consumer(config)
-            .await
-            .map_err(|e| storage_error(&format!("cannot create consumer {name}"), e))?;
+        let consumer = while_forming("creating a partition consumer", || {
+            stream.create_consumer(config.clone())
+        })
+        .await
+        .map_err(|e| storage_error(&format!("cannot create consumer {name}"), e))?;
         let owner = PartitionOwner {
             partition: p,
             name,
@@ -486,10 +488,11 @@ impl NatsSessionLog {
                     allow_direct: true,
                     ..Default::default()
                 };
-                self.jetstream
-                    .get_or_create_stream(config)
-                    .await
-                    .map_err(unavailable)
+                while_forming("creating the session log", || {
+                    self.jetstream.get_or_create_stream(config.clone())
+                })
+                .await
+                .map_err(unavailable)
             })
             .await
     }
@@ -519,9 +522,17 @@ impl SessionLog for NatsSessionLog {
             session: session.to_string(),
             expected,
         };
-        let classify = |e: async_nats::jetstream::context::PublishError| match e.kind() {
-            PublishErrorKind::WrongLastSequence => fenced(),
-            _ => unavailable(e),
+        let classify = |e: async_nats::jetstream::context::PublishError| {
+            // A clustered stream answers a failed expected-sequence check with error code
+            // 10164 ("wrong last sequence" without the sequence), which the client does not
+            // map to `WrongLastSequence`.
+            let wrong_sequence = e.kind() == PublishErrorKind::WrongLastSequence
+                || e.to_string().contains("wrong last sequence");
+            if wrong_sequence {
+                fenced()
+            } else {
+                unavailable(e)
+            }
         };
         let ack = self
             .jetstream

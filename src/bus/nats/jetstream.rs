@@ -54,22 +54,54 @@ fn jetstream_error(what: &str, queue: &str, err: impl std::fmt::Display) -> BusE
     ))
 }
 
-/// Create the queue's stream, or get it when it exists.
+/// How long JetStream API calls that time out are retried while a cluster forms.
+const FORMING_WAIT: Duration = Duration::from_secs(30);
+
+/// Run a JetStream API call, retrying it while the answer is a timeout or no responders: a
+/// cluster that is still forming (nodes starting, no stream leader yet) answers so for a few
+/// seconds, and processes started with it (a script, docker-compose) should wait, not fail.
+pub async fn while_forming<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + FORMING_WAIT;
+    loop {
+        match attempt().await {
+            Err(e) if is_transient(&e.to_string()) && tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "{what}: JetStream not ready yet; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_transient(error: &str) -> bool {
+    let error = error.to_ascii_lowercase();
+    error.contains("timed out") || error.contains("no responders")
+}
+
+/// Create the queue's stream (with `replicas` copies), or get it when it exists.
 pub async fn ensure_stream(
     context: &Context,
     queue: &str,
+    replicas: usize,
 ) -> Result<async_nats::jetstream::stream::Stream, BusError> {
     let config = Config {
         name: stream_name(queue),
         subjects: vec![queue.to_string()],
         retention: RetentionPolicy::WorkQueue,
         storage: StorageType::File,
+        num_replicas: replicas.max(1),
         ..Default::default()
     };
-    context
-        .get_or_create_stream(config)
-        .await
-        .map_err(|e| jetstream_error("cannot create or open the stream", queue, e))
+    while_forming("creating a durable queue stream", || {
+        context.get_or_create_stream(config.clone())
+    })
+    .await
+    .map_err(|e| jetstream_error("cannot create or open the stream", queue, e))
 }
 
 /// Why a durable publish failed.
@@ -106,9 +138,10 @@ pub async fn publish(context: &Context, queue: &str, payload: Bytes) -> Result<(
 pub async fn consume(
     context: &Context,
     queue: &str,
+    replicas: usize,
     options: DurableOptions,
 ) -> Result<DurableConsumer, BusError> {
-    let stream = ensure_stream(context, queue).await?;
+    let stream = ensure_stream(context, queue, replicas).await?;
     let max_deliver = i64::try_from(options.max_deliver)
         .ok()
         .filter(|n| *n > 0)
@@ -121,10 +154,11 @@ pub async fn consume(
         ..Default::default()
     };
     // Create-or-update, so a changed ack_wait / max_deliver takes effect.
-    let consumer = stream
-        .create_consumer(config)
-        .await
-        .map_err(|e| jetstream_error("cannot create the durable consumer", queue, e))?;
+    let consumer = while_forming("creating a durable consumer", || {
+        stream.create_consumer(config.clone())
+    })
+    .await
+    .map_err(|e| jetstream_error("cannot create the durable consumer", queue, e))?;
     let messages = consumer
         .stream()
         .max_messages_per_batch(1)

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
+use super::jetstream::while_forming;
 use crate::bus::kv::SharedKv;
 use crate::bus::BusError;
 
@@ -50,17 +51,19 @@ impl NatsKv {
                 if let Ok(store) = self.jetstream.get_key_value(&self.bucket).await {
                     return Ok(store);
                 }
-                self.jetstream
-                    .create_key_value(Config {
-                        bucket: self.bucket.clone(),
-                        history: 1,
-                        storage: StorageType::File,
-                        num_replicas: self.replicas.max(1),
-                        max_age: self.max_age.unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| self.error("cannot create the bucket", e))
+                let config = Config {
+                    bucket: self.bucket.clone(),
+                    history: 1,
+                    storage: StorageType::File,
+                    num_replicas: self.replicas.max(1),
+                    max_age: self.max_age.unwrap_or_default(),
+                    ..Default::default()
+                };
+                while_forming("creating a key-value bucket", || {
+                    self.jetstream.create_key_value(config.clone())
+                })
+                .await
+                .map_err(|e| self.error("cannot create the bucket", e))
             })
             .await
     }

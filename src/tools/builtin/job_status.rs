@@ -56,7 +56,7 @@ impl Tool for JobStatusTool {
             .get("job_id")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let record = self.jobs.get(id).map_err(|e| {
+        let record = self.jobs.find(id).await.map_err(|e| {
             ToolError::new(ToolErrorCode::Unavailable, format!("job store: {e}"))
                 .with_hint("the job store is failing; tell the user")
         })?;

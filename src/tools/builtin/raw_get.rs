@@ -55,7 +55,7 @@ impl Tool for RawGet {
             .get("reference")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let record = self.raw.get(reference).map_err(|e| {
+        let record = self.raw.find(reference).await.map_err(|e| {
             ToolError::new(ToolErrorCode::Unavailable, format!("raw store: {e}"))
                 .with_hint("the raw store is failing; tell the user")
         })?;
