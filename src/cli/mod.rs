@@ -61,12 +61,34 @@ enum Command {
     /// recall, a repaired tool call, an MCP tool call to a real server process, the answer and
     /// the memory written afterwards. Uses the `replay` model unless --config names another.
     Demo(demo::DemoArgs),
-    /// Run actors as a service on a bus until Ctrl-C.
+    /// Run actors as a service on a bus until Ctrl-C or SIGTERM.
     ///
     /// Examples:
     ///   hermes serve                                  # everything, embedded bus
     ///   hermes serve --bus nats://127.0.0.1:4222 --actors session,planner,memory-extractor
     ///   hermes serve --bus nats://127.0.0.1:4222 --actors tool-executor,mcp-bridge
+    ///
+    /// With `--bus embedded` (the default) every actor runs in this process on sled.
+    ///
+    /// With `--bus nats://host:4222` (several seeds: `nats://a:4222,nats://b:4222`) each
+    /// actor kind may run in any number of processes, in any split:
+    ///
+    ///   session          owns sessions: JetStream assigns each partition of sessions to one
+    ///                    live session process and moves it within `[cluster] failover_secs`
+    ///                    when that process dies; session logs live in JetStream, so any copy
+    ///                    carries on with the whole history. Needs JetStream (`nats-server -js`).
+    ///   planner          stateless; needs the `[models.*]` credentials.
+    ///   tool-executor    shares idempotency records (reserved before a write runs), job records
+    ///                    and raw outputs through JetStream KV; an async job runs in the copy
+    ///                    that started it and resumes when that copy restarts on its data dir.
+    ///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry and keeps
+    ///                    its own audit.
+    ///   memory-extractor needs the extraction model; memories are kept in its own data dir, so
+    ///                    run one copy until they move to JetStream.
+    ///
+    /// Every copy must use the same config file (same `[cluster] partitions`, agents, tools).
+    /// `scripts/cluster.sh up` starts a 3-node NATS cluster with two session processes, two
+    /// planners, two tool-executors, an MCP-bridge and a memory-extractor.
     #[command(verbatim_doc_comment)]
     Serve(serve::ServeArgs),
     /// Send one message to a session and print the turn's events as they arrive.

@@ -11,26 +11,7 @@ use hermes::engine::Engine;
 
 use super::runtime::with_engine_runtime;
 
-/// Run Hermes' actors on a bus until Ctrl-C or SIGTERM.
-///
-/// With `--bus embedded` (the default) every actor runs in this process on sled.
-///
-/// With `--bus nats://host:4222` (several seeds: `nats://a:4222,nats://b:4222`) each
-/// actor kind may run in any number of processes, in any split:
-///
-///   session          owns sessions: JetStream assigns each partition of sessions to one
-///                    live session process and moves it within `[cluster] failover_secs`
-///                    when that process dies; session logs live in JetStream, so any copy
-///                    carries on with the whole history. Needs JetStream (`nats-server -js`).
-///   planner          stateless; needs the `[models.*]` credentials.
-///   tool-executor    needs the tools' config (and MCP servers it calls through mcp-bridge).
-///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry.
-///   memory-extractor needs the extraction model and the memory store.
-///
-/// Every copy must use the same config file (same `[cluster] partitions`, agents, tools).
-/// `scripts/cluster.sh up` starts a 3-node NATS cluster with two copies of each kind.
 #[derive(Args)]
-#[command(verbatim_doc_comment)]
 pub struct ServeArgs {
     /// Bus to use: `embedded` or `nats://host:port[,nats://host2:port…]` (overrides [bus].url).
     #[arg(long)]

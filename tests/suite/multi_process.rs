@@ -144,3 +144,47 @@ fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
     assert_eq!(stored.message.content, "remember this message");
     assert!(messages.iter().any(|m| m.id == second.message_id));
 }
+
+#[test]
+fn the_ready_file_exists_exactly_while_serve_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    // Left by a killed process: not a sign of readiness.
+    std::fs::write(&ready, "stale").unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, "[mcp]\nservers = []\n").unwrap();
+    let mut child = hermes()
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--actors", "planner", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let written = loop {
+        let content = std::fs::read_to_string(&ready).unwrap_or_default();
+        if content.trim() == child.id().to_string() {
+            break true;
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SIGTERM, as docker stop sends.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(
+        written,
+        "serve wrote its pid to the ready file once serving"
+    );
+    assert!(
+        status.success(),
+        "serve stops cleanly on SIGTERM: {status:?}"
+    );
+    assert!(!ready.exists(), "the ready file is removed on stop");
+}
