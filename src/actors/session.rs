@@ -67,10 +67,12 @@ impl SessionActor {
         }
     }
 
-    /// Another process owns this session now: stop at once, settling nothing.
-    fn lost_ownership(&mut self, ctx: &mut Context<Self>) {
-        tracing::warn!(agent = %self.agent, session = %self.session, "another process owns this session now; this copy stops");
-        // Dropping a Settle naks its item: the new owner gets it at once.
+    /// Another process owns this session now, or its log is briefly unreachable: stop at
+    /// once, settling nothing.
+    fn hand_back(&mut self, ctx: &mut Context<Self>) {
+        tracing::warn!(agent = %self.agent, session = %self.session, "session handed back to its inbox (another process owns it, or its log is unreachable); this copy stops");
+        // Dropping a Settle naks its item: it comes back, after a short backoff, to whichever
+        // process owns the session, which reloads it from the log.
         self.settling.clear();
         self.router.done(&self.key());
         ctx.stop();
@@ -86,17 +88,17 @@ impl SessionActor {
         let history = self.history.clone();
         let fut = async move {
             let outcome = turn::run_turn(&env, &mut meta, &mut task, history).await;
-            let fenced = outcome
+            let handed_back = outcome
                 .error
                 .as_ref()
-                .is_some_and(turn::TurnError::is_fenced);
-            (meta, task, outcome.messages, fenced)
+                .is_some_and(turn::TurnError::hands_back);
+            (meta, task, outcome.messages, handed_back)
         };
         ctx.wait(
             fut.into_actor(self)
-                .map(|(meta, task, added, fenced), act, ctx| {
-                    if fenced {
-                        return act.lost_ownership(ctx);
+                .map(|(meta, task, added, handed_back), act, ctx| {
+                    if handed_back {
+                        return act.hand_back(ctx);
                     }
                     act.meta = Some(meta);
                     act.task = task;
@@ -224,7 +226,7 @@ impl Handler<Deliver> for SessionActor {
                             act.run(ctx);
                         }
                         inbound::Acceptance::Refused => act.finished(),
-                        inbound::Acceptance::LostOwnership => act.lost_ownership(ctx),
+                        inbound::Acceptance::HandedBack => act.hand_back(ctx),
                     }
                 }),
         );

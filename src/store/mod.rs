@@ -37,9 +37,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Another process owns the session now: stop working on it, quietly.
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, StoreError::Log(replica::LogError::Fenced { .. }))
+    /// The session's work must go back to its partition inbox rather than fail: another
+    /// process owns the session now (fenced), or the replicated log is briefly unreachable (a
+    /// node restarting, a stream electing its leader). The actor stops without settling, and
+    /// the item comes back — to this process or the new owner — which carries on from the log.
+    pub fn hands_back(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Log(replica::LogError::Fenced { .. } | replica::LogError::Unavailable(_))
+        )
     }
 }
 

@@ -116,9 +116,10 @@ pub enum Acceptance {
     Accepted(StoredMessage),
     /// Refused with an error reply (wrong user, a paused turn, storage failed).
     Refused,
-    /// Another process owns the session now (its replicated log moved on): nothing was
-    /// stored or answered here; the new owner handles the message.
-    LostOwnership,
+    /// Another process owns the session now (its replicated log moved on), or the log is
+    /// briefly unreachable: nothing was stored or answered here; the message comes back from
+    /// the session's inbox to whichever process owns it.
+    HandedBack,
 }
 
 impl Acceptance {
@@ -188,8 +189,8 @@ pub async fn accept(
     };
     if let Err(e) = saved {
         task.turn = None;
-        if e.is_fenced() {
-            return Acceptance::LostOwnership;
+        if e.hands_back() {
+            return Acceptance::HandedBack;
         }
         tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
         let err = error_envelope("store_failed", format!("message not stored: {e}"));

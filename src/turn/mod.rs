@@ -65,9 +65,10 @@ pub enum TurnError {
 }
 
 impl TurnError {
-    /// Another process owns the session now (see [`crate::store::replica`]).
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, TurnError::Store(e) if e.is_fenced())
+    /// The turn goes back to the session's inbox instead of failing (see
+    /// [`crate::store::StoreError::hands_back`]).
+    pub fn hands_back(&self) -> bool {
+        matches!(self, TurnError::Store(e) if e.hands_back())
     }
 
     pub fn code(&self) -> &'static str {
@@ -191,7 +192,7 @@ pub async fn run_turn(
     };
     let result = steps(&mut state, &record).await;
     let error = result.err();
-    if let Some(e) = error.as_ref().filter(|e| !e.is_fenced()) {
+    if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
         tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
         state.set_phase(TurnPhase::Failed);
         state.record().error = Some(e.to_string());

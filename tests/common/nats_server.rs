@@ -20,6 +20,85 @@ pub struct NatsServer {
     port: u16,
     store: TempDir,
     child: Option<Child>,
+    /// Set for a node of a cluster: its name, route port and the routes to every node.
+    cluster: Option<ClusterNode>,
+}
+
+struct ClusterNode {
+    name: String,
+    route_port: u16,
+    routes: String,
+}
+
+/// Three `nats-server` nodes routed into one JetStream cluster on loopback.
+pub struct NatsCluster {
+    pub nodes: Vec<NatsServer>,
+}
+
+impl NatsCluster {
+    /// Start three nodes; returns once each accepts connections (JetStream elects its
+    /// leaders a moment later; Hermes waits for that).
+    pub fn start() -> Self {
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let routes = ports
+            .iter()
+            .map(|(_, route)| format!("nats://127.0.0.1:{route}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes: Vec<NatsServer> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (port, route_port))| NatsServer {
+                binary: find_binary(),
+                port: *port,
+                store: tempfile::tempdir().expect("create a store dir for nats-server"),
+                child: None,
+                cluster: Some(ClusterNode {
+                    name: format!("node-{i}"),
+                    route_port: *route_port,
+                    routes: routes.clone(),
+                }),
+            })
+            .collect();
+        for node in &mut nodes {
+            node.spawn_unwaited();
+        }
+        for node in &mut nodes {
+            node.wait_until_ready();
+        }
+        let cluster = Self { nodes };
+        cluster.wait_for_meta_leader();
+        cluster
+    }
+
+    /// JetStream answers API calls only once the nodes elected a metadata leader.
+    fn wait_for_meta_leader(&self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            let elected = self.nodes.iter().any(|node| {
+                std::fs::read_to_string(node.log_path())
+                    .is_ok_and(|log| log.contains("metadata leader"))
+            });
+            if elected {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let logs: Vec<String> = self.nodes.iter().map(|n| read_log(&n.log_path())).collect();
+        panic!(
+            "the NATS nodes elected no JetStream leader:\n{}",
+            logs.join("\n---\n")
+        );
+    }
+
+    /// Every node's URL, comma-separated (what `--bus` takes).
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 impl NatsServer {
@@ -31,6 +110,7 @@ impl NatsServer {
             port: free_port(),
             store: tempfile::tempdir().expect("create a store dir for nats-server"),
             child: None,
+            cluster: None,
         };
         server.spawn();
         server
@@ -76,21 +156,36 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
+        self.spawn_unwaited();
+        self.wait_until_ready();
+    }
+
+    fn spawn_unwaited(&mut self) {
         let log = File::create(self.log_path()).expect("create nats-server log file");
         let err_log = log.try_clone().expect("clone nats-server log handle");
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .arg("-js")
             .args(["-a", "127.0.0.1"])
             .args(["-p", &self.port.to_string()])
             .arg("-sd")
-            .arg(self.store.path().join("jetstream"))
+            .arg(self.store.path().join("jetstream"));
+        if let Some(node) = &self.cluster {
+            command
+                .args(["-n", &node.name, "--cluster_name", "hermes-test"])
+                .args([
+                    "--cluster",
+                    &format!("nats://127.0.0.1:{}", node.route_port),
+                ])
+                .args(["--routes", &node.routes]);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err_log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.binary.display()));
         self.child = Some(child);
-        self.wait_until_ready();
     }
 
     fn wait_until_ready(&mut self) {

@@ -1,7 +1,8 @@
 //! Several session processes on one NATS deployment: every session has one owner at a time,
 //! its history stays whole, and a killed owner's sessions carry on elsewhere.
 //!
-//! Real processes: a nats-server with JetStream, two `hermes serve --actors session`, and
+//! Real processes: a nats-server with JetStream (or a 3-node cluster with replicas 3, one of
+//! whose nodes restarts mid-load), two `hermes serve --actors session`, and
 //! worker processes for the planner (the bench model: it answers `The answer is a+b.` from the
 //! `add` tool's result, so every answer can be checked) and the tool-executor. Sessions are
 //! driven from outside over NATS, as a publishing system would.
@@ -22,7 +23,7 @@ use hermes::protocol::UserMessage;
 use hermes::store::replica::LogRecord;
 
 use crate::common::hermes_proc::Serve;
-use crate::common::nats_server::NatsServer;
+use crate::common::nats_server::{NatsCluster, NatsServer};
 
 const AGENT: &str = "assistant";
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(90);
@@ -40,7 +41,7 @@ fn size() -> (usize, u64) {
     )
 }
 
-fn write_config(dir: &Path, name: &str) -> PathBuf {
+fn write_config(dir: &Path, name: &str, replicas: u32) -> PathBuf {
     let config = format!(
         r#"
 [engine]
@@ -59,6 +60,7 @@ builtin = ["add"]
 partitions = 8
 failover_secs = 2
 ack_wait_secs = 4
+replicas = {replicas}
 "#,
         data = dir.join(format!("{name}-data")).display(),
     );
@@ -266,7 +268,7 @@ async fn watch_members(bus: &SharedBus) -> Arc<Mutex<Members>> {
 /// Drive `sessions` × `turns` from outside, calling `fault` once a third of the turns are
 /// answered; returns the faults counted afterwards and how many session processes owned
 /// partitions during the run.
-fn run_load(nats: &NatsServer, fault: impl FnOnce() + Send + 'static) -> (Faults, usize) {
+fn run_load(url: &str, fault: impl FnOnce() + Send + 'static) -> (Faults, usize) {
     let (count, turns) = size();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -274,7 +276,7 @@ fn run_load(nats: &NatsServer, fault: impl FnOnce() + Send + 'static) -> (Faults
         .build()
         .unwrap();
     rt.block_on(async {
-        let bus = bus::connect(&nats.url(), None).await.unwrap();
+        let bus = bus::connect(url, None).await.unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
         watch_answers(&bus, seen.clone()).await;
         let members = watch_members(&bus).await;
@@ -335,8 +337,23 @@ fn run_load(nats: &NatsServer, fault: impl FnOnce() + Send + 'static) -> (Faults
     })
 }
 
+/// The NATS side of a deployment.
+enum Nats {
+    Single(NatsServer),
+    Cluster(Arc<Mutex<NatsCluster>>),
+}
+
+impl Nats {
+    fn url(&self) -> String {
+        match self {
+            Nats::Single(server) => server.url(),
+            Nats::Cluster(cluster) => cluster.lock().unwrap().url(),
+        }
+    }
+}
+
 struct Deployment {
-    nats: NatsServer,
+    nats: Nats,
     _dir: tempfile::TempDir,
     session_a: Option<Serve>,
     _session_b: Serve,
@@ -344,11 +361,15 @@ struct Deployment {
 }
 
 fn deploy() -> Deployment {
-    let nats = NatsServer::start();
+    deploy_on(Nats::Single(NatsServer::start()), 1)
+}
+
+fn deploy_on(nats: Nats, replicas: u32) -> Deployment {
     let dir = tempfile::tempdir().unwrap();
     let url = nats.url();
-    let start =
-        |name: &str, actors: &str| Serve::start(&write_config(dir.path(), name), &url, actors);
+    let start = |name: &str, actors: &str| {
+        Serve::start(&write_config(dir.path(), name, replicas), &url, actors)
+    };
     let session_a = start("session-a", "session");
     let session_b = start("session-b", "session");
     let workers = vec![
@@ -368,7 +389,7 @@ fn deploy() -> Deployment {
 #[test]
 fn two_session_processes_answer_every_turn_once_with_whole_histories() {
     let deployment = deploy();
-    let (faults, owners) = run_load(&deployment.nats, || {});
+    let (faults, owners) = run_load(&deployment.nats.url(), || {});
     assert_eq!(faults, Faults::default());
     assert_eq!(owners, 2, "both session processes own partitions");
 }
@@ -378,7 +399,7 @@ fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
     let mut deployment = deploy();
     let victim = Arc::new(Mutex::new(deployment.session_a.take()));
     let kill = victim.clone();
-    let (faults, _) = run_load(&deployment.nats, move || {
+    let (faults, _) = run_load(&deployment.nats.url(), move || {
         if let Some(serve) = kill.lock().unwrap().take() {
             serve.kill9();
         }
@@ -387,5 +408,24 @@ fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
         victim.lock().unwrap().is_none(),
         "the session process was killed mid-load"
     );
+    assert_eq!(faults, Faults::default());
+}
+
+// Run by scripts/scale-out.sh, not in CI: under CI's load a tool request in flight through the
+// restarting node is lost (core NATS request/reply), the call ends `unavailable` after its
+// timeout, and the bench model turns that into a wrong answer. Retrying read and idempotent
+// tool calls after a reconnect is the missing piece (see the issue note).
+#[test]
+#[ignore = "node-restart fault run: scripts/scale-out.sh runs it (tool requests in flight are not retried yet)"]
+fn restarting_a_node_of_a_three_node_cluster_mid_load_loses_and_repeats_nothing() {
+    let cluster = Arc::new(Mutex::new(NatsCluster::start()));
+    let deployment = deploy_on(Nats::Cluster(cluster.clone()), 3);
+    let restarted = Arc::new(Mutex::new(false));
+    let done = restarted.clone();
+    let (faults, _) = run_load(&deployment.nats.url(), move || {
+        cluster.lock().unwrap().nodes[1].restart();
+        *done.lock().unwrap() = true;
+    });
+    assert!(*restarted.lock().unwrap(), "a node was restarted mid-load");
     assert_eq!(faults, Faults::default());
 }
