@@ -5,10 +5,12 @@
 //! [`load`] owns the merge of a file over the defaults and where each model role came from;
 //! [`models`] owns the model tables and the `OPENAI_*` / `HERMES_MODEL` conventions.
 
+pub mod cluster;
 pub mod load;
 pub mod models;
 pub mod tools;
 
+pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
 pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
 pub use tools::ToolDefineConfig;
@@ -111,44 +113,6 @@ fn default_idle_secs() -> u64 {
 pub struct BusConfig {
     /// `embedded` or `nats://host:port`.
     pub url: String,
-}
-
-/// How sessions are shared by several session processes on one NATS deployment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClusterConfig {
-    /// Session partitions; every process of one deployment must use the same number.
-    pub partitions: u32,
-    /// Seconds without pulling after which a dead owner's partitions move to another process.
-    pub failover_secs: u64,
-    /// Seconds after which an item an owner has not settled (or reported in progress) is
-    /// delivered again — to the new owner, after a failover.
-    pub ack_wait_secs: u64,
-    /// Copies JetStream keeps of the inbox and session-log streams (3 on a 3-node cluster).
-    pub replicas: usize,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        let d = crate::bus::cluster::ClusterOptions::default();
-        Self {
-            partitions: d.partitions,
-            failover_secs: d.failover.as_secs(),
-            ack_wait_secs: d.ack_wait.as_secs(),
-            replicas: d.replicas,
-        }
-    }
-}
-
-impl ClusterConfig {
-    pub fn options(&self) -> crate::bus::cluster::ClusterOptions {
-        crate::bus::cluster::ClusterOptions {
-            partitions: self.partitions,
-            failover: std::time::Duration::from_secs(self.failover_secs),
-            ack_wait: std::time::Duration::from_secs(self.ack_wait_secs),
-            replicas: self.replicas,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -432,22 +396,7 @@ impl Config {
     }
 
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        let cluster = &self.cluster;
-        if !(1..=4096).contains(&cluster.partitions) {
-            return Err(ConfigError::Invalid {
-                key: "cluster.partitions".into(),
-                message: format!(
-                    "{} is out of range; use 1 to 4096 (16 suits up to a few dozen session processes)",
-                    cluster.partitions
-                ),
-            });
-        }
-        if cluster.failover_secs == 0 || cluster.ack_wait_secs == 0 {
-            return Err(ConfigError::Invalid {
-                key: "cluster.failover_secs / cluster.ack_wait_secs".into(),
-                message: "must be at least 1 second".into(),
-            });
-        }
+        self.cluster.check()?;
         for name in self.agents.keys() {
             crate::protocol::subjects::check_id("agent", name).map_err(|e| {
                 ConfigError::Invalid {
