@@ -30,6 +30,15 @@ pub trait SharedKv: Send + Sync {
     async fn delete(&self, key: &str) -> Result<(), BusError>;
 }
 
+/// The entry under `key`, or none when the key holds nothing or could never name an entry
+/// (ids a model passes in are looked up this way).
+pub async fn lookup(bucket: &dyn SharedKv, key: &str) -> Result<Option<Bytes>, BusError> {
+    if !is_valid_key(key) {
+        return Ok(None);
+    }
+    bucket.get(key).await
+}
+
 impl std::fmt::Debug for dyn SharedKv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SharedKv")

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ProgressUpdate, ToolError};
-use crate::bus::kv::SharedKv;
+use crate::bus::kv::{lookup, SharedKv};
 use crate::store::durability::Durable;
 use crate::store::StoreError;
 
@@ -92,11 +92,9 @@ impl JobStore {
 
     /// Write a record, commit it, and copy it to the shared bucket.
     pub async fn save(&self, record: &mut JobRecord) -> Result<(), StoreError> {
-        self.put(record)?;
+        let bytes = self.write(record)?;
         self.flush().await?;
         if let Some(bucket) = &self.shared {
-            let bytes =
-                serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))?;
             bucket
                 .put(&record.job_id, Bytes::from(bytes))
                 .await
@@ -113,11 +111,7 @@ impl JobStore {
         let Some(bucket) = &self.shared else {
             return Ok(None);
         };
-        if !crate::bus::kv::is_valid_key(job_id) {
-            return Ok(None);
-        }
-        bucket
-            .get(job_id)
+        lookup(bucket.as_ref(), job_id)
             .await
             .map_err(|e| StoreError::Shared(e.to_string()))?
             .map(|bytes| decode(job_id, &bytes))
@@ -126,10 +120,16 @@ impl JobStore {
 
     /// Write (or overwrite) a record, stamping `updated`.
     pub fn put(&self, record: &mut JobRecord) -> Result<(), StoreError> {
+        self.write(record).map(|_| ())
+    }
+
+    /// [`Self::put`], returning the record as stored.
+    fn write(&self, record: &mut JobRecord) -> Result<Vec<u8>, StoreError> {
         record.updated = Utc::now();
         let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))?;
-        self.tree.insert(record.job_id.as_bytes(), bytes)?;
-        Ok(())
+        self.tree
+            .insert(record.job_id.as_bytes(), bytes.as_slice())?;
+        Ok(bytes)
     }
 
     pub fn get(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError> {

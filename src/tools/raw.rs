@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bus::kv::SharedKv;
+use crate::bus::kv::{lookup, SharedKv};
 use crate::store::StoreError;
 
 /// The sled tree of raw outputs.
@@ -63,14 +63,12 @@ impl RawStore {
         call_id: &str,
         output: &Value,
     ) -> Result<String, StoreError> {
-        let reference = self.put(tool, call_id, output)?;
+        let (reference, bytes) = self.insert(tool, call_id, output)?;
         if let Some(bucket) = &self.shared {
-            if let Some(bytes) = self.tree.get(reference.as_bytes())? {
-                bucket
-                    .put(&reference, Bytes::copy_from_slice(&bytes))
-                    .await
-                    .map_err(|e| StoreError::Shared(e.to_string()))?;
-            }
+            bucket
+                .put(&reference, Bytes::from(bytes))
+                .await
+                .map_err(|e| StoreError::Shared(e.to_string()))?;
         }
         Ok(reference)
     }
@@ -83,26 +81,26 @@ impl RawStore {
         let Some(bucket) = &self.shared else {
             return Ok(None);
         };
-        if !crate::bus::kv::is_valid_key(reference) {
-            return Ok(None);
-        }
-        let Some(bytes) = bucket
-            .get(reference)
+        lookup(bucket.as_ref(), reference)
             .await
             .map_err(|e| StoreError::Shared(e.to_string()))?
-        else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                what: format!("raw output {reference}"),
-                reason: e.to_string(),
-            })
+            .map(|bytes| decode(reference, &bytes))
+            .transpose()
     }
 
     /// Store `output` and return its reference.
     pub fn put(&self, tool: &str, call_id: &str, output: &Value) -> Result<String, StoreError> {
+        self.insert(tool, call_id, output)
+            .map(|(reference, _)| reference)
+    }
+
+    /// Store `output`; its reference and the record as stored.
+    fn insert(
+        &self,
+        tool: &str,
+        call_id: &str,
+        output: &Value,
+    ) -> Result<(String, Vec<u8>), StoreError> {
         let reference = format!("{REFERENCE_PREFIX}{}", uuid::Uuid::now_v7().simple());
         let record = RawRecord {
             reference: reference.clone(),
@@ -112,8 +110,8 @@ impl RawStore {
             stored_at: Utc::now(),
         };
         let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Encode(e.to_string()))?;
-        self.tree.insert(reference.as_bytes(), bytes)?;
-        Ok(reference)
+        self.tree.insert(reference.as_bytes(), bytes.as_slice())?;
+        Ok((reference, bytes))
     }
 
     /// Remove the records stored before `cutoff`; returns how many went.
@@ -137,16 +135,18 @@ impl RawStore {
     }
 
     pub fn get(&self, reference: &str) -> Result<Option<RawRecord>, StoreError> {
-        let Some(bytes) = self.tree.get(reference.as_bytes())? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                what: format!("raw output {reference}"),
-                reason: e.to_string(),
-            })
+        self.tree
+            .get(reference.as_bytes())?
+            .map(|bytes| decode(reference, &bytes))
+            .transpose()
     }
+}
+
+fn decode(reference: &str, bytes: &[u8]) -> Result<RawRecord, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: format!("raw output {reference}"),
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -81,6 +81,14 @@ fn core(
     }
 }
 
+/// An executor core on the sled database in `dir` (opened anew: a restart when called twice)
+/// and an embedded bus over it.
+async fn core_in(dir: &std::path::Path, tools: Vec<Arc<dyn Tool>>) -> ExecCore {
+    let db = crate::store::durability::Durable::from(crate::store::open(dir).unwrap());
+    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
+    core(&db, bus, tools)
+}
+
 fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
     ToolCallRequest {
         call_id: call_id.into(),
@@ -99,13 +107,11 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     let calls = Arc::new(AtomicUsize::new(0));
     let args = json!({"order_id": "JD-20251111-0042", "amount": "30"});
     let first = {
-        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-        let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
-        let c = core(
-            &db,
-            bus,
+        let c = core_in(
+            dir.path(),
             vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-        );
+        )
+        .await;
         let first = execute(
             &c,
             request("call-1", "refund", args.clone()),
@@ -117,13 +123,11 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     };
     assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
-    let c = core(
-        &db,
-        bus,
+    let c = core_in(
+        dir.path(),
         vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-    );
+    )
+    .await;
     // The turn retries the same call (the model may even re-send the number as a string).
     let retry = execute(
         &c,
@@ -404,14 +408,12 @@ async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     let dir = tempfile::tempdir().unwrap();
-    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    let c = core(
-        &db,
-        bus,
+    let c = core_in(
+        dir.path(),
         vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-    );
+    )
+    .await;
     let args = json!({"order_id": "JD-1", "amount": 30});
     let key = crate::tools::idempotency::idempotency_key("s1", "turn-1", "refund", &args);
     // A previous executor reserved the key, then died before recording an outcome.
@@ -463,16 +465,14 @@ impl Tool for FailsOnce {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_write_frees_its_key_so_a_retry_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-    let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    let c = core(
-        &db,
-        bus,
+    let c = core_in(
+        dir.path(),
         vec![Arc::new(FailsOnce {
             calls: calls.clone(),
         })],
-    );
+    )
+    .await;
     let args = json!({"order_id": "JD-2", "amount": 5});
     let failed = execute(
         &c,
