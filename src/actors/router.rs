@@ -157,52 +157,50 @@ impl SessionRouter {
         Ok(())
     }
 
-    /// Hand one inbox item to its session.
+    /// Hand one inbox item to its session. The envelope is decoded once, here.
     async fn take(&self, item: OwnedItem, ack_wait: Duration) {
         let settle = Settle::new(item.acker.clone(), ack_wait, item.delivery);
         let max = self.inner.env.config.engine.max_envelope_bytes;
-        let key = (item.agent.clone(), item.session.clone());
-        let job_event = Envelope::decode(&item.payload, max).and_then(|raw| {
-            let kind = raw.kind.clone();
-            if kind.starts_with("job.") {
-                raw.into_typed::<JobEvent>(&kind).map(Some)
-            } else {
-                Ok(None)
-            }
-        });
-        match job_event {
-            Ok(Some(event)) => {
-                let event = event.body;
-                self.with_actor(key, |addr| {
-                    addr.do_send(JobFinished {
-                        event,
-                        settle: Some(settle),
-                    })
-                });
-                return;
-            }
-            Ok(None) => {}
+        let raw = match Envelope::decode(&item.payload, max) {
+            Ok(raw) => raw,
             Err(e) => {
                 tracing::warn!(agent = %item.agent, session = %item.session, error = %e, "unreadable session inbox item dropped");
                 settle.ack();
                 return;
             }
-        }
-        let Ok(subject) = subjects::inbound(&item.agent, &item.session) else {
-            settle.ack();
+        };
+        if raw.kind.starts_with("job.") {
+            let kind = raw.kind.clone();
+            match raw.into_typed::<JobEvent>(&kind) {
+                Ok(event) => {
+                    let event = event.body;
+                    self.with_actor((item.agent, item.session), |addr| {
+                        addr.do_send(JobFinished {
+                            event,
+                            settle: Some(settle),
+                        })
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %item.agent, session = %item.session, error = %e, "unreadable job event in a session inbox dropped");
+                    settle.ack();
+                }
+            }
             return;
-        };
-        let message = BusMessage {
-            subject,
-            reply: item.reply,
-            payload: item.payload,
-        };
-        match self.check(&message) {
-            Ok(checked) => self.deliver(checked, message.reply, Some(settle), item.delivery > 1),
+        }
+        match self.check_envelope(item.agent.clone(), item.session.clone(), raw) {
+            Ok(checked) => self.deliver(checked, item.reply, Some(settle), item.delivery > 1),
             Err(refusal) => {
                 // Checked at the gateway; the configuration changed since (an agent removed).
                 settle.ack();
-                refuse(&self.inner.bus, &message, &refusal).await;
+                if let Ok(subject) = subjects::inbound(&item.agent, &item.session) {
+                    let message = BusMessage {
+                        subject,
+                        reply: item.reply,
+                        payload: item.payload,
+                    };
+                    refuse(&self.inner.bus, &message, &refusal).await;
+                }
             }
         }
     }
@@ -312,11 +310,26 @@ impl SessionRouter {
     fn check(&self, msg: &BusMessage) -> Result<Checked, Refusal> {
         let (agent, session) = subjects::parse_inbound(&msg.subject)
             .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
+        let max = self.inner.env.config.engine.max_envelope_bytes;
+        let raw = Envelope::decode(&msg.payload, max).map_err(|e| {
+            Refusal::new(
+                "bad_envelope",
+                e.to_string(),
+                Some((agent.clone(), session.clone())),
+            )
+        })?;
+        self.check_envelope(agent, session, raw)
+    }
+
+    /// [`Self::check`] for an envelope already decoded, addressed to `agent`/`session`.
+    fn check_envelope(
+        &self,
+        agent: String,
+        session: String,
+        raw: Envelope<serde_json::Value>,
+    ) -> Result<Checked, Refusal> {
         let at = Some((agent.clone(), session.clone()));
         let config = &self.inner.env.config;
-        let max = config.engine.max_envelope_bytes;
-        let raw = Envelope::decode(&msg.payload, max)
-            .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
         if raw.kind == kinds::CONFIRMATION {
             let envelope: Envelope<Confirmation> = raw
                 .into_typed(kinds::CONFIRMATION)
