@@ -238,12 +238,17 @@ impl Engine {
                 actor: "memory-extractor",
                 reason: e.to_string(),
             })?;
-        let service = MemoryService::open(&db, &self.config.memory, embedder).map_err(|e| {
-            EngineError::Actor {
-                actor: "memory-extractor",
-                reason: e.to_string(),
-            }
-        })?;
+        let actor_error = |e: crate::memory::MemoryError| EngineError::Actor {
+            actor: "memory-extractor",
+            reason: e.to_string(),
+        };
+        let mut service =
+            MemoryService::open(&db, &self.config.memory, embedder).map_err(actor_error)?;
+        if let Some(cluster) = deps.bus.cluster() {
+            service = service
+                .replicated(&db, cluster.memory_log())
+                .map_err(actor_error)?;
+        }
         self.services
             .extend(MemoryRequests::serve(service.clone(), self.config.clone(), &deps.bus).await?);
         let arbiter = self.arbiter();

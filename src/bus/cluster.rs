@@ -111,6 +111,11 @@ pub trait Cluster: Send + Sync + 'static {
     /// The replicated session log.
     fn session_log(&self) -> Arc<dyn SessionLog>;
 
+    /// The replicated memory log: each user's memory writes, in order, keyed
+    /// (`user`, hex of the user id) — what every memory-extractor copy brings its store up to
+    /// date from.
+    fn memory_log(&self) -> Arc<dyn SessionLog>;
+
     /// A key-value bucket every process of the deployment reaches (created on first use;
     /// entries older than `max_age` expire when it is set).
     fn bucket(&self, name: &str, max_age: Option<Duration>) -> Arc<dyn SharedKv>;

@@ -13,6 +13,7 @@ pub mod merge;
 pub mod recall;
 pub mod record;
 pub mod refs;
+pub mod replica;
 pub mod service;
 pub mod signals;
 pub mod store;

@@ -22,6 +22,7 @@ use super::embed::SharedEmbedder;
 use super::recall::{Ranking, Signals, Weights};
 use super::record::{MemoryRecord, MemoryUpdate, RecallFilter, RecallHit, Source};
 use super::refs::MemoryRefs;
+use super::replica::{Change, MemoryReplica};
 use super::store::{AppliedUpdate, MemoryError, MemoryStore};
 use super::store_recall::rank_index;
 use super::sweep::SweepReport;
@@ -52,6 +53,8 @@ pub struct MemoryService {
     embedder: Option<SharedEmbedder>,
     weights: Weights,
     signals: Signals,
+    /// On a NATS cluster: the memory log every memory-extractor copy shares.
+    replica: Option<MemoryReplica>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -76,7 +79,35 @@ impl MemoryService {
             embedder,
             weights: Weights::from_config(&config.fusion),
             signals: Signals::DEFAULT,
+            replica: None,
         })
+    }
+
+    /// The same service sharing each user's memory with the other copies through `log` (see
+    /// [`super::replica`]).
+    pub fn replicated(
+        mut self,
+        db: &crate::store::durability::Durable,
+        log: Arc<dyn crate::store::replica::SessionLog>,
+    ) -> Result<Self, MemoryError> {
+        self.replica = Some(MemoryReplica::open(db, log)?);
+        Ok(self)
+    }
+
+    /// Bring `user`'s memory up to date with the other copies' writes.
+    async fn catch_up(&self, user: &str) -> Result<(), MemoryError> {
+        match &self.replica {
+            Some(replica) => replica.catch_up(&self.store, user).await.map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Share a write with the other copies.
+    async fn share(&self, user: &str, change: Change) -> Result<(), MemoryError> {
+        match &self.replica {
+            Some(replica) => replica.publish(&self.store, user, &change).await,
+            None => Ok(()),
+        }
     }
 
     /// The same service with other context signals (evaluation ablations).
@@ -100,6 +131,10 @@ impl MemoryService {
 
     /// The best records for `query` (see the module doc).
     pub async fn recall(&self, query: RecallQuery) -> Result<Vec<RecallHit>, MemoryError> {
+        // A turn waits on recall: with the log out of reach, recall what this copy has.
+        if let Err(e) = self.catch_up(&query.user).await {
+            tracing::warn!(user = %query.user, error = %e, "recalling from this copy's memory without the latest writes of other copies");
+        }
         let store = self.store.clone();
         let user = query.user.clone();
         let index = blocking(move || {
@@ -255,7 +290,19 @@ impl MemoryService {
         updates: &[MemoryUpdate],
         source: &Source,
     ) -> Result<Vec<AppliedUpdate>, MemoryError> {
+        self.catch_up(user).await?;
         let applied = self.store.apply(user, namespace, updates, source).await?;
+        let mut change = Change::default();
+        for a in &applied {
+            match (a.op, &a.record) {
+                (super::AppliedOp::Added | super::AppliedOp::Updated, Some(r)) => {
+                    change.upserts.push(r.clone());
+                }
+                (super::AppliedOp::Deleted, Some(r)) => change.removed.push(r.id.clone()),
+                _ => {}
+            }
+        }
+        self.share(user, change).await?;
         if let Some(embedder) = &self.embedder {
             let written: Vec<&MemoryRecord> = applied
                 .iter()
@@ -346,6 +393,14 @@ impl MemoryService {
         users.sort_unstable();
         users.dedup();
         for user in users {
+            if self.replica.is_some() {
+                let upserts = records.iter().filter(|r| r.user == user).cloned().collect();
+                let change = Change {
+                    upserts,
+                    ..Change::default()
+                };
+                self.share(user, change).await?;
+            }
             self.warm(user).await;
         }
         Ok(())
@@ -360,19 +415,30 @@ impl MemoryService {
         id: Option<&str>,
         key: Option<&str>,
     ) -> Result<Option<MemoryRecord>, MemoryError> {
-        match (id, key) {
+        self.catch_up(user).await?;
+        let removed = match (id, key) {
             (Some(id), _) => {
                 let record = self.store.get(user, id)?;
                 self.store.forget(user, id).await?;
-                Ok(record)
+                record
             }
-            (None, Some(key)) => self.store.forget_key(user, namespace, key).await,
-            (None, None) => Err(MemoryError::InvalidName {
-                what: "forget target",
-                value: String::new(),
-                problem: "neither a record id nor a key was given",
-            }),
+            (None, Some(key)) => self.store.forget_key(user, namespace, key).await?,
+            (None, None) => {
+                return Err(MemoryError::InvalidName {
+                    what: "forget target",
+                    value: String::new(),
+                    problem: "neither a record id nor a key was given",
+                })
+            }
+        };
+        if let Some(record) = &removed {
+            let change = Change {
+                removed: vec![record.id.clone()],
+                ..Change::default()
+            };
+            self.share(user, change).await?;
         }
+        Ok(removed)
     }
 
     /// `user`'s live records at `now` (not expired, not demoted), newest first: all of them,
@@ -384,6 +450,7 @@ impl MemoryService {
         id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        self.catch_up(user).await?;
         let store = self.store.clone();
         let (user, id) = (user.to_owned(), id.map(str::to_owned));
         let filter = RecallFilter {

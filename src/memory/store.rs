@@ -60,6 +60,8 @@ pub enum MemoryError {
     },
     #[error("embedding memories failed: {0}")]
     Embedding(String),
+    #[error("the replicated memory log is unavailable: {0}; check that nats-server (with -js) is reachable — the write or read is retried with the job")]
+    Replicated(String),
     #[error(transparent)]
     Flush(#[from] crate::store::durability::FlushError),
     #[error("a memory task stopped before it finished ({0}); the engine is shutting down or hit a bug — retry, and report it if it persists")]

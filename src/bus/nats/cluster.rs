@@ -34,7 +34,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, OnceCell};
 
 use super::balance::{self, Membership};
-use super::jetstream::{while_forming, JetStreamAcker};
+use super::jetstream::{through_failover, while_forming, JetStreamAcker};
 use super::kv::NatsKv;
 use crate::bus::cluster::{partition_of, Cluster, ClusterOptions, OwnedItem, OwnedItems};
 use crate::bus::kv::SharedKv;
@@ -45,6 +45,9 @@ const INBOX_STREAM: &str = "HERMES_INBOX";
 const INBOX_PREFIX: &str = "hermes.inbox";
 const LOG_STREAM: &str = "HERMES_SESSION_LOG";
 const LOG_PREFIX: &str = "hermes.slog";
+/// The replicated memory log: one subject per user (see [`crate::memory::replica`]).
+const MEMORY_LOG_STREAM: &str = "HERMES_MEMORY_LOG";
+const MEMORY_LOG_PREFIX: &str = "hermes.mlog";
 /// The header carrying the original publisher's reply subject through the inbox.
 const REPLY_HEADER: &str = "Hermes-Reply";
 /// The priority group every session process pulls in.
@@ -64,6 +67,7 @@ pub struct NatsCluster {
     options: ClusterOptions,
     inbox: OnceCell<()>,
     log: Arc<NatsSessionLog>,
+    memory_log: Arc<NatsSessionLog>,
 }
 
 fn storage_error(what: &str, err: impl std::fmt::Display) -> BusError {
@@ -75,17 +79,25 @@ fn storage_error(what: &str, err: impl std::fmt::Display) -> BusError {
 
 impl NatsCluster {
     pub fn new(jetstream: Context, runtime: Handle, options: ClusterOptions) -> Self {
-        let log = Arc::new(NatsSessionLog {
-            jetstream: jetstream.clone(),
-            replicas: options.replicas,
-            stream: OnceCell::new(),
-        });
+        let log = Arc::new(NatsSessionLog::new(
+            &jetstream,
+            options.replicas,
+            LOG_STREAM,
+            LOG_PREFIX,
+        ));
+        let memory_log = Arc::new(NatsSessionLog::new(
+            &jetstream,
+            options.replicas,
+            MEMORY_LOG_STREAM,
+            MEMORY_LOG_PREFIX,
+        ));
         Self {
             jetstream,
             runtime,
             options,
             inbox: OnceCell::new(),
             log,
+            memory_log,
         }
     }
 
@@ -138,14 +150,18 @@ impl Cluster for NatsCluster {
             headers.insert(REPLY_HEADER, reply);
         }
         let subject = self.inbox_subject(agent, session);
-        let ack = self
-            .jetstream
-            .publish_with_headers(subject, headers, payload)
-            .await
-            .map_err(|e| storage_error("the session inbox refused the message", e))?;
-        ack.await
-            .map_err(|e| storage_error("the session inbox did not confirm the message", e))?;
-        Ok(())
+        // Retried through a failover: the message id makes a repeat of a stored item a no-op.
+        through_failover("storing an inbox item", || async {
+            let ack = self
+                .jetstream
+                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                .await
+                .map_err(|e| storage_error("the session inbox refused the message", e))?;
+            ack.await
+                .map_err(|e| storage_error("the session inbox did not confirm the message", e))?;
+            Ok::<(), BusError>(())
+        })
+        .await
     }
 
     async fn own_partitions(&self) -> Result<OwnedItems, BusError> {
@@ -162,6 +178,10 @@ impl Cluster for NatsCluster {
 
     fn session_log(&self) -> Arc<dyn SessionLog> {
         self.log.clone()
+    }
+
+    fn memory_log(&self) -> Arc<dyn SessionLog> {
+        self.memory_log.clone()
     }
 
     fn bucket(&self, name: &str, max_age: Option<Duration>) -> Arc<dyn SharedKv> {
@@ -464,10 +484,13 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
     })
 }
 
-/// The session log on stream `HERMES_SESSION_LOG`.
+/// A log of fenced appends on one stream, a subject per `<a>.<b>` key: the session log
+/// (`HERMES_SESSION_LOG`) and the memory log (`HERMES_MEMORY_LOG`).
 pub struct NatsSessionLog {
     jetstream: Context,
     replicas: usize,
+    stream_name: &'static str,
+    prefix: &'static str,
     stream: OnceCell<async_nats::jetstream::stream::Stream>,
 }
 
@@ -476,19 +499,38 @@ fn unavailable(err: impl std::fmt::Display) -> LogError {
 }
 
 impl NatsSessionLog {
+    fn new(
+        jetstream: &Context,
+        replicas: usize,
+        stream_name: &'static str,
+        prefix: &'static str,
+    ) -> Self {
+        Self {
+            jetstream: jetstream.clone(),
+            replicas,
+            stream_name,
+            prefix,
+            stream: OnceCell::new(),
+        }
+    }
+
+    fn subject(&self, agent: &str, session: &str) -> String {
+        format!("{}.{agent}.{session}", self.prefix)
+    }
+
     async fn stream(&self) -> Result<&async_nats::jetstream::stream::Stream, LogError> {
         self.stream
             .get_or_try_init(|| async {
                 let config = Config {
-                    name: LOG_STREAM.to_string(),
-                    subjects: vec![format!("{LOG_PREFIX}.>")],
+                    name: self.stream_name.to_string(),
+                    subjects: vec![format!("{}.>", self.prefix)],
                     retention: RetentionPolicy::Limits,
                     storage: StorageType::File,
                     num_replicas: self.replicas.max(1),
                     allow_direct: true,
                     ..Default::default()
                 };
-                while_forming("creating the session log", || {
+                while_forming("creating a replicated log", || {
                     self.jetstream.get_or_create_stream(config.clone())
                 })
                 .await
@@ -496,10 +538,6 @@ impl NatsSessionLog {
             })
             .await
     }
-}
-
-fn log_subject(agent: &str, session: &str) -> String {
-    format!("{LOG_PREFIX}.{agent}.{session}")
 }
 
 #[async_trait]
@@ -536,7 +574,7 @@ impl SessionLog for NatsSessionLog {
         };
         let ack = self
             .jetstream
-            .publish_with_headers(log_subject(agent, session), headers, record)
+            .publish_with_headers(self.subject(agent, session), headers, record)
             .await
             .map_err(classify)?;
         Ok(ack.await.map_err(classify)?.sequence)
@@ -544,9 +582,11 @@ impl SessionLog for NatsSessionLog {
 
     async fn last(&self, agent: &str, session: &str) -> Result<u64, LogError> {
         let stream = self.stream().await?;
-        match stream
-            .direct_get_last_for_subject(log_subject(agent, session))
-            .await
+        let subject = self.subject(agent, session);
+        match through_failover("reading a session log", || {
+            stream.direct_get_last_for_subject(subject.clone())
+        })
+        .await
         {
             Ok(message) => Ok(message.sequence),
             Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(0),
@@ -561,13 +601,14 @@ impl SessionLog for NatsSessionLog {
         after: u64,
     ) -> Result<Vec<(u64, Bytes)>, LogError> {
         let stream = self.stream().await?;
-        let subject = log_subject(agent, session);
+        let subject = self.subject(agent, session);
         let mut records = Vec::new();
         let mut from = after + 1;
         loop {
-            match stream
-                .direct_get_next_for_subject(subject.clone(), Some(from))
-                .await
+            match through_failover("reading a session log", || {
+                stream.direct_get_next_for_subject(subject.clone(), Some(from))
+            })
+            .await
             {
                 Ok(message) => {
                     from = message.sequence + 1;
