@@ -18,9 +18,9 @@
 #
 # Session processes share sessions through JetStream (partitions with one owner each, failover,
 # the replicated session log); tool-executors share idempotency records, job records and raw
-# outputs through JetStream KV (see README "Running a cluster"). The MCP audit and memories
-# are still kept by each MCP-bridge and memory-extractor in its own sled: keep one
-# memory-extractor until memories move to JetStream.
+# outputs through JetStream KV and run async jobs from a durable queue; memory-extractors share
+# each user's memory through the replicated memory log (see README "Running a cluster"). The
+# MCP audit is still kept by each MCP-bridge in its own sled.
 set -euo pipefail
 
 DIR=${HERMES_CLUSTER_DIR:-.cluster}

@@ -9,8 +9,9 @@
 //! in the catalog but not served here: their workers answer `hermes.tool.<name>` themselves.
 //! The executor owns the sled trees `jobs`, `tool_results_idem` and `tool_raw`
 //! ([`crate::tools::stores::ToolStores`]); on start it resumes unfinished async jobs
-//! ([`jobs::resume`]).
+//! ([`jobs::resume`]), or on a cluster runs them from the shared job queue ([`job_queue`]).
 
+pub mod job_queue;
 pub mod jobs;
 pub mod mcp_mounts;
 pub mod run;
@@ -55,6 +56,10 @@ impl ToolExecutor {
         db: Option<crate::store::durability::Durable>,
     ) -> Result<(Arc<ToolExecutor>, Vec<Serving>), String> {
         let core = build_core(&deps, db)?;
+        core.stores
+            .open_shared()
+            .await
+            .map_err(|e| format!("the tool-executor's shared stores: {e}"))?;
         let executor = Arc::new(ToolExecutor {
             core: core.clone(),
             max_bytes: deps.config.engine.max_envelope_bytes,
@@ -85,13 +90,25 @@ impl ToolExecutor {
                     .map_err(|e| e.to_string())?,
             );
         }
-        let resuming = core.clone();
-        deps.io.spawn(async move {
-            let (resumed, failed) = jobs::resume(&resuming).await;
-            if resumed + failed > 0 {
-                tracing::info!(resumed, failed, "unfinished async jobs handled after start");
+        match deps.bus.cluster() {
+            Some(cluster) if core.stores.jobs.is_shared() => {
+                let ack_wait = cluster.options().ack_wait;
+                deps.io.spawn(job_queue::serve(core.clone(), ack_wait));
             }
-        });
+            _ => {
+                let resuming = core.clone();
+                deps.io.spawn(async move {
+                    let (resumed, failed) = jobs::resume(&resuming).await;
+                    if resumed + failed > 0 {
+                        tracing::info!(
+                            resumed,
+                            failed,
+                            "unfinished async jobs handled after start"
+                        );
+                    }
+                });
+            }
+        }
         let days = deps.config.tools.raw_retention_days;
         if days > 0 {
             deps.io.spawn(prune_raw_outputs(core.clone(), days));

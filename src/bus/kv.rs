@@ -25,6 +25,10 @@ pub trait SharedKv: Send + Sync {
     /// Store `value` under `key` only if the key holds nothing. False when it already does:
     /// of two copies racing on one key, exactly one gets true.
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError>;
+    /// Create or open the bucket itself (done on first use otherwise).
+    async fn open(&self) -> Result<(), BusError> {
+        Ok(())
+    }
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError>;
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError>;
     async fn delete(&self, key: &str) -> Result<(), BusError>;

@@ -12,6 +12,7 @@ pub mod kv;
 
 pub mod nats;
 pub mod pattern;
+pub mod retry;
 pub mod rpc;
 pub mod service;
 

@@ -62,6 +62,26 @@ pub struct NatsBus {
 }
 
 impl NatsBus {
+    /// Store `payload` in `queue`'s stream, creating the stream when it is missing.
+    async fn publish_durably(&self, queue: &str, payload: Bytes) -> Result<(), BusError> {
+        if !self.stream_known(queue) {
+            jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
+            self.set_stream_known(queue, true);
+        }
+        match jetstream::publish(&self.jetstream, queue, payload.clone()).await {
+            Err(jetstream::PublishFailure::StreamMissing) => {
+                // Deleted behind our back (or the server lost its store): recreate, retry once.
+                self.set_stream_known(queue, false);
+                jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
+                self.set_stream_known(queue, true);
+                jetstream::publish(&self.jetstream, queue, payload)
+                    .await
+                    .map_err(|e| e.into_bus_error(queue))
+            }
+            other => other.map_err(|e| e.into_bus_error(queue)),
+        }
+    }
+
     /// Connect to `url` (`nats://host:port`). Call on a multi-threaded tokio runtime (see the
     /// module docs); fails with [`BusError::Connect`] within [`CONNECT_TIMEOUT`] when no
     /// server answers.
@@ -289,22 +309,10 @@ impl Bus for NatsBus {
     async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(queue, false)?;
         self.check_size(&payload)?;
-        if !self.stream_known(queue) {
-            jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
-            self.set_stream_known(queue, true);
-        }
-        match jetstream::publish(&self.jetstream, queue, payload.clone()).await {
-            Err(jetstream::PublishFailure::StreamMissing) => {
-                // Deleted behind our back (or the server lost its store): recreate, retry once.
-                self.set_stream_known(queue, false);
-                jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
-                self.set_stream_known(queue, true);
-                jetstream::publish(&self.jetstream, queue, payload)
-                    .await
-                    .map_err(|e| e.into_bus_error(queue))
-            }
-            other => other.map_err(|e| e.into_bus_error(queue)),
-        }
+        jetstream::through_failover("publishing to a durable queue", || {
+            self.publish_durably(queue, payload.clone())
+        })
+        .await
     }
 
     async fn durable_consume(

@@ -79,12 +79,13 @@ enum Command {
     ///                    carries on with the whole history. Needs JetStream (`nats-server -js`).
     ///   planner          stateless; needs the `[models.*]` credentials.
     ///   tool-executor    shares idempotency records (reserved before a write runs), job records
-    ///                    and raw outputs through JetStream KV; an async job runs in the copy
-    ///                    that started it and resumes when that copy restarts on its data dir.
+    ///                    and raw outputs through JetStream KV; async jobs run from a durable
+    ///                    queue, so another copy takes over the jobs of a copy that dies.
     ///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry and keeps
     ///                    its own audit.
-    ///   memory-extractor needs the extraction model; memories are kept in its own data dir, so
-    ///                    run one copy until they move to JetStream.
+    ///   memory-extractor needs the extraction model; each user's memory writes go through the
+    ///                    replicated memory log in JetStream, so any number of copies share
+    ///                    one memory per user.
     ///
     /// Every copy must use the same config file (same `[cluster] partitions`, agents, tools).
     /// `scripts/cluster.sh up` starts a 3-node NATS cluster with two session processes, two

@@ -3,10 +3,13 @@
 //! - a user message `turn t: add <a> and <b>` → one tool call `add {"a": a, "b": b}` with id
 //!   `call_<a>_<b>`; an operand may be an integer or a sum of integers (`1000+5`), so both the
 //!   literal template `add 5 and 1000+5` and the substituted `add 5 and 1005` work;
-//! - a tool result → the text `The answer is R.`, where R is the result's content trimmed, or,
-//!   when the content is a JSON object, its `result` field, else its `sum` field, else (for the
-//!   engine's transformed results `{tool_use_id, …, detail, …}`) the same rules applied to
-//!   its `detail` field; a JSON number or string is used as is.
+//! - a user message `turn t: call <tool> <JSON object>` → one call of `<tool>` with those
+//!   arguments and id `call_<tool>_<t>` (the scale-out runs use it for write tools and jobs);
+//! - a tool result → the text `The answer is R.`: R is, for a JSON object (or compact
+//!   `key: value` lines), its `result` field, else `sum`, else `summary` (a finished
+//!   `generate_report`), else `text` (an MCP text result), else the same rules applied to its
+//!   `detail` field (the engine's transformed results `{tool_use_id, …, detail, …}`); otherwise
+//!   the content trimmed. A JSON number or string is used as is; a final period is dropped.
 //!
 //! Anything else is a configuration mistake (the bench model only plays the benchmark).
 
@@ -34,6 +37,19 @@ fn parse_turn(text: &str) -> Option<(i64, i64)> {
     Some((operand(a)?, operand(b)?))
 }
 
+/// The call of `turn t: call <tool> <JSON object>`, with id `call_<tool>_<t>`.
+fn parse_call(text: &str) -> Option<ToolCall> {
+    let (turn, rest) = text.split_once(": call ")?;
+    let t = turn.strip_prefix("turn ")?.trim();
+    let (tool, arguments) = rest.trim().split_once(' ')?;
+    let arguments: Value = serde_json::from_str(arguments.trim()).ok()?;
+    arguments.is_object().then(|| ToolCall {
+        id: format!("call_{tool}_{t}"),
+        name: tool.to_string(),
+        arguments,
+    })
+}
+
 /// An integer or a sum of integers (`1000+7`).
 fn operand(text: &str) -> Option<i64> {
     text.trim()
@@ -47,14 +63,30 @@ fn operand(text: &str) -> Option<i64> {
 /// R of `The answer is R.` from a tool result's content (rules in the module doc).
 fn result_text(content: &str) -> String {
     let trimmed = content.trim();
-    match serde_json::from_str::<Value>(trimmed) {
+    let text = match serde_json::from_str::<Value>(trimmed) {
         Ok(value @ Value::Object(_)) => from_object(&value).unwrap_or_else(|| trimmed.to_string()),
-        _ => trimmed.to_string(),
-    }
+        _ => from_lines(trimmed).unwrap_or_else(|| trimmed.to_string()),
+    };
+    text.strip_suffix('.').map(str::to_string).unwrap_or(text)
+}
+
+/// The keys whose value is the answer, in order of preference.
+const ANSWER_KEYS: [&str; 4] = ["result", "sum", "summary", "text"];
+
+/// The value of the first answer key in compact `key: value` lines (the engine's rendering
+/// of a small structured result).
+fn from_lines(text: &str) -> Option<String> {
+    ANSWER_KEYS.iter().find_map(|key| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix(": "))
+            .map(|value| value.trim().to_string())
+    })
 }
 
 fn from_object(value: &Value) -> Option<String> {
-    for key in ["result", "sum"] {
+    // The engine's transformed result also has a `summary`, of its own making: read `detail`.
+    let transformed = value.get("tool_use_id").is_some();
+    for key in ANSWER_KEYS.iter().filter(|_| !transformed) {
         if let Some(found) = value.get(key) {
             return Some(scalar_text(found));
         }
@@ -83,15 +115,18 @@ fn reply(last: Option<&ChatMessage>) -> Result<ChatResponse, LlmError> {
     let last = last.ok_or_else(|| misuse("no messages".into()))?;
     match last.role {
         Role::User => {
-            let (a, b) = parse_turn(&last.content)
+            let call = parse_call(&last.content)
+                .or_else(|| {
+                    parse_turn(&last.content).map(|(a, b)| ToolCall {
+                        id: format!("call_{a}_{b}"),
+                        name: "add".into(),
+                        arguments: json!({"a": a, "b": b}),
+                    })
+                })
                 .ok_or_else(|| misuse(format!("the user message {:?}", last.content)))?;
             Ok(ChatResponse {
                 text: String::new(),
-                tool_calls: vec![ToolCall {
-                    id: format!("call_{a}_{b}"),
-                    name: "add".into(),
-                    arguments: json!({"a": a, "b": b}),
-                }],
+                tool_calls: vec![call],
                 usage: None,
                 finish_reason: Some("tool_calls".into()),
             })
@@ -166,6 +201,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn call_turn_becomes_a_call_of_the_named_tool() {
+        let text = "turn 4: call generate_report {\"topic\": \"s1-4\", \"seconds\": 1}";
+        let reply = answer(vec![ChatMessage::user(text)]).await.unwrap();
+        assert_eq!(
+            reply.tool_calls,
+            vec![ToolCall {
+                id: "call_generate_report_4".into(),
+                name: "generate_report".into(),
+                arguments: json!({"topic": "s1-4", "seconds": 1}),
+            }]
+        );
+        let not_an_object = answer(vec![ChatMessage::user("turn 4: call x [1]")]).await;
+        assert!(not_an_object.is_err());
+    }
+
+    #[tokio::test]
     async fn tool_result_becomes_the_answer_sentence() {
         let cases = [
             (" 1014 \n", "1014"),
@@ -175,7 +226,14 @@ mod tests {
                 "{\"tool_name\": \"add\", \"status\": \"ok\", \"detail\": \"{\\\"sum\\\": 12}\"}",
                 "12",
             ),
+            (
+                "{\"tool_use_id\": \"c\", \"summary\": \"result: 7\", \"detail\": {\"result\": 7}}",
+                "7",
+            ),
             ("{\"status\": \"ok\", \"detail\": {\"result\": \"9\"}}", "9"),
+            ("{\"topic\": \"t\", \"summary\": \"A report.\"}", "A report"),
+            ("tool: add\nresult: 1002", "1002"),
+            ("{\"text\": \"s1-2\"}", "s1-2"),
             ("{\"other\": 1}", "{\"other\": 1}"),
         ];
         for (content, r) in cases {

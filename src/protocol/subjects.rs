@@ -34,6 +34,9 @@ pub const INBOUND_ALL: &str = "hermes.in.>";
 pub const JOB_ALL: &str = "hermes.job.*";
 /// What every job subject starts with.
 pub const JOB_PREFIX: &str = "hermes.job.";
+/// The durable queue async jobs run from on a cluster: any tool-executor copy takes a job,
+/// and another takes it over when that copy dies.
+pub const JOB_QUEUE: &str = "hermes.jobqueue";
 pub const PLAN: &str = "hermes.plan";
 pub const SUMMARISE: &str = "hermes.summarise";
 pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";

@@ -103,19 +103,24 @@ impl JobStore {
         Ok(())
     }
 
-    /// A job by id: from this copy's records, else from the shared bucket.
+    /// A job by id: from the shared bucket when there is one (on a cluster any copy may have
+    /// run the job since this copy last saw it), else from this copy's records.
     pub async fn find(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError> {
-        if let Some(record) = self.get(job_id)? {
-            return Ok(Some(record));
-        }
         let Some(bucket) = &self.shared else {
-            return Ok(None);
+            return self.get(job_id);
         };
-        lookup(bucket.as_ref(), job_id)
+        match lookup(bucket.as_ref(), job_id)
             .await
             .map_err(|e| StoreError::Shared(e.to_string()))?
-            .map(|bytes| decode(job_id, &bytes))
-            .transpose()
+        {
+            Some(bytes) => decode(job_id, &bytes).map(Some),
+            None => self.get(job_id),
+        }
+    }
+
+    /// Whether records are shared with the other copies of the tool-executor.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Write (or overwrite) a record, stamping `updated`.

@@ -10,10 +10,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::bus::events::{self, EventScope};
+use crate::bus::retry::{self, Repeat};
 use crate::bus::{rpc, BusError, SharedBus};
 use crate::config::Config;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::ToolsListRequest;
+use crate::protocol::tool::{ToolEffect, ToolSource};
 use crate::protocol::{
     ExtractJob, PlanReply, PlanRequest, RecallHit, RecallRequest, SummariseRequest,
     ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
@@ -94,6 +96,23 @@ impl BusPorts {
     fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.config.engine.request_timeout_secs)
     }
+
+    /// Whether a call of `tool` that got no reply may be sent again: executor tools yes (reads
+    /// are harmless to repeat, and the executor runs a `write` once per idempotency key); a
+    /// worker's `write` tool no, as nothing deduplicates it.
+    fn repeat_of(&self, tool: &str) -> Repeat {
+        let catalog = lock(&self.catalog).clone();
+        let definition = catalog
+            .as_ref()
+            .and_then(|c| c.definitions.iter().find(|d| d.name == tool));
+        match definition {
+            Some(d) if d.source == ToolSource::Worker && d.effect == ToolEffect::Write => {
+                Repeat::Never
+            }
+            Some(_) => Repeat::OnSilence,
+            None => Repeat::Never,
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,7 +131,7 @@ impl TurnPorts for BusPorts {
     async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
         let envelope = addressed(scope, Envelope::request(request));
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
-        rpc::request(self.bus.as_ref(), envelope, timeout)
+        retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body)
             .map_err(|e| e.to_string())
@@ -132,7 +151,8 @@ impl TurnPorts for BusPorts {
             ..RecallRequest::default()
         };
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
-        rpc::request(self.bus.as_ref(), envelope, self.request_timeout())
+        let timeout = self.request_timeout();
+        retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body.hits)
             .map_err(|e| e.to_string())
@@ -143,7 +163,8 @@ impl TurnPorts for BusPorts {
             return Ok(cached);
         }
         let envelope = Envelope::request(ToolsListRequest);
-        let catalog = rpc::request(self.bus.as_ref(), envelope, self.request_timeout())
+        let timeout = self.request_timeout();
+        let catalog = retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| Arc::new(r.body))
             .map_err(|e| e.to_string())?;
@@ -158,8 +179,9 @@ impl TurnPorts for BusPorts {
         timeout: Duration,
     ) -> ToolCallResult {
         let (call_id, name) = (request.call_id.clone(), request.name.clone());
+        let repeat = self.repeat_of(&name);
         let envelope = addressed(scope, Envelope::request(request));
-        match rpc::request(self.bus.as_ref(), envelope, timeout).await {
+        match retry::request(self.bus.as_ref(), envelope, timeout, repeat).await {
             Ok(reply) => reply.body,
             Err(rpc::RpcError::Subject(e)) => failed(
                 call_id,
@@ -191,7 +213,7 @@ impl TurnPorts for BusPorts {
     ) -> Result<String, String> {
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
-        rpc::request(self.bus.as_ref(), envelope, timeout)
+        retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body.summary)
             .map_err(|e| e.to_string())

@@ -9,7 +9,7 @@ use super::{Emitter, TurnEnv};
 use crate::llm::ToolCall;
 use crate::protocol::{ToolCallRequest, ToolCallResult, TurnEvent};
 use crate::store::sessions::SessionMeta;
-use crate::tools::definition::{ToolDefinition, ToolEffect};
+use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode};
 use crate::tools::registry::closest_names;
 use crate::tools::transform::{self, DEFAULT_DETAIL_CHARS};
 use crate::tools::worker;
@@ -53,8 +53,16 @@ pub(super) async fn execute(
             }
         }
         Some(def) => {
-            let wait = def.timeout() + REPLY_MARGIN;
-            dispatch(env, emitter, meta, turn_id, call, confirmed, wait).await
+            dispatch(
+                env,
+                emitter,
+                meta,
+                turn_id,
+                call,
+                confirmed,
+                wait_for(env, def),
+            )
+            .await
         }
         None => failed(call, unknown_tool(&call.name, tools)),
     };
@@ -65,6 +73,19 @@ pub(super) async fn execute(
         })
         .await;
     result
+}
+
+/// How long the session waits for an executor tool's reply: its own timeout for a sync tool;
+/// for an async one only the submission (the job's timeout runs in the executor), so a
+/// submission lost with a dying executor is sent again in seconds, not after the job's
+/// timeout.
+fn wait_for(env: &TurnEnv, def: &ToolDefinition) -> Duration {
+    match def.mode {
+        ToolMode::Async => {
+            Duration::from_secs(env.config.engine.request_timeout_secs) + REPLY_MARGIN
+        }
+        ToolMode::Sync => def.timeout() + REPLY_MARGIN,
+    }
 }
 
 /// How long the session waits for a tool without a definition at hand (e.g. `job_status`).

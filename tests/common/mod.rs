@@ -7,6 +7,7 @@ pub mod engine;
 pub mod fake_embeddings;
 pub mod fake_openai;
 pub mod hermes_proc;
+pub mod ledger_mcp;
 pub mod mcp_servers;
 pub mod nats_server;
 pub mod python_worker;

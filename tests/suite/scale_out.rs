@@ -2,10 +2,16 @@
 //! its history stays whole, and a killed owner's sessions carry on elsewhere.
 //!
 //! Real processes: a nats-server with JetStream (or a 3-node cluster with replicas 3, one of
-//! whose nodes restarts mid-load), two `hermes serve --actors session`, and
-//! worker processes for the planner (the bench model: it answers `The answer is a+b.` from the
-//! `add` tool's result, so every answer can be checked) and the tool-executor. Sessions are
-//! driven from outside over NATS, as a publishing system would.
+//! whose nodes restarts mid-load), two `hermes serve --actors session`, two processes with the
+//! planner (the bench model, so every answer can be checked) and the memory-extractor, and two
+//! with the tool-executor and the MCP-bridge, each bridge connected to a real MCP server with a
+//! write tool that counts its executions. After each turn the driver also writes a memory for
+//! the session's user (four users shared by all sessions) through either memory-extractor; at
+//! the end every acknowledged memory must be listed by both. Sessions are driven from outside
+//! over NATS, as a
+//! publishing system would; turns rotate through a sync read tool (`add`), the MCP write tool
+//! (`ledger__record`, deduplicated by its idempotency key) and an async job
+//! (`generate_report`, whose completion wakes the turn).
 //!
 //! Size: `HERMES_SCALE_SESSIONS` × `HERMES_SCALE_TURNS` (default 24 × 3 here; the issue's full
 //! size, 200 × 5, is `scripts/scale-out.sh`).
@@ -17,12 +23,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use hermes::bus::rpc;
 use hermes::bus::{self, SharedBus};
+use hermes::memory::{MemoryKind, MemoryUpdate, UpdateOp};
 use hermes::protocol::envelope::Envelope;
+use hermes::protocol::memory::{MemoryListRequest, MemoryWriteRequest};
 use hermes::protocol::UserMessage;
 use hermes::store::replica::LogRecord;
 
 use crate::common::hermes_proc::Serve;
+use crate::common::ledger_mcp;
 use crate::common::nats_server::{NatsCluster, NatsServer};
 
 const AGENT: &str = "assistant";
@@ -41,11 +51,15 @@ fn size() -> (usize, u64) {
     )
 }
 
-fn write_config(dir: &Path, name: &str, replicas: u32) -> PathBuf {
+fn write_config(dir: &Path, name: &str, replicas: u32, ledger_url: &str) -> PathBuf {
     let config = format!(
         r#"
 [engine]
 data_dir = "{data}"
+# The bench model answers at once: a planning request lost with a restarting node is sent
+# again after 10 s instead of the default 60 s.
+plan_timeout_secs = 10
+request_timeout_secs = 5
 [models.planner]
 provider = "bench"
 [models.extractor]
@@ -55,7 +69,14 @@ scenario = "builtin:demo"
 provider = "replay"
 scenario = "builtin:demo"
 [tools]
-builtin = ["add"]
+builtin = ["add", "generate_report", "job_status"]
+[[tools.define]]
+name = "ledger__record"
+effect = "write"
+[[mcp.servers]]
+name = "ledger"
+url = "{ledger_url}"
+timeout_secs = 5
 [cluster]
 partitions = 8
 failover_secs = 2
@@ -82,6 +103,11 @@ struct Seen {
     first_answer_after_fault: Option<Instant>,
     /// When each session's answers arrived (first copies only).
     answered_at: HashMap<String, Vec<Instant>>,
+    /// Async jobs started and not yet ended, by the events on `hermes.job.*`.
+    jobs_running: HashSet<String>,
+    jobs_failed: usize,
+    /// Memories acknowledged by `hermes.memory.write`: (user, key).
+    memories: Vec<(String, String)>,
 }
 
 impl Seen {
@@ -101,14 +127,110 @@ impl Seen {
     }
 }
 
-fn expected(t: u64) -> String {
-    format!("The answer is {}.", 2 * t + 1000)
+/// What turn `t` asks for: turns rotate through a read, a write and an async job.
+fn message(session: &str, t: u64) -> String {
+    match t % 3 {
+        1 => format!("turn {t}: add {t} and {}", 1000 + t),
+        2 => format!("turn {t}: call ledger__record {{\"entry\": \"{session}-{t}\"}}"),
+        _ => format!(
+            "turn {t}: call generate_report {{\"topic\": \"{session}-{t}\", \"seconds\": 1}}"
+        ),
+    }
+}
+
+/// The answer turn `t` must get.
+fn expected(session: &str, t: u64) -> String {
+    match t % 3 {
+        1 => format!("The answer is {}.", 2 * t + 1000),
+        2 => format!("The answer is {session}-{t}."),
+        _ => format!("The answer is A 4-section report on {session}-{t}."),
+    }
+}
+
+/// The user a session speaks for: four users, so each user's memory is written from several
+/// sessions at once and through both memory-extractors.
+fn user_of(session: &str) -> String {
+    let n: usize = session.trim_start_matches("scale").parse().unwrap_or(0);
+    format!("u{}", n % 4)
+}
+
+/// Write one memory for the session's user through `hermes.memory.write` (either
+/// memory-extractor answers), as an MCP client or another system would; retried until
+/// acknowledged (the same key makes a retry an update of the same slot).
+async fn write_memory(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: u64) {
+    let user = user_of(session);
+    let key = format!("{session}_t{t}");
+    let request = MemoryWriteRequest {
+        user: user.clone(),
+        namespace: "default".into(),
+        update: MemoryUpdate {
+            op: UpdateOp::Add,
+            kind: MemoryKind::Fact,
+            key: key.clone(),
+            content: format!("code {session}x{t}q"),
+            importance: 0.5,
+            expiry_days: None,
+            topics: Vec::new(),
+        },
+        source: session.to_string(),
+    };
+    for _ in 0..20 {
+        let envelope = Envelope::request(request.clone());
+        match rpc::request(bus.as_ref(), envelope, Duration::from_secs(5)).await {
+            Ok(_) => {
+                seen.lock().unwrap().memories.push((user, key));
+                return;
+            }
+            Err(e) => {
+                eprintln!("memory write of {key} failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Acknowledged memories missing from `hermes.memory.list`, asked several times so both
+/// memory-extractors answer (each must know every user's whole memory).
+async fn count_lost_memories(bus: &SharedBus, seen: &Seen) -> usize {
+    let mut by_user: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
+    for (user, key) in &seen.memories {
+        by_user.entry(user).or_default().insert(key);
+    }
+    let mut lost = 0;
+    for (user, keys) in by_user {
+        let mut worst = 0;
+        for _ in 0..6 {
+            let request = MemoryListRequest {
+                user: user.to_string(),
+                namespace: None,
+                id: None,
+            };
+            let reply = rpc::request(
+                bus.as_ref(),
+                Envelope::request(request),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+            let listed: HashSet<&str> = reply.body.records.iter().map(|m| m.key.as_str()).collect();
+            let missing = keys.iter().filter(|k| !listed.contains(**k)).count();
+            if missing > 0 {
+                eprintln!(
+                    "user {user}: {missing} of {} memories missing from a list",
+                    keys.len()
+                );
+            }
+            worst = worst.max(missing);
+        }
+        lost += worst;
+    }
+    lost
 }
 
 /// Publish turn `t` of `session` until a session process has it (same envelope id on every
 /// try, so a retry is never a second message), then wait for its answer.
 async fn drive_turn(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: u64) {
-    let text = format!("turn {t}: add {t} and {}", 1000 + t);
+    let text = message(session, t);
     let envelope = Envelope::request(UserMessage { text }).for_session(AGENT, session, Some("u1"));
     let subject = hermes::protocol::subjects::inbound(AGENT, session).unwrap();
     let payload = envelope.encode().unwrap();
@@ -124,7 +246,7 @@ async fn drive_turn(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: 
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
-    let want = expected(t);
+    let want = expected(session, t);
     let deadline = Instant::now() + ANSWER_TIMEOUT;
     while Instant::now() < deadline {
         let answered = seen
@@ -142,6 +264,7 @@ async fn drive_turn(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: 
 
 /// Collect every `answer` event on `hermes.out.>`.
 async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
+    let seen_jobs = seen.clone();
     let mut out = bus.subscribe("hermes.out.>").await.unwrap();
     tokio::spawn(async move {
         while let Some(message) = out.next().await {
@@ -173,6 +296,30 @@ async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
             }
         }
     });
+    let mut jobs = bus.subscribe("hermes.job.*").await.unwrap();
+    tokio::spawn(async move {
+        while let Some(message) = jobs.next().await {
+            let Ok(v) = serde_json::from_slice::<Value>(&message.payload) else {
+                continue;
+            };
+            let job = v["body"]["job_id"].as_str().unwrap_or_default().to_string();
+            let mut seen = seen_jobs.lock().unwrap();
+            match v["kind"].as_str().unwrap_or_default() {
+                "job.progress" => {
+                    seen.jobs_running.insert(job);
+                }
+                "job.done" => {
+                    seen.jobs_running.remove(&job);
+                }
+                "job.failed" => {
+                    seen.jobs_running.remove(&job);
+                    seen.jobs_failed += 1;
+                    eprintln!("job failed: {}", v["body"]["error"]);
+                }
+                _ => {}
+            }
+        }
+    });
     bus.flush().await.unwrap();
 }
 
@@ -181,18 +328,33 @@ async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
 struct Faults {
     never_answered: usize,
     answered_twice: usize,
+    writes_executed_twice: usize,
     split_histories: usize,
+    memories_lost: usize,
 }
 
 /// Count the faults: answers missing or repeated, and sessions whose replicated log is not
 /// one history holding each turn's message once, in order.
-async fn count_faults(bus: &SharedBus, seen: &Seen, sessions: &[String], turns: u64) -> Faults {
-    let mut faults = Faults::default();
+async fn count_faults(
+    bus: &SharedBus,
+    seen: &Seen,
+    ledger: &ledger_mcp::Counts,
+    sessions: &[String],
+    turns: u64,
+) -> Faults {
+    let mut faults = Faults {
+        writes_executed_twice: ledger.lock().unwrap().values().filter(|n| **n > 1).count(),
+        ..Faults::default()
+    };
     let log = bus.cluster().expect("NATS has a cluster").session_log();
     for session in sessions {
         let answers = seen.answers.get(session).cloned().unwrap_or_default();
         for t in 1..=turns {
-            match answers.iter().filter(|a| **a == expected(t)).count() {
+            match answers
+                .iter()
+                .filter(|a| **a == expected(session, t))
+                .count()
+            {
                 0 => {
                     eprintln!(
                         "session {session}: turn {t} never answered; answers seen: {answers:?}"
@@ -222,9 +384,7 @@ async fn count_faults(bus: &SharedBus, seen: &Seen, sessions: &[String], turns: 
             }
         }
         let users: Vec<&String> = by_seq.values().filter(|t| t.starts_with("turn ")).collect();
-        let wanted: Vec<String> = (1..=turns)
-            .map(|t| format!("turn {t}: add {t} and {}", 1000 + t))
-            .collect();
+        let wanted: Vec<String> = (1..=turns).map(|t| message(session, t)).collect();
         let in_order =
             users.len() == wanted.len() && users.iter().zip(&wanted).all(|(a, b)| *a == b);
         let contiguous = by_seq.keys().copied().eq(0..by_seq.len() as u64);
@@ -265,10 +425,24 @@ async fn watch_members(bus: &SharedBus) -> Arc<Mutex<Members>> {
     members
 }
 
-/// Drive `sessions` × `turns` from outside, calling `fault` once a third of the turns are
-/// answered; returns the faults counted afterwards and how many session processes owned
-/// partitions during the run.
-fn run_load(url: &str, fault: impl FnOnce() + Send + 'static) -> (Faults, usize) {
+/// When the fault strikes.
+#[derive(Clone, Copy, PartialEq)]
+enum When {
+    /// Once a third of the turns are answered.
+    ThirdAnswered,
+    /// Once a third of the turns are answered and async jobs are running.
+    JobsRunning,
+}
+
+/// Drive `sessions` × `turns` from outside, calling `fault` as `when` says; returns the
+/// faults counted afterwards and how many session processes owned partitions during the run.
+fn run_load(
+    deployment: &Deployment,
+    when: When,
+    fault: impl FnOnce() + Send + 'static,
+) -> (Faults, usize) {
+    let url = deployment.nats.client_url();
+    let url = url.as_str();
     let (count, turns) = size();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -291,8 +465,13 @@ fn run_load(url: &str, fault: impl FnOnce() + Send + 'static) -> (Faults, usize)
             let seen = seen.clone();
             tokio::spawn(async move {
                 loop {
-                    let answered: usize = seen.lock().unwrap().answers.values().map(Vec::len).sum();
-                    if answered * 3 >= total {
+                    let (answered, jobs) = {
+                        let seen = seen.lock().unwrap();
+                        let answered: usize = seen.answers.values().map(Vec::len).sum();
+                        (answered, seen.jobs_running.len())
+                    };
+                    if answered * 3 >= total && (when == When::ThirdAnswered || jobs > 0) {
+                        eprintln!("fault strikes: {answered} answers, {jobs} jobs running");
                         tokio::task::spawn_blocking(fault).await.unwrap();
                         seen.lock().unwrap().fault_at = Some(Instant::now());
                         return;
@@ -308,6 +487,7 @@ fn run_load(url: &str, fault: impl FnOnce() + Send + 'static) -> (Faults, usize)
             drivers.push(tokio::spawn(async move {
                 for t in 1..=turns {
                     drive_turn(&bus, &seen, &session, t).await;
+                    write_memory(&bus, &seen, &session, t).await;
                 }
             }));
         }
@@ -319,17 +499,19 @@ fn run_load(url: &str, fault: impl FnOnce() + Send + 'static) -> (Faults, usize)
         tokio::time::sleep(Duration::from_secs(2)).await;
         let elapsed = started.elapsed();
         let seen = std::mem::take(&mut *seen.lock().unwrap());
-        let faults = count_faults(&bus, &seen, &sessions, turns).await;
+        let mut faults = count_faults(&bus, &seen, &deployment.ledger, &sessions, turns).await;
+        faults.memories_lost = count_lost_memories(&bus, &seen).await;
         let failover = seen
             .fault_at
             .zip(seen.first_answer_after_fault)
             .map(|(at, first)| first.saturating_duration_since(at));
         eprintln!(
             "scale-out run: {count} sessions x {turns} turns in {:.1} s; {faults:?}; answers \
-             re-sent with the same id: {}; fault to next answer: {failover:?}; fault to the \
-             last stalled session's next answer: {:?}",
+             re-sent with the same id: {}; jobs failed: {}; fault to next answer: {failover:?}; \
+             fault to the last stalled session's next answer: {:?}",
             elapsed.as_secs_f64(),
             seen.resent,
+            seen.jobs_failed,
             seen.longest_stall(turns)
         );
         let owners = members.lock().unwrap().owners.len();
@@ -344,10 +526,21 @@ enum Nats {
 }
 
 impl Nats {
+    /// Every node: the Hermes processes spread over them.
     fn url(&self) -> String {
         match self {
             Nats::Single(server) => server.url(),
             Nats::Cluster(cluster) => cluster.lock().unwrap().url(),
+        }
+    }
+
+    /// Where the outside publisher and observer connect: a node that stays up, so what is
+    /// counted is the engine's delivery (answer events are core NATS, and a subscriber on a
+    /// node that dies loses the events in flight to it, as with any core NATS subscription).
+    fn client_url(&self) -> String {
+        match self {
+            Nats::Single(server) => server.url(),
+            Nats::Cluster(cluster) => cluster.lock().unwrap().nodes[0].url(),
         }
     }
 }
@@ -357,7 +550,11 @@ struct Deployment {
     _dir: tempfile::TempDir,
     session_a: Option<Serve>,
     _session_b: Serve,
-    _workers: Vec<Serve>,
+    tools_a: Option<Serve>,
+    _others: Vec<Serve>,
+    /// Serves the ledger MCP server the bridges call.
+    _mcp_runtime: tokio::runtime::Runtime,
+    ledger: ledger_mcp::Counts,
 }
 
 fn deploy() -> Deployment {
@@ -367,29 +564,40 @@ fn deploy() -> Deployment {
 fn deploy_on(nats: Nats, replicas: u32) -> Deployment {
     let dir = tempfile::tempdir().unwrap();
     let url = nats.url();
+    let mcp_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ledger_url, ledger) = mcp_runtime.block_on(ledger_mcp::start());
     let start = |name: &str, actors: &str| {
-        Serve::start(&write_config(dir.path(), name, replicas), &url, actors)
+        let config = write_config(dir.path(), name, replicas, &ledger_url);
+        Serve::start(&config, &url, actors)
     };
     let session_a = start("session-a", "session");
     let session_b = start("session-b", "session");
-    let workers = vec![
-        // One memory-extractor: memories are still per process (see README "Running a cluster").
-        start("worker-a", "planner,tool-executor,memory-extractor"),
-        start("worker-b", "planner,tool-executor"),
+    let tools_a = start("tools-a", "tool-executor,mcp-bridge");
+    let others = vec![
+        start("tools-b", "tool-executor,mcp-bridge"),
+        start("core-a", "planner,memory-extractor"),
+        start("core-b", "planner,memory-extractor"),
     ];
     Deployment {
         nats,
         _dir: dir,
         session_a: Some(session_a),
         _session_b: session_b,
-        _workers: workers,
+        tools_a: Some(tools_a),
+        _others: others,
+        _mcp_runtime: mcp_runtime,
+        ledger,
     }
 }
 
 #[test]
 fn two_session_processes_answer_every_turn_once_with_whole_histories() {
     let deployment = deploy();
-    let (faults, owners) = run_load(&deployment.nats.url(), || {});
+    let (faults, owners) = run_load(&deployment, When::ThirdAnswered, || {});
     assert_eq!(faults, Faults::default());
     assert_eq!(owners, 2, "both session processes own partitions");
 }
@@ -399,7 +607,7 @@ fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
     let mut deployment = deploy();
     let victim = Arc::new(Mutex::new(deployment.session_a.take()));
     let kill = victim.clone();
-    let (faults, _) = run_load(&deployment.nats.url(), move || {
+    let (faults, _) = run_load(&deployment, When::ThirdAnswered, move || {
         if let Some(serve) = kill.lock().unwrap().take() {
             serve.kill9();
         }
@@ -411,18 +619,35 @@ fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
     assert_eq!(faults, Faults::default());
 }
 
-// Run by scripts/scale-out.sh, not in CI: under CI's load a tool request in flight through the
-// restarting node is lost (core NATS request/reply), the call ends `unavailable` after its
-// timeout, and the bench model turns that into a wrong answer. Retrying read and idempotent
-// tool calls after a reconnect is the missing piece (see the issue note).
 #[test]
-#[ignore = "node-restart fault run: scripts/scale-out.sh runs it (tool requests in flight are not retried yet)"]
+fn killing_a_tool_executor_while_jobs_run_loses_and_repeats_nothing() {
+    let mut deployment = deploy();
+    let victim = Arc::new(Mutex::new(deployment.tools_a.take()));
+    let kill = victim.clone();
+    let (faults, _) = run_load(&deployment, When::JobsRunning, move || {
+        if let Some(serve) = kill.lock().unwrap().take() {
+            serve.kill9();
+        }
+    });
+    assert!(
+        victim.lock().unwrap().is_none(),
+        "the tool-executor was killed while jobs ran"
+    );
+    assert_eq!(faults, Faults::default());
+}
+
+// Run by scripts/scale-out.sh, not in CI: it passes most runs, but a write call in flight from
+// the tool-executor to the MCP-bridge through the restarting node can still be lost (core NATS
+// request/reply); the executor then answers `timeout` — honestly, as the write may or may not
+// have happened — and the turn's answer is that error instead of the expected one.
+#[test]
+#[ignore = "node-restart fault run: scripts/scale-out.sh runs it (a write lost between executor and bridge ends in a timeout answer)"]
 fn restarting_a_node_of_a_three_node_cluster_mid_load_loses_and_repeats_nothing() {
     let cluster = Arc::new(Mutex::new(NatsCluster::start()));
     let deployment = deploy_on(Nats::Cluster(cluster.clone()), 3);
     let restarted = Arc::new(Mutex::new(false));
     let done = restarted.clone();
-    let (faults, _) = run_load(&deployment.nats.url(), move || {
+    let (faults, _) = run_load(&deployment, When::ThirdAnswered, move || {
         cluster.lock().unwrap().nodes[1].restart();
         *done.lock().unwrap() = true;
     });

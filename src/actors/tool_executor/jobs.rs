@@ -4,7 +4,9 @@
 //! Every status change is written to the `jobs` tree first and then published on
 //! `hermes.job.<id>` (kinds `job.submitted`, `job.progress`, `job.done`, `job.failed`).
 //! On start, [`resume`] re-runs unfinished jobs of `read` and `idempotent` tools; an unfinished
-//! `write` job is marked failed, because the executor cannot know whether its effect happened.
+//! `write` job whose work had started is marked failed, because the executor cannot know
+//! whether its effect happened. On a cluster jobs run from a shared queue instead
+//! ([`super::job_queue`]), so a dead copy's jobs are taken over by another.
 
 use std::sync::Arc;
 
@@ -60,8 +62,52 @@ pub async fn submit(core: &ExecCore, start: JobStart) -> Result<String, ToolErro
     core.metrics.bump(Counter::JobSubmitted);
     publish(core, &record).await;
     let job_id = record.job_id.clone();
+    if core.stores.jobs.is_shared() {
+        match super::job_queue::enqueue(core, &job_id).await {
+            Ok(()) => return Ok(job_id),
+            Err(e) => {
+                tracing::warn!(job = %job_id, error = %e, "job not queued; it runs here, and nobody takes it over if this process dies")
+            }
+        }
+    }
     spawn(core.clone(), start.tool, start.definition, record);
     Ok(job_id)
+}
+
+/// Why an unfinished job cannot simply run (again) here: its tool is gone, or it changes
+/// state and may already have taken effect. `what_stopped` names what interrupted it.
+pub(super) fn refusal(
+    core: &ExecCore,
+    record: &JobRecord,
+    what_stopped: &str,
+) -> Result<(Arc<dyn Tool>, ToolDefinition), String> {
+    let found = core
+        .registry
+        .get(&record.tool)
+        .zip(core.registry.definition(&record.tool));
+    match found {
+        None => Err(format!(
+            "{what_stopped} and this tool-executor does not serve `{}`; the job cannot finish",
+            record.tool
+        )),
+        Some((_, def)) if def.effect == ToolEffect::Write && record.attempts > 0 => Err(format!(
+            "{what_stopped} while `{}` ran; it changes state, so it was not run again and may \
+             or may not have taken effect",
+            record.tool
+        )),
+        Some(found) => Ok(found),
+    }
+}
+
+/// End `record` as failed with `reason`.
+pub(super) async fn fail(core: &ExecCore, mut record: JobRecord, reason: String) {
+    core.metrics.bump(Counter::JobFailedOnRestart);
+    record.status = JobStatus::Failed;
+    record.error = Some(
+        ToolError::new(ToolErrorCode::ExecutionFailed, reason)
+            .with_hint("tell the user; check the effect before running it again"),
+    );
+    finish(core, &mut record).await;
 }
 
 /// Re-run or fail every unfinished job found in the store; returns (resumed, failed).
@@ -74,39 +120,16 @@ pub async fn resume(core: &ExecCore) -> (usize, usize) {
         }
     };
     let (mut resumed, mut failed) = (0, 0);
-    for mut record in unfinished {
-        let found = core
-            .registry
-            .get(&record.tool)
-            .zip(core.registry.definition(&record.tool));
-        let reason = match &found {
-            None => Some(format!(
-                "the tool-executor restarted and no longer serves `{}`; the job cannot finish",
-                record.tool
-            )),
-            Some((_, def)) if def.effect == ToolEffect::Write => Some(format!(
-                "the tool-executor restarted while `{}` ran; it changes state, so it was not run \
-                 again and may or may not have taken effect",
-                record.tool
-            )),
-            Some(_) => None,
-        };
-        match (found, reason) {
-            (Some((tool, def)), None) => {
+    for record in unfinished {
+        match refusal(core, &record, "the tool-executor restarted") {
+            Ok((tool, def)) => {
                 core.metrics.bump(Counter::JobResumed);
                 tracing::info!(job = %record.job_id, tool = %record.tool, "resuming job after restart");
                 spawn(core.clone(), tool, def, record);
                 resumed += 1;
             }
-            (_, reason) => {
-                core.metrics.bump(Counter::JobFailedOnRestart);
-                let reason = reason.unwrap_or_default();
-                record.status = JobStatus::Failed;
-                record.error = Some(
-                    ToolError::new(ToolErrorCode::ExecutionFailed, reason)
-                        .with_hint("tell the user; check the effect before running it again"),
-                );
-                finish(core, &mut record).await;
+            Err(reason) => {
+                fail(core, record, reason).await;
                 failed += 1;
             }
         }
@@ -119,7 +142,12 @@ fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRe
     io.spawn(async move { run(core, tool, def, record).await });
 }
 
-async fn run(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, mut record: JobRecord) {
+pub(super) async fn run(
+    core: ExecCore,
+    tool: Arc<dyn Tool>,
+    def: ToolDefinition,
+    mut record: JobRecord,
+) {
     record.status = JobStatus::Running;
     record.attempts += 1;
     if let Err(e) = save(&core, &mut record).await {
@@ -176,7 +204,7 @@ async fn save(core: &ExecCore, record: &mut JobRecord) -> Result<(), crate::stor
 
 /// Publish the record's state on `hermes.job.<id>`; a failure is logged (the record is the
 /// source of truth, readable with `job_status`).
-async fn publish(core: &ExecCore, record: &JobRecord) {
+pub(super) async fn publish(core: &ExecCore, record: &JobRecord) {
     let subject = match subjects::job(&record.job_id) {
         Ok(s) => s,
         Err(e) => {

@@ -55,7 +55,7 @@ fn jetstream_error(what: &str, queue: &str, err: impl std::fmt::Display) -> BusE
 }
 
 /// How long JetStream API calls that time out are retried while a cluster forms.
-const FORMING_WAIT: Duration = Duration::from_secs(30);
+const FORMING_WAIT: Duration = Duration::from_secs(60);
 
 /// Run a JetStream API call, retrying it while the answer is a timeout or no responders: a
 /// cluster that is still forming (nodes starting, no stream leader yet) answers so for a few
@@ -80,7 +80,54 @@ where
 
 fn is_transient(error: &str) -> bool {
     let error = error.to_ascii_lowercase();
-    error.contains("timed out") || error.contains("no responders")
+    error.contains("timed out")
+        || error.contains("no responders")
+        // Placing a replicated stream while one of its nodes is down (or not yet up).
+        || error.contains("peer offline")
+        || error.contains("insufficient resources")
+}
+
+/// How long a read or write waits for a running cluster to elect new stream leaders.
+const FAILOVER_WAIT: Duration = Duration::from_secs(15);
+
+/// Run a JetStream read or write, retrying it while the cluster moves a stream's leader (a
+/// node restarting): for a few seconds the answer is a timeout, no responders, or "no stream
+/// found" from a node that lost sight of the stream. The callers make their writes safe to
+/// repeat (a create-only write checks what it finds; queue consumers skip duplicates).
+pub async fn through_failover<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + FAILOVER_WAIT;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match attempt().await {
+            Err(e) if is_failing_over(&e.to_string()) && tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "{what}: JetStream is failing over; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_failing_over(error: &str) -> bool {
+    let lower = error.to_ascii_lowercase();
+    is_transient(error)
+        || [
+            "503",
+            "no stream found",
+            "stream not found",
+            "no leader",
+            "leadership",
+            // Another publish of the same message id is being stored right now.
+            "duplicate message id is in process",
+        ]
+        .iter()
+        .any(|sign| lower.contains(sign))
 }
 
 /// Create the queue's stream (with `replicas` copies), or get it when it exists.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-use super::jetstream::while_forming;
+use super::jetstream::{through_failover, while_forming};
 use crate::bus::kv::SharedKv;
 use crate::bus::BusError;
 
@@ -71,35 +71,58 @@ impl NatsKv {
 
 #[async_trait]
 impl SharedKv for NatsKv {
+    /// A bucket with replicas cannot be created while one of its nodes is down: opening it at
+    /// start keeps that out of the first call's way.
+    async fn open(&self) -> Result<(), BusError> {
+        self.store().await.map(|_| ())
+    }
+
+    /// A create retried through a failover may find the key its own lost attempt wrote: the
+    /// key then holds exactly `value`, and counts as created.
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-        match self.store().await?.create(key, value).await {
+        let store = self.store().await?;
+        let mut attempts = 0_u32;
+        let created = through_failover("creating a key", || {
+            attempts += 1;
+            store.create(key, value.clone())
+        })
+        .await;
+        // A clustered stream answers a failed create with error code 10164 ("wrong last
+        // sequence"), which the client reports as another error rather than AlreadyExists.
+        let exists = |e: &async_nats::jetstream::kv::CreateError| {
+            e.kind() == CreateErrorKind::AlreadyExists
+                || e.to_string().contains("wrong last sequence")
+        };
+        match created {
             Ok(_) => Ok(true),
-            Err(e) if e.kind() == CreateErrorKind::AlreadyExists => Ok(false),
+            Err(e) if exists(&e) => {
+                if attempts > 1 && self.get(key).await?.as_ref() == Some(&value) {
+                    return Ok(true);
+                }
+                Ok(false)
+            }
             Err(e) => Err(self.error(&format!("cannot create key {key}"), e)),
         }
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
-        self.store()
-            .await?
-            .get(key)
+        let store = self.store().await?;
+        through_failover("reading a key", || store.get(key))
             .await
             .map_err(|e| self.error(&format!("cannot read key {key}"), e))
     }
 
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
-        self.store()
-            .await?
-            .put(key, value)
+        let store = self.store().await?;
+        through_failover("writing a key", || store.put(key, value.clone()))
             .await
             .map(|_| ())
             .map_err(|e| self.error(&format!("cannot write key {key}"), e))
     }
 
     async fn delete(&self, key: &str) -> Result<(), BusError> {
-        self.store()
-            .await?
-            .delete(key)
+        let store = self.store().await?;
+        through_failover("deleting a key", || store.delete(key))
             .await
             .map_err(|e| self.error(&format!("cannot delete key {key}"), e))
     }
