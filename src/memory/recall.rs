@@ -14,7 +14,9 @@
 //!
 //! * BM25 ([`super::bm25`]) of the query's tokens against the record's `key` (underscores as
 //!   spaces) + `content` + `topics`, with IDF over exactly the candidates, divided by the best
-//!   candidate's BM25 so it lies in `0..=1` (the best term match of a query is 1).
+//!   candidate's BM25 so it lies in `0..=1` (the best term match of a query is 1). With the
+//!   speaker signal on, tokens naming a speaker of the candidates are left to that signal
+//!   ([`super::signals::speaker_terms`]) unless the query has no other token.
 //! * cosine of the query vector and the record's vector by the same embedder, scaled over the
 //!   candidates from `lo = max(min_cosine, lowest cosine)` to the highest (the closest is 1,
 //!   anything at or below `lo` 0); a record without a vector contributes 0 here. Raw cosines of
@@ -211,8 +213,20 @@ pub fn rank_candidates(
     if candidates.is_empty() || ranking.limit == 0 {
         return Vec::new();
     }
-    let mut relevance = relevance(candidates, query, query_vector, ranking.weights);
     let records: Vec<&MemoryRecord> = candidates.iter().map(|c| c.record).collect();
+    let mut query_tokens = tokenize(query);
+    if ranking.signals.speaker > 0.0 {
+        let names = super::signals::speaker_terms(&records);
+        let topical: Vec<String> = query_tokens
+            .iter()
+            .filter(|t| !names.contains(*t))
+            .cloned()
+            .collect();
+        if !topical.is_empty() {
+            query_tokens = topical;
+        }
+    }
+    let mut relevance = relevance(candidates, &query_tokens, query_vector, ranking.weights);
     super::signals::apply(&records, &mut relevance, query, &ranking.signals);
     let mut hits: Vec<(usize, f64)> = relevance
         .into_iter()
@@ -233,16 +247,15 @@ pub fn rank_candidates(
 /// Fused relevance of each candidate, in order.
 fn relevance(
     candidates: &[Candidate<'_>],
-    query: &str,
+    query_tokens: &[String],
     query_vector: Option<&[f32]>,
     weights: Weights,
 ) -> Vec<f64> {
-    let query_tokens = tokenize(query);
     let lexical = if query_tokens.is_empty() || weights.bm25 <= 0.0 {
         vec![0.0; candidates.len()]
     } else {
         let docs: Vec<&[String]> = candidates.iter().map(|c| c.tokens).collect();
-        let scores = bm25::score(&query_tokens, &docs);
+        let scores = bm25::score(query_tokens, &docs);
         let best = scores.iter().copied().fold(0.0_f64, f64::max);
         scores
             .into_iter()
@@ -438,6 +451,65 @@ mod tests {
         assert!(
             rank(records, "budget", 5, 0.0, now).len() == 1,
             "BM25 alone misses it"
+        );
+    }
+
+    #[test]
+    fn with_the_speaker_signal_a_speakers_name_is_no_query_term() {
+        let now = Utc::now();
+        let mut records = vec![
+            record("addressed", "Caroline: Thanks, Melanie!", now),
+            record(
+                "answer",
+                "Melanie: We camped in the forest with the kids",
+                now,
+            ),
+            record("other", "Caroline: I painted a lake", now),
+        ];
+        for r in &mut records {
+            r.kind = MemoryKind::Event;
+        }
+        let tokens: Vec<Vec<String>> = records.iter().map(document_tokens).collect();
+        let candidates: Vec<Candidate<'_>> = records
+            .iter()
+            .zip(&tokens)
+            .map(|(record, tokens)| Candidate {
+                record,
+                tokens,
+                vector: None,
+            })
+            .collect();
+        let ranking = |signals| Ranking {
+            weights: Weights::BM25,
+            signals,
+            limit: 10,
+            min_score: 0.0,
+            now,
+        };
+        let ids = |query: &str, signals| -> Vec<&str> {
+            rank_candidates(&candidates, query, None, &ranking(signals))
+                .into_iter()
+                .map(|(i, _)| records[i].id.as_str())
+                .collect()
+        };
+        let speaker = Signals {
+            speaker: 1.0,
+            ..Signals::NONE
+        };
+        assert_eq!(
+            ids("Where has Melanie camped?", speaker),
+            ["answer"],
+            "a turn that only names Melanie is not about camping"
+        );
+        assert_eq!(
+            ids("Where has Melanie camped?", Signals::NONE),
+            ["answer", "addressed"],
+            "without the speaker signal the name is an ordinary term"
+        );
+        assert_eq!(
+            ids("Melanie", speaker),
+            ["answer", "addressed"],
+            "a query of nothing but a name still matches it"
         );
     }
 

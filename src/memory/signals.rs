@@ -16,11 +16,15 @@
 //! * **Speaker**: an episodic memory written as `Name: text` has a speaker. When the query
 //!   names exactly one of the speakers among the candidates, that speaker's memories are
 //!   multiplied by `1 + speaker` — a question about Caroline wants Caroline's own words first.
+//!   While this signal is on, the speakers' names are not BM25 terms of the query
+//!   ([`speaker_terms`], [`super::recall`]): in a conversation a speaker's name is in every
+//!   turn they speak and in many they are addressed in, so as a term it only favours short
+//!   turns that say little besides the name.
 //! * **Time**: when the query names a period ("in June", "on 13 October, 2023",
 //!   [`super::temporal::query_range`]), memories whose source time or resolved event time falls
 //!   in it are multiplied by `1 + time`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::record::{MemoryKind, MemoryRecord};
 use super::temporal::{query_range, TimeRange};
@@ -170,6 +174,19 @@ pub fn speaker(record: &MemoryRecord) -> Option<&str> {
     let name = name.trim();
     let words = name.split_whitespace().count();
     (!name.is_empty() && name.chars().count() <= 40 && (1..=3).contains(&words)).then_some(name)
+}
+
+/// The terms of every speaker's name among `records` ([`speaker`]), as the tokeniser makes
+/// them.
+pub fn speaker_terms(records: &[&MemoryRecord]) -> HashSet<String> {
+    let mut names: HashSet<&str> = HashSet::new();
+    let mut terms = HashSet::new();
+    for name in records.iter().filter_map(|r| speaker(r)) {
+        if names.insert(name) {
+            terms.extend(tokenize(name));
+        }
+    }
+    terms
 }
 
 fn boost_speaker(records: &[&MemoryRecord], relevance: &mut [f64], query: &str, weight: f64) {
@@ -344,6 +361,21 @@ mod tests {
             None,
             "only conversation turns have speakers"
         );
+    }
+
+    #[test]
+    fn speaker_terms_are_the_tokens_of_every_speakers_name() {
+        let mut fact = turn("c", "s", 2, "budget: 5000");
+        fact.kind = MemoryKind::Fact;
+        let records = [
+            turn("a", "s", 0, "Caroline: hi"),
+            turn("b", "s", 1, "Mel Smith: hello Caroline"),
+            fact,
+        ];
+        let refs: Vec<&MemoryRecord> = records.iter().collect();
+        let mut terms: Vec<String> = speaker_terms(&refs).into_iter().collect();
+        terms.sort();
+        assert_eq!(terms, tokenize("caroline mel smith"));
     }
 
     #[test]

@@ -9,7 +9,14 @@
 //!   `5`). English stopwords ([`ENGLISH_STOPWORDS`]) and single letters are removed.
 //!   Purely alphabetic words get a light stemmer ([`stem`]): plural `-s`/`-es`/`-ies`, `-ing`,
 //!   `-ed`, then a final `-e`, so `headphones`/`headphone` and `ordered`/`ordering`/`order`
-//!   meet on one term. Numbers are kept as they are (`5000`).
+//!   meet on one term. Irregular past forms and plurals ([`IRREGULAR_FORMS`]: `went`, `bought`,
+//!   `children`) are first mapped to their base form, so a question in the present ("when did
+//!   she go") meets a memory told in the past ("I went"). Numbers are kept as they are (`5000`).
+//! * **English contractions**: a clitic after an apostrophe (`'` or `’`) is dropped with it —
+//!   `'s`, `'re`, `'ve`, `'ll`, `'d`, `'m` (`Caroline's` → `caroline`, `I've` → nothing) — and a
+//!   word negated with `n't` (`don't`, `didn't`, `won't`) is dropped whole: these are function
+//!   words, and left split they would leave fragments (`ve`, `didn`) that match every chat turn.
+//!   Any other apostrophe separates words (`o'clock` → `clock`).
 //! * **CJK runs** (Han, Hiragana, Katakana, Hangul) are first cut at particles and pronouns
 //!   ([`CJK_SPLIT_CHARS`]: 的 了 吗 吧 我 你 …), then each piece becomes overlapping character
 //!   bigrams (`双十一` → `双十`, `十一`); a one-character piece is emitted as itself unless it
@@ -20,17 +27,249 @@
 
 /// Common English function words; they carry no meaning for recall.
 pub const ENGLISH_STOPWORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
-    "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
-    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
-    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how",
-    "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my", "no", "nor",
-    "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
-    "own", "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their",
-    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
-    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
-    "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "him",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "out",
+    "over",
+    "own",
+    "please",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "against",
+    "myself",
+    "yourself",
+    "yourselves",
+    "himself",
+    "herself",
+    "itself",
+    "ourselves",
+    "themselves",
+    "theirs",
 ];
+
+/// Irregular English past forms, past participles and plurals, with the base form the stemmer
+/// then sees (`bought` → `buy` → `buy`, `made` → `make` → `mak`). Forms that are as often
+/// another word are left out (`left`, `rose`, `lay`, `saw`, `fell`, `found`, `shot`).
+pub const IRREGULAR_FORMS: &[(&str, &str)] = &[
+    ("ate", "eat"),
+    ("became", "become"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("blew", "blow"),
+    ("blown", "blow"),
+    ("bought", "buy"),
+    ("broke", "break"),
+    ("broken", "break"),
+    ("brought", "bring"),
+    ("built", "build"),
+    ("came", "come"),
+    ("caught", "catch"),
+    ("children", "child"),
+    ("chose", "choose"),
+    ("chosen", "choose"),
+    ("dealt", "deal"),
+    ("done", "do"),
+    ("drank", "drink"),
+    ("drawn", "draw"),
+    ("drew", "draw"),
+    ("driven", "drive"),
+    ("drove", "drive"),
+    ("dug", "dig"),
+    ("eaten", "eat"),
+    ("fed", "feed"),
+    ("feet", "foot"),
+    ("felt", "feel"),
+    ("flew", "fly"),
+    ("flown", "fly"),
+    ("forgave", "forgive"),
+    ("forgiven", "forgive"),
+    ("forgot", "forget"),
+    ("forgotten", "forget"),
+    ("fought", "fight"),
+    ("froze", "freeze"),
+    ("frozen", "freeze"),
+    ("gave", "give"),
+    ("given", "give"),
+    ("gone", "go"),
+    ("got", "get"),
+    ("gotten", "get"),
+    ("grew", "grow"),
+    ("grown", "grow"),
+    ("heard", "hear"),
+    ("held", "hold"),
+    ("hid", "hide"),
+    ("hidden", "hide"),
+    ("hung", "hang"),
+    ("kept", "keep"),
+    ("knew", "know"),
+    ("known", "know"),
+    ("led", "lead"),
+    ("lent", "lend"),
+    ("lost", "lose"),
+    ("made", "make"),
+    ("meant", "mean"),
+    ("men", "man"),
+    ("met", "meet"),
+    ("mice", "mouse"),
+    ("paid", "pay"),
+    ("ran", "run"),
+    ("ridden", "ride"),
+    ("rode", "ride"),
+    ("said", "say"),
+    ("sang", "sing"),
+    ("sat", "sit"),
+    ("seen", "see"),
+    ("sent", "send"),
+    ("shook", "shake"),
+    ("slept", "sleep"),
+    ("sold", "sell"),
+    ("sought", "seek"),
+    ("spent", "spend"),
+    ("spoke", "speak"),
+    ("spoken", "speak"),
+    ("stole", "steal"),
+    ("stolen", "steal"),
+    ("stood", "stand"),
+    ("struck", "strike"),
+    ("stuck", "stick"),
+    ("sung", "sing"),
+    ("swam", "swim"),
+    ("swum", "swim"),
+    ("taken", "take"),
+    ("taught", "teach"),
+    ("teeth", "tooth"),
+    ("thought", "think"),
+    ("threw", "throw"),
+    ("thrown", "throw"),
+    ("told", "tell"),
+    ("took", "take"),
+    ("tore", "tear"),
+    ("torn", "tear"),
+    ("understood", "understand"),
+    ("went", "go"),
+    ("wept", "weep"),
+    ("woke", "wake"),
+    ("woken", "wake"),
+    ("women", "woman"),
+    ("won", "win"),
+    ("wore", "wear"),
+    ("worn", "wear"),
+    ("written", "write"),
+    ("wrote", "write"),
+];
+
+/// Clitics dropped after an apostrophe, keeping the word before it (`she's` → `she`).
+const CLITICS: &[&str] = &["s", "re", "ve", "ll", "d", "m"];
 
 /// Chinese particles and pronouns: a CJK run is cut at these and they are never emitted.
 pub const CJK_SPLIT_CHARS: &[char] = &[
@@ -72,12 +311,38 @@ pub fn tokenize(text: &str) -> Vec<String> {
             while i < chars.len() && continues_word(&chars, i) {
                 i += 1;
             }
-            push_word(&chars[start..i], &mut tokens);
+            let (negated, after) = contraction(&chars, i);
+            if !negated {
+                push_word(&chars[start..i], &mut tokens);
+            }
+            i = after;
         } else {
             i += 1;
         }
     }
     tokens
+}
+
+/// What follows a word ending at `end`: `(true, after)` when it is negated with `n't` (the
+/// word is dropped), `(false, after)` past a dropped clitic ([`CLITICS`]), else
+/// `(false, end)`.
+fn contraction(chars: &[char], end: usize) -> (bool, usize) {
+    if !matches!(chars.get(end), Some('\'' | '’')) {
+        return (false, end);
+    }
+    let mut after = end + 1;
+    while after < chars.len() && chars[after].is_alphabetic() && !is_cjk(chars[after]) {
+        after += 1;
+    }
+    let clitic: String = chars[end + 1..after].iter().collect();
+    let negated = clitic == "t" && end > 0 && chars[end - 1] == 'n';
+    if negated {
+        (true, after)
+    } else if CLITICS.contains(&clitic.as_str()) {
+        (false, after)
+    } else {
+        (false, end)
+    }
 }
 
 /// Lowercase one char and fold full-width ASCII forms (U+FF01..U+FF5E) to ASCII.
@@ -148,7 +413,10 @@ fn push_segment(segment: &[char], tokens: &mut Vec<String>) {
         return;
     }
     if segment.iter().all(|c| c.is_alphabetic()) {
-        tokens.push(stem(&word));
+        let base = IRREGULAR_FORMS
+            .binary_search_by(|(form, _)| (*form).cmp(word.as_str()))
+            .map_or(word.as_str(), |i| IRREGULAR_FORMS[i].1);
+        tokens.push(stem(base));
     } else {
         tokens.push(word);
     }
@@ -316,6 +584,59 @@ mod tests {
         assert_eq!(tokenize("Ｓｏｎｙ　５０００"), ["sony", "5000"]);
         assert_eq!(tokenize("WH-1000XM5"), tokenize("wh1000xm5"));
         assert_eq!(tokenize("wh1000xm5"), ["wh", "1000", "xm", "5"]);
+    }
+
+    #[test]
+    fn irregular_past_forms_and_plurals_meet_their_base_form() {
+        assert_eq!(tokenize("I went camping"), tokenize("go camping"));
+        assert_eq!(tokenize("she bought shoes"), tokenize("she buys shoes"));
+        assert_eq!(tokenize("we made pottery"), tokenize("making pottery"));
+        assert_eq!(tokenize("I felt great"), tokenize("feeling great"));
+        assert_eq!(tokenize("children"), tokenize("child"));
+        assert_eq!(tokenize("ran"), tokenize("running"));
+        assert_eq!(
+            tokenize("left"),
+            ["left"],
+            "ambiguous forms stay as they are"
+        );
+    }
+
+    #[test]
+    fn irregular_forms_are_sorted_for_binary_search() {
+        for pair in IRREGULAR_FORMS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "{:?} before {:?}", pair[0], pair[1]);
+        }
+    }
+
+    #[test]
+    fn contractions_leave_no_fragments() {
+        assert_eq!(
+            tokenize("Caroline's painting"),
+            tokenize("Caroline painting")
+        );
+        assert_eq!(
+            tokenize("I've been, you're here, we'll see, I'd go, I'm in"),
+            ["see", "go"]
+        );
+        assert_eq!(
+            tokenize("I don't know, it didn't work, she won't come"),
+            ["know", "work", "com"]
+        );
+        assert_eq!(
+            tokenize("Melanie’s kids"),
+            tokenize("Melanie kids"),
+            "typographic apostrophe"
+        );
+        assert_eq!(
+            tokenize("o'clock"),
+            ["clock"],
+            "other apostrophes separate words"
+        );
+        assert_eq!(
+            tokenize("won the race"),
+            ["win", "rac"],
+            "won without n't is a verb"
+        );
     }
 
     #[test]

@@ -85,9 +85,8 @@ fn every_retriever_reports_recall_latency_and_context_tokens_on_the_sample() {
 /// hybrid recall: no category may fall below it.
 const BM25_ANY_AT_5: [(&str, f64); 4] = [("1", 0.37), ("2", 0.81), ("3", 0.45), ("4", 0.52)];
 
-/// The default retriever's regression floor on the development set: all@10 at the acceptance
-/// bar (0.70), any@5 at what it measures now (0.73; the acceptance bar 0.75 is not reached yet),
-/// every category above BM25 alone.
+/// The default retriever's regression floor on the development set: the acceptance bars
+/// (any@5 0.75, all@10 0.70; it measures 0.762 and 0.732), every category above BM25 alone.
 #[test]
 fn hybrid_recall_on_the_locomo_development_set_stays_above_its_floor() {
     let dev = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo-dev.json");
@@ -113,7 +112,7 @@ fn hybrid_recall_on_the_locomo_development_set_stays_above_its_floor() {
             / n
     };
     assert!(
-        mean(0, "any") >= 0.72,
+        mean(0, "any") >= 0.75,
         "any@5 over categories 1–4: {}",
         mean(0, "any")
     );
