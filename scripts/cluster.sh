@@ -19,8 +19,8 @@
 # Session processes share sessions through JetStream (partitions with one owner each, failover,
 # the replicated session log); tool-executors share idempotency records, job records and raw
 # outputs through JetStream KV and run async jobs from a durable queue; memory-extractors share
-# each user's memory through the replicated memory log (see README "Running a cluster"). The
-# MCP audit is still kept by each MCP-bridge in its own sled.
+# each user's memory through the replicated memory log; MCP-bridges write one shared audit
+# trail (see README "Running a cluster").
 set -euo pipefail
 
 DIR=${HERMES_CLUSTER_DIR:-.cluster}
@@ -71,7 +71,7 @@ nodes() {
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 wait_port() {
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
         sleep 0.1
     done

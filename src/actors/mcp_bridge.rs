@@ -5,7 +5,8 @@
 //! `hermes.mcp.audit` (the latest audit records). It publishes its catalog on
 //! `hermes.mcp.changed` whenever a server dies, comes back or changes its lists.
 //!
-//! It owns the audit trail (sled tree `mcp_audit`): every call it makes is recorded and
+//! It owns the audit trail (sled tree `mcp_audit`; on a NATS cluster the shared stream
+//! `HERMES_AUDIT`, which `hermes.mcp.audit` answers from): every call it makes is recorded and
 //! published on `hermes.audit.mcp`; what Hermes' own MCP server publishes on
 //! `hermes.audit.mcp_server` and `hermes.audit.auth_denied` is recorded too.
 //!
@@ -68,6 +69,13 @@ impl McpBridge {
             Ok(audit) => audit,
             Err(e) => return Err(e.to_string()),
         };
+        if let Some(cluster) = deps.bus.cluster() {
+            cluster
+                .audit_trail()
+                .open()
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let catalog = pool.catalog();
         let bridge = McpBridge {
             deps: deps.clone(),
@@ -258,6 +266,12 @@ impl Service<McpAuditRequest> for McpRequests {
         &self,
         request: Envelope<McpAuditRequest>,
     ) -> Result<McpAuditReply, ServiceError> {
+        if let Some(cluster) = self.deps.bus.cluster() {
+            let records = audit::latest_shared(cluster.audit_trail().as_ref(), request.body.limit)
+                .await
+                .map_err(|e| ServiceError::new("audit_failed", e.to_string()))?;
+            return Ok(McpAuditReply { records });
+        }
         let Some(log) = &self.audit else {
             return Err(ServiceError::new(
                 "no_audit_store",

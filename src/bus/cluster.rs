@@ -88,6 +88,19 @@ impl OwnedItems {
     }
 }
 
+/// The shared audit trail: every record published on `hermes.audit.<kind>` is stored (and
+/// replicated) once, whichever process wrote it, and any process reads the newest back.
+#[async_trait]
+pub trait AuditTrail: Send + Sync {
+    /// Create or open the store (done on first use otherwise).
+    async fn open(&self) -> Result<(), BusError>;
+    /// Publish `payload` on `subject` (a `hermes.audit.<kind>` subject) and return once it is
+    /// stored; subscribers of the subject receive it as any publish.
+    async fn record(&self, subject: &str, payload: Bytes) -> Result<(), BusError>;
+    /// The newest `limit` records' payloads, newest first.
+    async fn latest(&self, limit: usize) -> Result<Vec<Bytes>, BusError>;
+}
+
 /// Session partitions with one owner each, and the replicated session log.
 #[async_trait]
 pub trait Cluster: Send + Sync + 'static {
@@ -115,6 +128,9 @@ pub trait Cluster: Send + Sync + 'static {
     /// (`user`, hex of the user id) — what every memory-extractor copy brings its store up to
     /// date from.
     fn memory_log(&self) -> Arc<dyn SessionLog>;
+
+    /// The MCP audit trail every process of the deployment writes and reads.
+    fn audit_trail(&self) -> Arc<dyn AuditTrail>;
 
     /// A key-value bucket every process of the deployment reaches (created on first use;
     /// entries older than `max_age` expire when it is set).

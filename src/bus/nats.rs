@@ -13,10 +13,12 @@
 //! The client reconnects by itself after the server goes away (not on the *initial* connect,
 //! which fails within [`CONNECT_TIMEOUT`] with [`BusError::Connect`]).
 
+mod audit;
 mod balance;
 mod cluster;
 mod jetstream;
 mod kv;
+mod local;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,8 @@ pub struct NatsBus {
     streams: Mutex<HashSet<String>>,
     /// Session partitions and the session log (see [`cluster`]).
     cluster: Arc<cluster::NatsCluster>,
+    /// This process's services, answered in-process when it asks for them ([`local`]).
+    local: Arc<local::LocalServices>,
 }
 
 impl NatsBus {
@@ -145,6 +149,7 @@ impl NatsBus {
             cluster,
         ));
         Ok(Self {
+            local: Arc::default(),
             url: url.to_string(),
             client,
             jetstream,
@@ -252,6 +257,7 @@ impl Bus for NatsBus {
             .await
             .map_err(|e| self.io_error("queue subscribe failed", e))?;
         let client = self.client.clone();
+        let local = self.local.register(pattern, handler.clone());
         let pattern = pattern.to_string();
         let task = self.runtime.spawn(async move {
             while let Some(m) = subscriber.next().await {
@@ -272,7 +278,11 @@ impl Bus for NatsBus {
             }
             tracing::debug!(pattern, "service subscription closed");
         });
-        Ok(Serving::new(AbortOnDrop(task)))
+        Ok(Serving::new((AbortOnDrop(task), local)))
+    }
+
+    fn local_handler(&self, subject: &str) -> Option<Arc<dyn Handler>> {
+        self.local.get(subject)
     }
 
     async fn request(

@@ -81,8 +81,8 @@ enum Command {
     ///   tool-executor    shares idempotency records (reserved before a write runs), job records
     ///                    and raw outputs through JetStream KV; async jobs run from a durable
     ///                    queue, so another copy takes over the jobs of a copy that dies.
-    ///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry and keeps
-    ///                    its own audit.
+    ///   mcp-bridge       opens its own connections to every `[[mcp.servers]]` entry; audit
+    ///                    records go to the shared JetStream stream HERMES_AUDIT.
     ///   memory-extractor needs the extraction model; each user's memory writes go through the
     ///                    replicated memory log in JetStream, so any number of copies share
     ///                    one memory per user.

@@ -6,7 +6,9 @@
 //! and the server-side events it hears on `hermes.audit.mcp_server` / `hermes.audit.auth_denied`).
 //! Key: 8 bytes big-endian microseconds since the Unix epoch, then 8 bytes big-endian sequence
 //! number of the writing process — so keys sort by time and never collide. Value: the record as
-//! JSON. Every record is also published on `hermes.audit.<kind>`.
+//! JSON. Every record is also published on `hermes.audit.<kind>`; on a NATS cluster that
+//! publish is stored in the replicated stream `HERMES_AUDIT` (the deployment's one audit
+//! trail, which `hermes.mcp.audit` answers from) and the sled tree is this bridge's copy.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -170,9 +172,41 @@ pub async fn publish(bus: &dyn Bus, kind: &str, record: &AuditRecord) {
         }
     };
     let envelope = Envelope::event(AuditEntry::from(record.clone()));
-    if let Err(error) = rpc::publish(bus, &subject, &envelope).await {
+    let stored = match (bus.cluster(), envelope.encode()) {
+        (Some(cluster), Ok(payload)) => cluster
+            .audit_trail()
+            .record(&subject, payload)
+            .await
+            .map_err(|e| e.to_string()),
+        (None, _) => rpc::publish(bus, &subject, &envelope)
+            .await
+            .map_err(|e| e.to_string()),
+        (_, Err(e)) => Err(e.to_string()),
+    };
+    if let Err(error) = stored {
         tracing::warn!(%error, subject, "could not publish an MCP audit record");
     }
+}
+
+/// The newest `limit` records of the deployment's shared audit trail (NATS cluster), newest
+/// first; undecodable ones are skipped with a warning.
+pub async fn latest_shared(
+    trail: &dyn crate::bus::cluster::AuditTrail,
+    limit: usize,
+) -> Result<Vec<AuditEntry>, crate::bus::BusError> {
+    let payloads = trail.latest(limit).await?;
+    Ok(payloads
+        .iter()
+        .filter_map(|payload| {
+            match Envelope::<AuditEntry>::decode_event(payload, crate::bus::DEFAULT_MAX_PAYLOAD) {
+                Ok(envelope) => Some(envelope.body),
+                Err(error) => {
+                    tracing::warn!(%error, "undecodable shared MCP audit record skipped");
+                    None
+                }
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]

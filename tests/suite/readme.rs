@@ -76,12 +76,20 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A port P with P..P+2, P+2000..P+2002 and P+4000..P+4002 free — what `scripts/cluster.sh`
+/// uses for a 3-node cluster (clients, routes, monitoring) — below the ephemeral range, so
+/// connections elsewhere on the machine do not take them meanwhile.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    let seed = u32::from(std::process::id() as u16).wrapping_mul(7919);
+    (0..2000_u32)
+        .map(|i| 10_000 + u16::try_from((seed + i * 37) % 15_000).unwrap())
+        .find(|p| {
+            [0, 1, 2, 2000, 2001, 2002, 4000, 4001, 4002]
+                .iter()
+                .all(|offset| free(p + offset))
+        })
+        .expect("no free block of ports for a NATS cluster")
 }
 
 /// The working directory: a temporary folder with the checkout's folders linked in.

@@ -27,6 +27,7 @@ use hermes::bus::rpc;
 use hermes::bus::{self, SharedBus};
 use hermes::memory::{MemoryKind, MemoryUpdate, UpdateOp};
 use hermes::protocol::envelope::Envelope;
+use hermes::protocol::mcp::McpAuditRequest;
 use hermes::protocol::memory::{MemoryListRequest, MemoryWriteRequest};
 use hermes::protocol::UserMessage;
 use hermes::store::replica::LogRecord;
@@ -227,6 +228,27 @@ async fn count_lost_memories(bus: &SharedBus, seen: &Seen) -> usize {
     lost
 }
 
+/// Executions of the ledger's `record` tool missing from `hermes.mcp.audit` — the shared trail,
+/// whichever MCP-bridge answers (asked several times so both do).
+async fn count_lost_audit_records(bus: &SharedBus, ledger: &ledger_mcp::Counts) -> usize {
+    let executed: usize = ledger.lock().unwrap().values().sum();
+    let mut worst = 0;
+    for _ in 0..4 {
+        let request = McpAuditRequest { limit: 100_000 };
+        let reply = rpc::request(bus.as_ref(), Envelope::request(request), Duration::from_secs(30))
+            .await
+            .unwrap();
+        let audited = reply
+            .body
+            .records
+            .iter()
+            .filter(|r| r.server == "ledger" && r.target == "record" && r.status == "ok")
+            .count();
+        worst = worst.max(executed.saturating_sub(audited));
+    }
+    worst
+}
+
 /// Publish turn `t` of `session` until a session process has it (same envelope id on every
 /// try, so a retry is never a second message), then wait for its answer.
 async fn drive_turn(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: u64) {
@@ -331,6 +353,8 @@ struct Faults {
     writes_executed_twice: usize,
     split_histories: usize,
     memories_lost: usize,
+    /// Ledger calls the MCP server executed that the deployment's audit trail does not show.
+    audit_records_lost: usize,
 }
 
 /// Count the faults: answers missing or repeated, and sessions whose replicated log is not
@@ -501,6 +525,7 @@ fn run_load(
         let seen = std::mem::take(&mut *seen.lock().unwrap());
         let mut faults = count_faults(&bus, &seen, &deployment.ledger, &sessions, turns).await;
         faults.memories_lost = count_lost_memories(&bus, &seen).await;
+        faults.audit_records_lost = count_lost_audit_records(&bus, &deployment.ledger).await;
         let failover = seen
             .fault_at
             .zip(seen.first_answer_after_fault)
@@ -636,12 +661,10 @@ fn killing_a_tool_executor_while_jobs_run_loses_and_repeats_nothing() {
     assert_eq!(faults, Faults::default());
 }
 
-// Run by scripts/scale-out.sh, not in CI: it passes most runs, but a write call in flight from
-// the tool-executor to the MCP-bridge through the restarting node can still be lost (core NATS
-// request/reply); the executor then answers `timeout` — honestly, as the write may or may not
-// have happened — and the turn's answer is that error instead of the expected one.
+// Each tool process runs its MCP-bridge beside its tool-executor, so the executor's MCP calls
+// stay in-process; a bridge in a process of its own could lose a write call in flight through
+// the restarting node (core NATS request/reply), which the executor reports as `timeout`.
 #[test]
-#[ignore = "node-restart fault run: scripts/scale-out.sh runs it (a write lost between executor and bridge ends in a timeout answer)"]
 fn restarting_a_node_of_a_three_node_cluster_mid_load_loses_and_repeats_nothing() {
     let cluster = Arc::new(Mutex::new(NatsCluster::start()));
     let deployment = deploy_on(Nats::Cluster(cluster.clone()), 3);

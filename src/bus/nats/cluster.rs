@@ -68,6 +68,7 @@ pub struct NatsCluster {
     inbox: OnceCell<()>,
     log: Arc<NatsSessionLog>,
     memory_log: Arc<NatsSessionLog>,
+    audit: Arc<super::audit::NatsAuditTrail>,
 }
 
 fn storage_error(what: &str, err: impl std::fmt::Display) -> BusError {
@@ -91,6 +92,10 @@ impl NatsCluster {
             MEMORY_LOG_STREAM,
             MEMORY_LOG_PREFIX,
         ));
+        let audit = Arc::new(super::audit::NatsAuditTrail::new(
+            &jetstream,
+            options.replicas,
+        ));
         Self {
             jetstream,
             runtime,
@@ -98,6 +103,7 @@ impl NatsCluster {
             inbox: OnceCell::new(),
             log,
             memory_log,
+            audit,
         }
     }
 
@@ -182,6 +188,10 @@ impl Cluster for NatsCluster {
 
     fn memory_log(&self) -> Arc<dyn SessionLog> {
         self.memory_log.clone()
+    }
+
+    fn audit_trail(&self) -> Arc<dyn crate::bus::cluster::AuditTrail> {
+        self.audit.clone()
     }
 
     fn bucket(&self, name: &str, max_age: Option<Duration>) -> Arc<dyn SharedKv> {
