@@ -155,6 +155,22 @@ fn user_of(session: &str) -> String {
     format!("u{}", n % 4)
 }
 
+/// A word of letters only, unique per (session, turn): the memories' contents must not be
+/// near-duplicates (the merge rules would rightly fold them), and a tokeniser splits digits
+/// from letters, which made `scale1x5q` and `scale5x1q` the same words.
+fn letters(session: &str, t: u64) -> String {
+    let n: u64 = session.trim_start_matches("scale").parse().unwrap_or(0);
+    let mut rest = n * 100 + t;
+    let mut word = String::from("zq");
+    loop {
+        word.push(char::from(b'a' + u8::try_from(rest % 26).unwrap()));
+        rest /= 26;
+        if rest == 0 {
+            return word;
+        }
+    }
+}
+
 /// Write one memory for the session's user through `hermes.memory.write` (either
 /// memory-extractor answers), as an MCP client or another system would; retried until
 /// acknowledged (the same key makes a retry an update of the same slot).
@@ -168,7 +184,7 @@ async fn write_memory(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t
             op: UpdateOp::Add,
             kind: MemoryKind::Fact,
             key: key.clone(),
-            content: format!("code {session}x{t}q"),
+            content: format!("code {}", letters(session, t)),
             importance: 0.5,
             expiry_days: None,
             topics: Vec::new(),
