@@ -251,9 +251,13 @@ async fn count_lost_audit_records(bus: &SharedBus, ledger: &ledger_mcp::Counts) 
     let mut worst = 0;
     for _ in 0..4 {
         let request = McpAuditRequest { limit: 100_000 };
-        let reply = rpc::request(bus.as_ref(), Envelope::request(request), Duration::from_secs(30))
-            .await
-            .unwrap();
+        let reply = rpc::request(
+            bus.as_ref(),
+            Envelope::request(request),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         let audited = reply
             .body
             .records
