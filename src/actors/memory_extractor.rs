@@ -173,6 +173,12 @@ impl Worker {
                 .await
                 .unwrap_or_else(|e| Outcome::Retry(e.to_string()))
         };
+        if matches!(outcome, Outcome::Done | Outcome::Dropped(_)) {
+            // The turn is finished: the memories its recall held may expire again.
+            if let Err(e) = self.service.release_task(&turn_id).await {
+                tracing::warn!(turn = %turn_id, error = %e, "the turn's memory holds not released; they lapse on their own");
+            }
+        }
         if matches!(outcome, Outcome::Done) {
             let now = chrono::Utc::now().timestamp().to_be_bytes();
             if let Err(e) = self.extracted.insert(turn_id.as_bytes(), &now) {

@@ -81,6 +81,7 @@ impl Service<RecallRequest> for MemoryRequests {
     async fn call(&self, request: Envelope<RecallRequest>) -> Result<RecallReply, ServiceError> {
         let body = request.body;
         let memory = &self.config.memory;
+        let (user, task) = (body.user.clone(), body.task);
         let query = RecallQuery {
             user: body.user,
             text: body.query,
@@ -99,6 +100,12 @@ impl Service<RecallRequest> for MemoryRequests {
             .recall(query)
             .await
             .map_err(|e| refused(e, "recall_failed"))?;
+        if let Some(task) = task.filter(|_| !hits.is_empty()) {
+            let ids: Vec<&str> = hits.iter().map(|h| h.record.id.as_str()).collect();
+            if let Err(e) = self.service.hold(&user, &task, &ids).await {
+                tracing::warn!(%user, %task, error = %e, "recalled memories not held for their turn; the sweep may expire them meanwhile");
+            }
+        }
         Ok(RecallReply {
             hits: hits_to_wire(&hits),
         })

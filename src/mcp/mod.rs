@@ -15,7 +15,7 @@ use serde_json::Value;
 
 pub use crate::protocol::mcp::{
     McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
-    McpResourceContent, McpTool, McpToolResult,
+    McpResourceContent, McpTool, McpToolHints, McpToolResult,
 };
 
 #[derive(Debug, thiserror::Error)]

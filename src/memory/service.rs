@@ -110,6 +110,23 @@ impl MemoryService {
         }
     }
 
+    /// Hold `user`'s records `ids` for task `task` against the expiry sweep ([`MemoryRefs`]).
+    pub async fn hold(&self, user: &str, task: &str, ids: &[&str]) -> Result<(), MemoryError> {
+        let (refs, user, task) = (self.refs.clone(), user.to_owned(), task.to_owned());
+        let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+        blocking(move || {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            refs.hold(&user, &task, &ids)
+        })
+        .await
+    }
+
+    /// Task `task` is finished: its memories are no longer held. How many holds ended.
+    pub async fn release_task(&self, task: &str) -> Result<usize, MemoryError> {
+        let (refs, task) = (self.refs.clone(), task.to_owned());
+        blocking(move || refs.release_task(&task)).await
+    }
+
     /// The same service with other context signals (evaluation ablations).
     pub fn with_signals(mut self, signals: Signals) -> Self {
         self.signals = signals;

@@ -69,7 +69,7 @@ impl MemoryStore {
                     }
                 }
                 Some(at) if at < now => {
-                    if refs.is_referenced(&record.user, &record.id)? {
+                    if refs.is_referenced_at(&record.user, &record.id, now)? {
                         report.kept_referenced += 1;
                     } else if self.remove_record(&record.user, &record.id)? {
                         report.removed.push((record.user, record.id));

@@ -11,6 +11,20 @@ pub struct McpTool {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
+    /// What the server says the tool does to the world (MCP `annotations`).
+    #[serde(default)]
+    pub hints: McpToolHints,
+}
+
+/// The behaviour hints of an MCP tool's `annotations`; `None` where the server said nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolHints {
+    #[serde(default)]
+    pub read_only: Option<bool>,
+    #[serde(default)]
+    pub idempotent: Option<bool>,
+    #[serde(default)]
+    pub destructive: Option<bool>,
 }
 
 /// The result of `tools/call`.

@@ -131,6 +131,10 @@ pub struct RecallRequest {
     pub kinds: Vec<MemoryKind>,
     #[serde(default)]
     pub topics: Vec<String>,
+    /// The task (turn id) that will rely on the recalled memories: they are held against the
+    /// expiry sweep until the turn's extraction job releases them.
+    #[serde(default)]
+    pub task: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -53,7 +53,8 @@ impl ApplyConfig for ToolDefinition {
             input_schema: entry.input_schema.clone()?,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             mode: ToolMode::Sync,
-            effect: ToolEffect::Read,
+            // A worker's effect is unknown unless declared: the safe side is `write`.
+            effect: ToolEffect::Write,
             risk: ToolRisk::Low,
             scenes: Vec::new(),
             source: ToolSource::Worker,
@@ -107,6 +108,22 @@ mod tests {
         assert_eq!(def.effect, ToolEffect::Write);
         assert_eq!(def.timeout(), Duration::from_secs(7));
         assert_eq!(def.input_schema["properties"]["text"]["type"], "string");
+    }
+
+    #[test]
+    fn a_worker_tool_without_a_declared_effect_is_a_write() {
+        let undeclared = entry(
+            "name = \"refund\"\ndescription = \"refunds\"\n[input_schema]\ntype = \"object\"\n",
+        );
+        let def = ToolDefinition::worker(&undeclared).unwrap();
+        assert_eq!(def.effect, ToolEffect::Write);
+        let declared = entry(
+            "name = \"wc\"\ndescription = \"counts\"\neffect = \"read\"\n[input_schema]\ntype = \"object\"\n",
+        );
+        assert_eq!(
+            ToolDefinition::worker(&declared).unwrap().effect,
+            ToolEffect::Read
+        );
     }
 
     #[test]

@@ -14,10 +14,11 @@ use serde_json::Value;
 use super::{Tool, ToolError, ToolErrorCode};
 use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
-use crate::mcp::McpTool;
+use crate::mcp::{McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{McpCallRequest, McpReadRequest};
+use crate::tools::definition::{ToolDefinition, ToolEffect, ToolRisk};
 use crate::tools::registry::USER_ARG;
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
@@ -29,7 +30,30 @@ pub struct McpProxyTool {
     server: String,
     tool: String,
     timeout: Duration,
+    hints: McpToolHints,
     bus: SharedBus,
+}
+
+/// What an MCP tool's annotations say it does: `readOnlyHint` → `read`; else
+/// `idempotentHint` → `idempotent`; else `write` (run once per idempotency key). An explicit
+/// `destructiveHint` on a tool that is not read-only → `risk = high` (confirmed before it
+/// runs). No annotations at all is the safe side: `write`, low risk. `[[tools.define]]`
+/// overrides either.
+pub fn effect_and_risk(hints: &McpToolHints) -> (ToolEffect, ToolRisk) {
+    if hints.read_only == Some(true) {
+        return (ToolEffect::Read, ToolRisk::Low);
+    }
+    let effect = if hints.idempotent == Some(true) {
+        ToolEffect::Idempotent
+    } else {
+        ToolEffect::Write
+    };
+    let risk = if hints.destructive == Some(true) {
+        ToolRisk::High
+    } else {
+        ToolRisk::Low
+    };
+    (effect, risk)
 }
 
 impl McpProxyTool {
@@ -51,6 +75,7 @@ impl McpProxyTool {
             server: server.to_string(),
             tool: tool.name.clone(),
             timeout,
+            hints: tool.hints,
             bus,
         })
     }
@@ -60,6 +85,12 @@ impl McpProxyTool {
 impl Tool for McpProxyTool {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        let mut def = ToolDefinition::from_spec(self.spec(), self.timeout());
+        (def.effect, def.risk) = effect_and_risk(&self.hints);
+        def
     }
 
     fn timeout(&self) -> Duration {
@@ -287,6 +318,41 @@ mod tests {
         assert_eq!(arguments, json!({"a": 1}));
         let mut none = json!({"a": 1});
         assert_eq!(take_user(&mut none), None);
+    }
+
+    #[test]
+    fn mcp_annotations_decide_effect_and_risk_and_silence_means_write() {
+        let hints = |read_only, idempotent, destructive| McpToolHints {
+            read_only,
+            idempotent,
+            destructive,
+        };
+        let cases = [
+            (
+                hints(Some(true), None, Some(true)),
+                ToolEffect::Read,
+                ToolRisk::Low,
+            ),
+            (
+                hints(None, Some(true), None),
+                ToolEffect::Idempotent,
+                ToolRisk::Low,
+            ),
+            (
+                hints(Some(false), Some(false), Some(true)),
+                ToolEffect::Write,
+                ToolRisk::High,
+            ),
+            (
+                hints(None, Some(true), Some(true)),
+                ToolEffect::Idempotent,
+                ToolRisk::High,
+            ),
+            (McpToolHints::default(), ToolEffect::Write, ToolRisk::Low),
+        ];
+        for (given, effect, risk) in cases {
+            assert_eq!(effect_and_risk(&given), (effect, risk), "{given:?}");
+        }
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl TurnPorts for FakePorts {
         _: &str,
         _: &str,
         limit: usize,
+        _: &str,
     ) -> Result<Vec<RecallHit>, String> {
         Ok(self.recalled.iter().take(limit).cloned().collect())
     }

@@ -238,7 +238,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             })
             .await;
     }
-    let hits = recall(state, &user_text).await;
+    let hits = recall(state, &user_text, &record.turn_id).await;
     state
         .emitter
         .emit(TurnEvent::MemoryRecalled {
@@ -430,13 +430,13 @@ async fn plan(
         .map_err(TurnError::Plan)
 }
 
-async fn recall(state: &TurnState<'_>, query: &str) -> Vec<RecallHit> {
+async fn recall(state: &TurnState<'_>, query: &str, turn_id: &str) -> Vec<RecallHit> {
     let env = state.env;
     let limit = env.config.memory.recall_limit;
     let scope = state.emitter.scope();
     match env
         .ports
-        .recall(scope, &state.meta.user, query, limit)
+        .recall(scope, &state.meta.user, query, limit, turn_id)
         .await
     {
         Ok(hits) => hits,

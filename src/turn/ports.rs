@@ -27,13 +27,15 @@ use crate::tools::{ToolError, ToolErrorCode};
 pub trait TurnPorts: Send + Sync {
     /// One planning step.
     async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String>;
-    /// Up to `limit` of `user`'s memories for `query`.
+    /// Up to `limit` of `user`'s memories for `query`, held for turn `task` until its
+    /// extraction job releases them.
     async fn recall(
         &self,
         scope: &EventScope,
         user: &str,
         query: &str,
         limit: usize,
+        task: &str,
     ) -> Result<Vec<RecallHit>, String>;
     /// The tool catalog (the executor's and the workers' tools).
     async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String>;
@@ -143,11 +145,13 @@ impl TurnPorts for BusPorts {
         user: &str,
         query: &str,
         limit: usize,
+        task: &str,
     ) -> Result<Vec<RecallHit>, String> {
         let request = RecallRequest {
             user: user.to_string(),
             query: query.to_string(),
             limit,
+            task: Some(task.to_string()),
             ..RecallRequest::default()
         };
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);

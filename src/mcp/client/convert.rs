@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::mcp::{
     McpError, McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
-    McpResourceContent, McpTool, McpToolResult,
+    McpResourceContent, McpTool, McpToolHints, McpToolResult,
 };
 
 pub(super) fn resource_from_rmcp(resource: Resource) -> McpResource {
@@ -97,10 +97,20 @@ pub(super) fn tool_from_rmcp(tool: Tool) -> McpTool {
         .map(|description| description.into_owned())
         .or(tool.title)
         .unwrap_or_default();
+    let hints = tool
+        .annotations
+        .as_ref()
+        .map(|a| McpToolHints {
+            read_only: a.read_only_hint,
+            idempotent: a.idempotent_hint,
+            destructive: a.destructive_hint,
+        })
+        .unwrap_or_default();
     McpTool {
         name: tool.name.into_owned(),
         description,
         input_schema: Value::Object(tool.input_schema.as_ref().clone()),
+        hints,
     }
 }
 

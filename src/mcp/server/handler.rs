@@ -152,6 +152,7 @@ impl HermesMcpServer {
             namespace,
             kinds: Vec::new(),
             topics: Vec::new(),
+            task: None,
         };
         let outcome = self.memory().recall(request).await.map(|reply| {
             let hits: Vec<Value> = reply
@@ -282,6 +283,7 @@ impl HermesMcpServer {
                 namespace: None,
                 kinds: Vec::new(),
                 topics: Vec::new(),
+                task: None,
             })
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;

@@ -13,6 +13,7 @@ use hermes::config::EmbedderConfig;
 use hermes::llm::ChatMessage;
 use hermes::memory::embed::openai::OpenAiEmbedder;
 use hermes::memory::embed::Embedder;
+use hermes::memory::refs::MemoryRefs;
 use hermes::memory::{MemoryKind, MemoryStore, MemoryUpdate, UpdateOp};
 use hermes::protocol::envelope::Envelope;
 use hermes::protocol::subjects;
@@ -192,6 +193,77 @@ fn extraction_job_queued_before_a_crash_is_processed_after_restart() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+}
+
+#[test]
+fn a_turns_recall_holds_its_memories_until_the_turn_is_mined() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), &script());
+    let data = config.engine.data_dir.clone();
+    with_engine(config, |engine| async move {
+        let bus = engine.bus.as_ref();
+        write(
+            bus,
+            "dora",
+            add(MemoryKind::Fact, "home_city", "dora lives in lisbon"),
+        )
+        .await;
+        for turn in ["t-open", "t-mined"] {
+            let request = RecallRequest {
+                task: Some(turn.into()),
+                ..ask("dora", "where does dora live, lisbon?")
+            };
+            assert_eq!(recall(bus, request).await, ["home_city"]);
+        }
+        // t-mined finished: its extraction job arrives (and writes a memory of its own).
+        let job = ExtractJob {
+            agent: "assistant".into(),
+            session: "s1".into(),
+            user: "dora".into(),
+            turn_id: "t-mined".into(),
+            message_id: "m1".into(),
+            source_time: chrono::Utc::now(),
+            transcript: vec![
+                ChatMessage::user("my favourite colour is purple"),
+                ChatMessage::assistant("Noted."),
+            ],
+        };
+        let env = Envelope::new(kinds::EXTRACT_JOB, job);
+        bus.durable_publish(subjects::MEMORY_EXTRACT, env.encode().unwrap())
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + T;
+        while recall(bus, ask("dora", "favourite colour")).await != ["favourite_colour"] {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the job was never mined"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The release follows the write within the same job.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    });
+    let db = hermes::store::open(&data).unwrap();
+    let id = MemoryStore::open(&hermes::store::durability::Durable::from(db.clone()))
+        .unwrap()
+        .list("dora")
+        .unwrap()
+        .into_iter()
+        .find(|r| r.key == "home_city")
+        .unwrap()
+        .id;
+    let refs = MemoryRefs::open(&db).unwrap();
+    assert!(
+        refs.is_referenced("dora", &id).unwrap(),
+        "t-open still holds it"
+    );
+    assert_eq!(
+        refs.release_task("t-mined").unwrap(),
+        0,
+        "released by its job"
+    );
+    assert_eq!(refs.release_task("t-open").unwrap(), 1);
+    assert!(!refs.is_referenced("dora", &id).unwrap());
 }
 
 #[test]
