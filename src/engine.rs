@@ -92,8 +92,19 @@ impl Engine {
         let url = config.bus.url.clone();
         let bus_db = db.clone();
         let cluster = config.cluster.options();
+        let credentials = match url.as_str() {
+            "embedded" => crate::bus::auth::NatsAuth::default(),
+            _ => config
+                .bus
+                .auth
+                .resolve()
+                .map_err(|reason| EngineError::Actor {
+                    actor: "bus",
+                    reason,
+                })?,
+        };
         let bus = io
-            .spawn(async move { bus::connect_with(&url, bus_db, cluster).await })
+            .spawn(async move { bus::connect_with(&url, bus_db, cluster, &credentials).await })
             .await
             .map_err(|e| EngineError::Actor {
                 actor: "bus",

@@ -5,6 +5,7 @@
 //! ack and redelivery. `embedded` keeps everything in-process (its durable queue lives in sled);
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
+pub mod auth;
 pub mod cluster;
 pub mod embedded;
 pub mod events;
@@ -275,12 +276,19 @@ pub async fn respond(bus: &dyn Bus, message: &Message, payload: Bytes) -> Result
 }
 
 /// Open the bus named by `url`: `embedded` (needs the sled database for durable queues) or
-/// `nats://host:port`.
+/// `nats://host:port`, with the NATS credentials of the environment ([`auth::NatsAuth::from_env`]).
 pub async fn connect(
     url: &str,
     db: Option<crate::store::durability::Durable>,
 ) -> Result<SharedBus, BusError> {
-    connect_with(url, db, cluster::ClusterOptions::default()).await
+    let credentials = match url {
+        "embedded" => auth::NatsAuth::default(),
+        _ => auth::NatsAuth::from_env().map_err(|reason| BusError::Connect {
+            url: url.to_string(),
+            reason,
+        })?,
+    };
+    connect_with(url, db, cluster::ClusterOptions::default(), &credentials).await
 }
 
 /// [`connect`], with the session partitions of a NATS deployment laid out as `cluster` says.
@@ -288,6 +296,7 @@ pub async fn connect_with(
     url: &str,
     db: Option<crate::store::durability::Durable>,
     cluster: cluster::ClusterOptions,
+    credentials: &auth::NatsAuth,
 ) -> Result<SharedBus, BusError> {
     if url == "embedded" {
         let db = db.ok_or_else(|| {
@@ -295,7 +304,9 @@ pub async fn connect_with(
         })?;
         Ok(Arc::new(embedded::EmbeddedBus::open(db)?))
     } else if url.starts_with("nats://") || url.starts_with("tls://") {
-        Ok(Arc::new(nats::NatsBus::connect_with(url, cluster).await?))
+        Ok(Arc::new(
+            nats::NatsBus::connect_with(url, cluster, credentials).await?,
+        ))
     } else {
         Err(BusError::Connect {
             url: url.to_string(),

@@ -14,6 +14,7 @@
 //! which fails within [`CONNECT_TIMEOUT`] with [`BusError::Connect`]).
 
 mod audit;
+mod auth;
 mod balance;
 mod cluster;
 mod jetstream;
@@ -30,6 +31,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
+use super::auth::NatsAuth;
 use super::cluster::{Cluster, ClusterOptions};
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
@@ -90,11 +92,15 @@ impl NatsBus {
     /// module docs); fails with [`BusError::Connect`] within [`CONNECT_TIMEOUT`] when no
     /// server answers.
     pub async fn connect(url: &str) -> Result<Self, BusError> {
-        Self::connect_with(url, ClusterOptions::default()).await
+        Self::connect_with(url, ClusterOptions::default(), &NatsAuth::default()).await
     }
 
     /// [`Self::connect`], with session partitions laid out as `cluster` says.
-    pub async fn connect_with(url: &str, cluster: ClusterOptions) -> Result<Self, BusError> {
+    pub async fn connect_with(
+        url: &str,
+        cluster: ClusterOptions,
+        credentials: &NatsAuth,
+    ) -> Result<Self, BusError> {
         let connect_error = |reason: String| BusError::Connect {
             url: url.to_string(),
             reason,
@@ -118,11 +124,13 @@ impl NatsBus {
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
-            let attempt = async_nats::ConnectOptions::new()
+            let options = async_nats::ConnectOptions::new()
                 .name("hermes")
-                .connection_timeout(CONNECT_TIMEOUT)
-                .connect(servers.as_slice())
-                .await;
+                .connection_timeout(CONNECT_TIMEOUT);
+            let options = auth::apply(options, credentials)
+                .await
+                .map_err(connect_error)?;
+            let attempt = options.connect(servers.as_slice()).await;
             match attempt {
                 Ok(client) => break client,
                 Err(err)
@@ -137,7 +145,7 @@ impl NatsBus {
                         ConnectErrorKind::TimedOut => {
                             format!("no answer within {CONNECT_TIMEOUT:?}")
                         }
-                        _ => err.to_string(),
+                        _ => auth::explain(&err, credentials),
                     }))
                 }
             }

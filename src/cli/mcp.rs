@@ -138,8 +138,14 @@ async fn bus_for(
         Ok((engine.bus.clone(), Some(engine)))
     } else {
         let url = config.bus.url.clone();
+        let (cluster, credentials) = (
+            config.cluster.options(),
+            config.bus.auth.resolve().map_err(anyhow::Error::msg)?,
+        );
         let bus = io
-            .spawn(async move { hermes::bus::connect(&url, None).await })
+            .spawn(
+                async move { hermes::bus::connect_with(&url, None, cluster, &credentials).await },
+            )
             .await??;
         Ok((bus, None))
     }
@@ -266,7 +272,14 @@ fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
     } else {
         let limit = args.limit;
         io_runtime()?.block_on(async move {
-            let bus = hermes::bus::connect(&config.bus.url, None).await?;
+            let credentials = config.bus.auth.resolve().map_err(anyhow::Error::msg)?;
+            let bus = hermes::bus::connect_with(
+                &config.bus.url,
+                None,
+                config.cluster.options(),
+                &credentials,
+            )
+            .await?;
             let request = Envelope::request(McpAuditRequest { limit });
             let timeout = Duration::from_secs(config.engine.request_timeout_secs);
             let reply = rpc::request(bus.as_ref(), request, timeout)

@@ -80,8 +80,14 @@ async fn connect(
         Ok((engine.bus.clone(), Some(engine)))
     } else {
         let url = config.bus.url.clone();
+        let (cluster, credentials) = (
+            config.cluster.options(),
+            config.bus.auth.resolve().map_err(anyhow::Error::msg)?,
+        );
         let bus = io
-            .spawn(async move { hermes::bus::connect(&url, None).await })
+            .spawn(
+                async move { hermes::bus::connect_with(&url, None, cluster, &credentials).await },
+            )
             .await??;
         Ok((bus, None))
     }

@@ -58,7 +58,7 @@ pub fn run(config: Config, command: ToolsCommand) -> anyhow::Result<()> {
 fn ls(config: &Config, args: LsArgs) -> anyhow::Result<()> {
     let (defs, metrics) = match &args.bus {
         Some(url) => {
-            let catalog = fetch_catalog(url, config.engine.request_timeout_secs)?;
+            let catalog = fetch_catalog(url, config)?;
             (catalog.definitions, Some(catalog.metrics))
         }
         None => (
@@ -103,10 +103,12 @@ fn label<T: serde::Serialize>(value: &T) -> String {
         .unwrap_or_default()
 }
 
-fn fetch_catalog(url: &str, timeout_secs: u64) -> anyhow::Result<ToolsCatalog> {
+fn fetch_catalog(url: &str, config: &Config) -> anyhow::Result<ToolsCatalog> {
+    let timeout_secs = config.engine.request_timeout_secs;
+    let credentials = config.bus.auth.resolve().map_err(anyhow::Error::msg)?;
     let rt = io_runtime()?;
     rt.block_on(async {
-        let bus = bus::connect(url, None)
+        let bus = bus::connect_with(url, None, config.cluster.options(), &credentials)
             .await
             .with_context(|| format!("cannot connect to {url}"))?;
         let request = Envelope::request(ToolsListRequest);

@@ -5,6 +5,7 @@
 //! [`load`] owns the merge of a file over the defaults and where each model role came from;
 //! [`models`] owns the model tables and the `OPENAI_*` / `HERMES_MODEL` conventions.
 
+pub mod bus_auth;
 pub mod cluster;
 pub mod load;
 pub mod models;
@@ -113,6 +114,9 @@ fn default_idle_secs() -> u64 {
 pub struct BusConfig {
     /// `embedded` or `nats://host:port`.
     pub url: String,
+    /// How to prove who this process is to nats-server (`[bus.auth]`).
+    #[serde(default)]
+    pub auth: bus_auth::BusAuthConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -22,6 +22,8 @@ pub struct NatsServer {
     child: Option<Child>,
     /// Set for a node of a cluster: its name, route port and the routes to every node.
     cluster: Option<ClusterNode>,
+    /// More command-line arguments (e.g. `--user`/`--pass`).
+    extra: Vec<String>,
 }
 
 struct ClusterNode {
@@ -53,6 +55,7 @@ impl NatsCluster {
                 port: *port,
                 store: tempfile::tempdir().expect("create a store dir for nats-server"),
                 child: None,
+                extra: Vec::new(),
                 cluster: Some(ClusterNode {
                     name: format!("node-{i}"),
                     route_port: *route_port,
@@ -111,6 +114,21 @@ impl NatsServer {
             store: tempfile::tempdir().expect("create a store dir for nats-server"),
             child: None,
             cluster: None,
+            extra: Vec::new(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// [`Self::start`] with more command-line arguments (authentication, say).
+    pub fn start_with(args: &[&str]) -> Self {
+        let mut server = Self {
+            binary: find_binary(),
+            port: free_port(),
+            store: tempfile::tempdir().expect("create a store dir for nats-server"),
+            child: None,
+            cluster: None,
+            extra: args.iter().map(|a| (*a).to_string()).collect(),
         };
         server.spawn();
         server
@@ -169,7 +187,8 @@ impl NatsServer {
             .args(["-a", "127.0.0.1"])
             .args(["-p", &self.port.to_string()])
             .arg("-sd")
-            .arg(self.store.path().join("jetstream"));
+            .arg(self.store.path().join("jetstream"))
+            .args(&self.extra);
         if let Some(node) = &self.cluster {
             command
                 .args(["-n", &node.name, "--cluster_name", "hermes-test"])

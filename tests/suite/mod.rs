@@ -9,6 +9,7 @@ mod mcp_shared_memory;
 mod memory;
 mod model_failures;
 mod multi_process;
+mod nats_auth;
 mod openai_provider;
 mod parallel_reads;
 mod readme;

@@ -1,0 +1,81 @@
+//! [`NatsAuth`] as async-nats connect options, and connect errors that say which credential
+//! or TLS setting failed.
+
+use async_nats::{ConnectError, ConnectErrorKind, ConnectOptions};
+
+use crate::bus::auth::{NatsAuth, NatsCredential};
+
+/// `options` with `auth`'s credential and TLS settings.
+pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOptions, String> {
+    let mut options = match &auth.credential {
+        NatsCredential::None => options,
+        NatsCredential::UserPassword { user, password } => {
+            options.user_and_password(user.clone(), password.clone())
+        }
+        NatsCredential::Token(token) => options.token(token.clone()),
+        NatsCredential::NKey { seed, .. } => options.nkey(seed.clone()),
+        NatsCredential::CredsFile(path) => options.credentials_file(path).await.map_err(|e| {
+            format!(
+                "cannot use the credentials file {}: {e}; it must hold a user JWT and its \
+                     NKey seed (nsc generate creds)",
+                path.display()
+            )
+        })?,
+    };
+    if let Some(ca) = &auth.tls.ca_file {
+        options = options.add_root_certificates(ca.clone());
+    }
+    match (&auth.tls.cert_file, &auth.tls.key_file) {
+        (Some(cert), Some(key)) => {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        (None, None) => {}
+        _ => {
+            return Err(
+                "a TLS client certificate needs both its certificate and its key file".into(),
+            )
+        }
+    }
+    if auth.tls.is_set() {
+        options = options.require_tls(true);
+    }
+    Ok(options)
+}
+
+/// Why a connect failed, naming the credential or TLS setting when that is the cause.
+pub fn explain(err: &ConnectError, auth: &NatsAuth) -> String {
+    match err.kind() {
+        ConnectErrorKind::AuthorizationViolation => match auth.credential {
+            NatsCredential::None => format!(
+                "nats-server requires a credential and none was given ({err}); set [bus.auth] in \
+                 the config or HERMES_NATS_USER/HERMES_NATS_PASSWORD, HERMES_NATS_TOKEN, \
+                 HERMES_NATS_NKEY_SEED_FILE or HERMES_NATS_CREDS_FILE"
+            ),
+            ref credential => format!(
+                "nats-server refused {} ({err}); check that credential against the server's \
+                 accounts",
+                credential.describe()
+            ),
+        },
+        ConnectErrorKind::Tls => format!(
+            "TLS with nats-server failed ({err}); check {}",
+            tls_settings(auth)
+        ),
+        _ => err.to_string(),
+    }
+}
+
+fn tls_settings(auth: &NatsAuth) -> String {
+    let mut parts = Vec::new();
+    if let Some(ca) = &auth.tls.ca_file {
+        parts.push(format!("the CA file {}", ca.display()));
+    }
+    if let Some(cert) = &auth.tls.cert_file {
+        parts.push(format!("the client certificate {}", cert.display()));
+    }
+    if parts.is_empty() {
+        "that the server speaks TLS and its certificate is trusted (tls_ca_file)".into()
+    } else {
+        parts.join(" and ")
+    }
+}
