@@ -135,6 +135,7 @@ impl NatsBus {
                 Ok(client) => break client,
                 Err(err)
                     if err.kind() == ConnectErrorKind::Io
+                        && !auth::is_tls_failure(&err, credentials)
                         && tokio::time::Instant::now() < deadline =>
                 {
                     tracing::info!(url, error = %err, "nats-server not reachable yet; retrying");

@@ -37,13 +37,36 @@ pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOp
         }
     }
     if auth.tls.is_set() {
+        install_crypto_provider();
         options = options.require_tls(true);
     }
     Ok(options)
 }
 
+/// rustls needs one process-wide crypto provider, and this build links two (ring for
+/// async-nats, aws-lc-rs for the HTTP client), so none is chosen by default and the first TLS
+/// handshake would panic: choose ring before the first. Losing a race to another installer
+/// is fine.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Whether a connect failed in the TLS handshake (the client reports an untrusted server
+/// certificate as an I/O error): retrying will not help.
+pub fn is_tls_failure(err: &ConnectError, auth: &NatsAuth) -> bool {
+    let text = err.to_string().to_ascii_lowercase();
+    err.kind() == ConnectErrorKind::Tls
+        || (auth.tls.is_set() && (text.contains("certificate") || text.contains("tls")))
+}
+
 /// Why a connect failed, naming the credential or TLS setting when that is the cause.
 pub fn explain(err: &ConnectError, auth: &NatsAuth) -> String {
+    if is_tls_failure(err, auth) {
+        return format!(
+            "TLS with nats-server failed ({err}); check {}",
+            tls_settings(auth)
+        );
+    }
     match err.kind() {
         ConnectErrorKind::AuthorizationViolation => match auth.credential {
             NatsCredential::None => format!(
@@ -57,10 +80,6 @@ pub fn explain(err: &ConnectError, auth: &NatsAuth) -> String {
                 credential.describe()
             ),
         },
-        ConnectErrorKind::Tls => format!(
-            "TLS with nats-server failed ({err}); check {}",
-            tls_settings(auth)
-        ),
         _ => err.to_string(),
     }
 }
