@@ -99,7 +99,7 @@ start_nats() {
         fi
         echo $! >"$DIR/pids/nats-$i"
     done
-    for i in "${want[@]}"; do wait_port $((PORT + i)); done
+    for i in "${want[@]}"; do wait_port $((PORT + i)) || return 1; done
     [[ $NODES == 1 ]] && return 0
     # JetStream needs a meta leader before streams can be created.
     for _ in $(seq 1 100); do
@@ -153,13 +153,18 @@ up() {
         echo "[cluster]"
         if [[ $NODES == 1 ]]; then echo "replicas = 1"; else echo "replicas = 3"; fi
     } >"$DIR/cluster.toml"
-    start_nats
-    start_hermes session session "$SESSIONS"
-    start_hermes planner planner "$PLANNERS"
-    start_hermes tools tool-executor "$TOOLS"
-    start_hermes mcp mcp-bridge "$MCP"
-    start_hermes memory memory-extractor "$MEMORY"
-    wait_ready
+    # A cluster that does not come up is stopped again: no half-started processes are left.
+    if ! { start_nats &&
+        start_hermes session session "$SESSIONS" &&
+        start_hermes planner planner "$PLANNERS" &&
+        start_hermes tools tool-executor "$TOOLS" &&
+        start_hermes mcp mcp-bridge "$MCP" &&
+        start_hermes memory memory-extractor "$MEMORY" &&
+        wait_ready; }; then
+        echo "the cluster did not come up; stopping what was started" >&2
+        down >/dev/null 2>&1 || true
+        return 1
+    fi
     status
 }
 
