@@ -56,26 +56,62 @@ fn jetstream_error(what: &str, queue: &str, err: impl std::fmt::Display) -> BusE
 
 /// How long JetStream API calls that time out are retried while a cluster forms.
 const FORMING_WAIT: Duration = Duration::from_secs(60);
+/// How long a read or write waits for a running cluster to elect new stream leaders.
+const FAILOVER_WAIT: Duration = Duration::from_secs(15);
 
-/// Run a JetStream API call, retrying it while the answer is a timeout or no responders: a
-/// cluster that is still forming (nodes starting, no stream leader yet) answers so for a few
-/// seconds, and processes started with it (a script, docker-compose) should wait, not fail.
-pub async fn while_forming<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+/// How [`retrying`] tries a JetStream call again.
+struct Patience {
+    /// Past this, the last answer stands.
+    wait: Duration,
+    first_pause: Duration,
+    longest_pause: Duration,
+    /// Whether an error's text says the call may succeed when tried again.
+    retryable: fn(&str) -> bool,
+    /// What the log says while retrying.
+    why: &'static str,
+}
+
+/// Run `attempt` until it succeeds, fails for good, or `patience.wait` is over.
+async fn retrying<T, E, F, Fut>(what: &str, patience: Patience, mut attempt: F) -> Result<T, E>
 where
     E: std::fmt::Display,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let deadline = tokio::time::Instant::now() + FORMING_WAIT;
+    let deadline = tokio::time::Instant::now() + patience.wait;
+    let mut pause = patience.first_pause;
     loop {
         match attempt().await {
-            Err(e) if is_transient(&e.to_string()) && tokio::time::Instant::now() < deadline => {
-                tracing::info!(error = %e, "{what}: JetStream not ready yet; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+            Err(e)
+                if (patience.retryable)(&e.to_string())
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::info!(error = %e, "{what}: {}; retrying", patience.why);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(patience.longest_pause);
             }
             other => return other,
         }
     }
+}
+
+/// Run a JetStream API call, retrying it while the answer is a timeout or no responders: a
+/// cluster that is still forming (nodes starting, no stream leader yet) answers so for a few
+/// seconds, and processes started with it (a script, docker-compose) should wait, not fail.
+pub async fn while_forming<T, E, F, Fut>(what: &str, attempt: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let patience = Patience {
+        wait: FORMING_WAIT,
+        first_pause: Duration::from_millis(500),
+        longest_pause: Duration::from_millis(500),
+        retryable: is_transient,
+        why: "JetStream not ready yet",
+    };
+    retrying(what, patience, attempt).await
 }
 
 fn is_transient(error: &str) -> bool {
@@ -87,31 +123,24 @@ fn is_transient(error: &str) -> bool {
         || error.contains("insufficient resources")
 }
 
-/// How long a read or write waits for a running cluster to elect new stream leaders.
-const FAILOVER_WAIT: Duration = Duration::from_secs(15);
-
 /// Run a JetStream read or write, retrying it while the cluster moves a stream's leader (a
 /// node restarting): for a few seconds the answer is a timeout, no responders, or "no stream
 /// found" from a node that lost sight of the stream. The callers make their writes safe to
 /// repeat (a create-only write checks what it finds; queue consumers skip duplicates).
-pub async fn through_failover<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+pub async fn through_failover<T, E, F, Fut>(what: &str, attempt: F) -> Result<T, E>
 where
     E: std::fmt::Display,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let deadline = tokio::time::Instant::now() + FAILOVER_WAIT;
-    let mut pause = Duration::from_millis(100);
-    loop {
-        match attempt().await {
-            Err(e) if is_failing_over(&e.to_string()) && tokio::time::Instant::now() < deadline => {
-                tracing::info!(error = %e, "{what}: JetStream is failing over; retrying");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            other => return other,
-        }
-    }
+    let patience = Patience {
+        wait: FAILOVER_WAIT,
+        first_pause: Duration::from_millis(100),
+        longest_pause: Duration::from_secs(1),
+        retryable: is_failing_over,
+        why: "JetStream is failing over",
+    };
+    retrying(what, patience, attempt).await
 }
 
 fn is_failing_over(error: &str) -> bool {
