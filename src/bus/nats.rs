@@ -20,6 +20,7 @@ mod cluster;
 mod jetstream;
 mod kv;
 mod local;
+mod log;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,153 @@
+//! Logs of fenced appends on JetStream: one stream, a subject per `<a>.<b>` key, read by
+//! direct get. The session log (`HERMES_SESSION_LOG`, `hermes.slog.<agent>.<session>`) and the
+//! memory log (`HERMES_MEMORY_LOG`, `hermes.mlog.user.<hex user>`) are two of them. Appends
+//! carry `Nats-Expected-Last-Subject-Sequence`, so a writer that has not seen the latest record
+//! is refused ([`LogError::Fenced`]).
+
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::stream::{Config, DirectGetErrorKind, RetentionPolicy, StorageType};
+use async_nats::jetstream::Context;
+use async_nats::HeaderMap;
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use super::jetstream::{through_failover, while_forming};
+use crate::store::replica::{LogError, SessionLog};
+
+/// A log of fenced appends on one stream, a subject per `<a>.<b>` key: the session log
+/// (`HERMES_SESSION_LOG`) and the memory log (`HERMES_MEMORY_LOG`).
+pub struct NatsSessionLog {
+    jetstream: Context,
+    replicas: usize,
+    stream_name: &'static str,
+    prefix: &'static str,
+    stream: OnceCell<async_nats::jetstream::stream::Stream>,
+}
+
+fn unavailable(err: impl std::fmt::Display) -> LogError {
+    LogError::Unavailable(err.to_string())
+}
+
+impl NatsSessionLog {
+    pub(super) fn new(
+        jetstream: &Context,
+        replicas: usize,
+        stream_name: &'static str,
+        prefix: &'static str,
+    ) -> Self {
+        Self {
+            jetstream: jetstream.clone(),
+            replicas,
+            stream_name,
+            prefix,
+            stream: OnceCell::new(),
+        }
+    }
+
+    fn subject(&self, agent: &str, session: &str) -> String {
+        format!("{}.{agent}.{session}", self.prefix)
+    }
+
+    async fn stream(&self) -> Result<&async_nats::jetstream::stream::Stream, LogError> {
+        self.stream
+            .get_or_try_init(|| async {
+                let config = Config {
+                    name: self.stream_name.to_string(),
+                    subjects: vec![format!("{}.>", self.prefix)],
+                    retention: RetentionPolicy::Limits,
+                    storage: StorageType::File,
+                    num_replicas: self.replicas.max(1),
+                    allow_direct: true,
+                    ..Default::default()
+                };
+                while_forming("creating a replicated log", || {
+                    self.jetstream.get_or_create_stream(config.clone())
+                })
+                .await
+                .map_err(unavailable)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl SessionLog for NatsSessionLog {
+    async fn append(
+        &self,
+        agent: &str,
+        session: &str,
+        record: Bytes,
+        expected: u64,
+    ) -> Result<u64, LogError> {
+        self.stream().await?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            expected.to_string().as_str(),
+        );
+        let fenced = || LogError::Fenced {
+            agent: agent.to_string(),
+            session: session.to_string(),
+            expected,
+        };
+        let classify = |e: async_nats::jetstream::context::PublishError| {
+            // A clustered stream answers a failed expected-sequence check with error code
+            // 10164 ("wrong last sequence" without the sequence), which the client does not
+            // map to `WrongLastSequence`.
+            let wrong_sequence = e.kind() == PublishErrorKind::WrongLastSequence
+                || e.to_string().contains("wrong last sequence");
+            if wrong_sequence {
+                fenced()
+            } else {
+                unavailable(e)
+            }
+        };
+        let ack = self
+            .jetstream
+            .publish_with_headers(self.subject(agent, session), headers, record)
+            .await
+            .map_err(classify)?;
+        Ok(ack.await.map_err(classify)?.sequence)
+    }
+
+    async fn last(&self, agent: &str, session: &str) -> Result<u64, LogError> {
+        let stream = self.stream().await?;
+        let subject = self.subject(agent, session);
+        match through_failover("reading a session log", || {
+            stream.direct_get_last_for_subject(subject.clone())
+        })
+        .await
+        {
+            Ok(message) => Ok(message.sequence),
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(0),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn read_after(
+        &self,
+        agent: &str,
+        session: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, Bytes)>, LogError> {
+        let stream = self.stream().await?;
+        let subject = self.subject(agent, session);
+        let mut records = Vec::new();
+        let mut from = after + 1;
+        loop {
+            match through_failover("reading a session log", || {
+                stream.direct_get_next_for_subject(subject.clone(), Some(from))
+            })
+            .await
+            {
+                Ok(message) => {
+                    from = message.sequence + 1;
+                    records.push((message.sequence, message.payload));
+                }
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(records),
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+}
