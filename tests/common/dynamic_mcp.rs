@@ -74,11 +74,16 @@ impl ServerHandler for Growing {
 
 /// Serve on a free loopback port; returns `http://127.0.0.1:<port>/mcp`.
 pub async fn start() -> String {
+    serve_http(Growing::default()).await
+}
+
+/// Serve `handler` over Streamable HTTP on a free loopback port (on the current tokio
+/// runtime); returns `http://127.0.0.1:<port>/mcp`.
+pub async fn serve_http<H: ServerHandler + Clone + Send + Sync + 'static>(handler: H) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = Growing::default();
     let service = StreamableHttpService::new(
-        move || Ok(state.clone()),
+        move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

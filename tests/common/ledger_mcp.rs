@@ -10,8 +10,6 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 /// How many times each entry was recorded.
@@ -70,24 +68,7 @@ impl ServerHandler for Ledger {
 /// Serve on a free loopback port (on the current tokio runtime); returns
 /// `http://127.0.0.1:<port>/mcp` and the counts.
 pub async fn start() -> (String, Counts) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let state = Ledger::default();
     let counts = state.counts.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(state.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = hyper_util::service::TowerToHyperService::new(service.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (format!("http://{addr}/mcp"), counts)
+    (super::dynamic_mcp::serve_http(state).await, counts)
 }

@@ -11,4 +11,5 @@ pub mod ledger_mcp;
 pub mod mcp_servers;
 pub mod nats_server;
 pub mod python_worker;
+pub mod runtime;
 pub mod scenario;

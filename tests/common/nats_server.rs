@@ -108,16 +108,7 @@ impl NatsServer {
     /// Start a server on a free loopback port with a fresh store; returns once it accepts
     /// connections.
     pub fn start() -> Self {
-        let mut server = Self {
-            binary: find_binary(),
-            port: free_port(),
-            store: tempfile::tempdir().expect("create a store dir for nats-server"),
-            child: None,
-            cluster: None,
-            extra: Vec::new(),
-        };
-        server.spawn();
-        server
+        Self::start_with(&[])
     }
 
     /// [`Self::start`] with more command-line arguments (authentication, say).

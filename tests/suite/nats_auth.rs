@@ -19,11 +19,7 @@ use crate::common::scenario::*;
 const T: Duration = Duration::from_secs(20);
 
 fn connect_error(url: &str, credential: NatsCredential) -> String {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::common::runtime::multi_thread(1);
     let auth = NatsAuth {
         credential,
         ..NatsAuth::default()
@@ -104,11 +100,7 @@ fn the_bus_connects_with_an_nkey_seed_file_and_names_a_refused_one() {
         std::fs::write(&path, format!("{}\n", pair.seed().unwrap())).unwrap();
         path
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::common::runtime::multi_thread(1);
     let good = BusAuthConfig {
         nkey_seed_file: Some(seed_file("hermes.nk", &allowed)),
         ..BusAuthConfig::default()
@@ -177,11 +169,7 @@ fn the_bus_connects_over_tls_with_a_client_certificate_and_names_an_untrusted_se
         "--tlscacert",
         &path(&ca),
     ]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::common::runtime::multi_thread(1);
     let tls = BusAuthConfig {
         tls_ca_file: Some(ca),
         tls_cert_file: Some(client_cert.clone()),

@@ -518,11 +518,7 @@ fn run_load(
     let url = deployment.nats.client_url();
     let url = url.as_str();
     let (count, turns) = size();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::common::runtime::multi_thread(2);
     rt.block_on(async {
         let bus = bus::connect(url, None).await.unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -639,11 +635,7 @@ fn deploy() -> Deployment {
 fn deploy_on(nats: Nats, replicas: u32) -> Deployment {
     let dir = tempfile::tempdir().unwrap();
     let url = nats.url();
-    let mcp_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mcp_runtime = crate::common::runtime::multi_thread(1);
     let (ledger_url, ledger) = mcp_runtime.block_on(ledger_mcp::start());
     let start = |name: &str, actors: &str| {
         let config = write_config(dir.path(), name, replicas, &ledger_url);
@@ -677,37 +669,36 @@ fn two_session_processes_answer_every_turn_once_with_whole_histories() {
     assert_eq!(owners, 2, "both session processes own partitions");
 }
 
-#[test]
-fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
-    let mut deployment = deploy();
-    let victim = Arc::new(Mutex::new(deployment.session_a.take()));
+/// Run the load and kill -9 `victim` as `when` says; the faults counted. Panics when the
+/// load ended before the kill.
+fn kill_mid_load(deployment: &Deployment, victim: Option<Serve>, when: When) -> Faults {
+    let victim = Arc::new(Mutex::new(victim));
     let kill = victim.clone();
-    let (faults, _) = run_load(&deployment, When::ThirdAnswered, move || {
+    let (faults, _) = run_load(deployment, when, move || {
         if let Some(serve) = kill.lock().unwrap().take() {
             serve.kill9();
         }
     });
     assert!(
         victim.lock().unwrap().is_none(),
-        "the session process was killed mid-load"
+        "the process was killed mid-load"
     );
+    faults
+}
+
+#[test]
+fn killing_a_session_process_mid_load_loses_and_repeats_nothing() {
+    let mut deployment = deploy();
+    let victim = deployment.session_a.take();
+    let faults = kill_mid_load(&deployment, victim, When::ThirdAnswered);
     assert_eq!(faults, Faults::default());
 }
 
 #[test]
 fn killing_a_tool_executor_while_jobs_run_loses_and_repeats_nothing() {
     let mut deployment = deploy();
-    let victim = Arc::new(Mutex::new(deployment.tools_a.take()));
-    let kill = victim.clone();
-    let (faults, _) = run_load(&deployment, When::JobsRunning, move || {
-        if let Some(serve) = kill.lock().unwrap().take() {
-            serve.kill9();
-        }
-    });
-    assert!(
-        victim.lock().unwrap().is_none(),
-        "the tool-executor was killed while jobs ran"
-    );
+    let victim = deployment.tools_a.take();
+    let faults = kill_mid_load(&deployment, victim, When::JobsRunning);
     assert_eq!(faults.must_be_zero(), Faults::default());
 }
 

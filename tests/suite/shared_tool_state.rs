@@ -87,11 +87,7 @@ fn refund(call_id: &str) -> ToolCallRequest {
 fn two_executor_copies_racing_on_one_write_key_execute_it_once() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::common::runtime::multi_thread(2);
     rt.block_on(async {
         let calls = Arc::new(AtomicUsize::new(0));
         let a = Arc::new(executor_copy(&nats.url(), &dir.path().join("a"), &calls).await);
