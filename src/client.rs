@@ -85,7 +85,7 @@ impl SessionClient {
 
     /// Send `text`; returns once the session has persisted it.
     pub async fn send(&mut self, text: &str, timeout: Duration) -> Result<Accepted, ClientError> {
-        let body = UserMessage { text: text.into() };
+        let body = UserMessage::text(text);
         self.request(body, timeout).await
     }
 
@@ -260,6 +260,9 @@ pub fn event_turn(event: &TurnEvent) -> Option<&str> {
         | TurnEvent::ToolResult { turn_id, .. }
         | TurnEvent::ConfirmationRequired { turn_id, .. }
         | TurnEvent::JobWaiting { turn_id, .. }
+        | TurnEvent::AgentDelegated { turn_id, .. }
+        | TurnEvent::TurnResumed { turn_id, .. }
+        | TurnEvent::Handoff { turn_id, .. }
         | TurnEvent::Answer { turn_id, .. }
         | TurnEvent::MemoryWritten { turn_id, .. } => Some(turn_id),
         TurnEvent::Error { turn_id, .. } => turn_id.as_deref(),

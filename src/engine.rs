@@ -220,7 +220,14 @@ impl Engine {
                     reason: e.to_string(),
                 }
             })?;
-        let planner = Planner::new(deps.clone(), model, summariser);
+        let mut planner = Planner::new(deps.clone(), model, summariser);
+        for (name, config) in &self.config.models.named {
+            let model = build_model(config, "planner").map_err(|e| EngineError::Model {
+                role: "planner",
+                reason: format!("[models.{name}]: {e}"),
+            })?;
+            planner = planner.with_model(name, model);
+        }
         self.services.extend(planner.serve().await?);
         Ok(())
     }
@@ -316,6 +323,7 @@ impl Engine {
                 None => SessionStore::open(&db)?,
             },
             tokens,
+            cancel: Arc::default(),
         };
         let search = Arc::new(SessionSearch {
             store: env.store.clone(),

@@ -223,6 +223,10 @@ async fn extract_job(
     job: Envelope<ExtractJob>,
 ) -> Outcome {
     let body = &job.body;
+    if !body.write {
+        // The agent keeps its turns out of memory; the job only releases the turn's holds.
+        return Outcome::Done;
+    }
     let store = service.store().clone();
     let user = body.user.clone();
     let existing = match tokio::task::spawn_blocking(move || store.list(&user)).await {
@@ -253,7 +257,7 @@ async fn extract_job(
         source_time: body.source_time,
     };
     let applied = match service
-        .apply(&body.user, DEFAULT_NAMESPACE, &updates, &source)
+        .apply(&body.user, &body.namespace, &updates, &source)
         .await
     {
         Ok(a) => a,

@@ -87,6 +87,7 @@ impl Service<RecallRequest> for MemoryRequests {
             text: body.query,
             filter: RecallFilter {
                 namespace: body.namespace,
+                namespaces: body.namespaces,
                 kinds: body.kinds,
                 topics: body.topics,
             },

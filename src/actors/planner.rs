@@ -7,6 +7,7 @@
 //! session's task on the embedded bus), and only a model behind a network endpoint moves to
 //! the I/O runtime.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,11 +21,13 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
 
-/// The planning service: the planner and summariser models.
+/// The planning service: the planner and summariser models, and the named models agents
+/// choose (`[agents.<name>] model`).
 pub struct Planner {
     deps: ActorDeps,
     model: Arc<dyn ChatModel>,
     summariser: Arc<dyn ChatModel>,
+    named: HashMap<String, Arc<dyn ChatModel>>,
 }
 
 impl Planner {
@@ -33,6 +36,29 @@ impl Planner {
             deps,
             model,
             summariser,
+            named: HashMap::new(),
+        }
+    }
+
+    /// Also plan with `model` for agents that name it.
+    pub fn with_model(mut self, name: &str, model: Arc<dyn ChatModel>) -> Self {
+        self.named.insert(name.to_string(), model);
+        self
+    }
+
+    /// The model a request names (none or `planner`: the planner model).
+    fn model_for(&self, name: Option<&str>) -> Result<&Arc<dyn ChatModel>, ServiceError> {
+        match name {
+            None | Some("planner") => Ok(&self.model),
+            Some(name) => self.named.get(name).ok_or_else(|| {
+                ServiceError::new(
+                    "unknown_model",
+                    format!(
+                        "this planner has no model `{name}`; add [models.{name}] to the config \
+                         of every planner process"
+                    ),
+                )
+            }),
         }
     }
 
@@ -84,8 +110,9 @@ impl Planner {
 #[async_trait]
 impl Service<PlanRequest> for Planner {
     async fn call(&self, request: Envelope<PlanRequest>) -> Result<PlanReply, ServiceError> {
-        let call = plan(self.deps.clone(), self.model.clone(), request);
-        self.run_model(&self.model, call)
+        let model = self.model_for(request.body.model.as_deref())?.clone();
+        let call = plan(self.deps.clone(), model.clone(), request);
+        self.run_model(&model, call)
             .await?
             .map_err(|e| ServiceError::new("model_failed", e))
     }

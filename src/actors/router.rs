@@ -21,6 +21,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -29,14 +30,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::session::{Decide, Deliver, JobFinished, Retire, SessionActor};
+use super::session::{CancelTurn, Decide, Deliver, JobFinished, Retire, SessionActor, Wake};
 use super::settle::Settle;
 use crate::bus::cluster::{Cluster, OwnedItem};
 use crate::bus::events::{self, EventScope};
 use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
 use crate::protocol::envelope::{error_envelope, Envelope};
 use crate::protocol::subjects;
-use crate::protocol::{kinds, Confirmation, JobEvent, TurnEvent, UserMessage};
+use crate::protocol::{kinds, Cancel, Confirmation, JobEvent, TurnEvent, UserMessage};
 use crate::turn::inbound::Inbound;
 use crate::turn::TurnEnv;
 
@@ -46,6 +47,9 @@ pub type SessionKey = (String, String);
 /// A live session actor and what the router knows of its work.
 struct Live {
     addr: Addr<SessionActor>,
+    /// Its turn's cancel flag: set the moment a `user.cancel` arrives, so a running turn
+    /// stops at its next step instead of after its last.
+    cancel: Arc<AtomicBool>,
     /// Messages delivered (or a resume started) whose turn has not reported done.
     in_flight: usize,
     last_active: Instant,
@@ -214,6 +218,11 @@ impl SessionRouter {
         redelivered: bool,
     ) {
         let user = checked.user;
+        if matches!(checked.arrival, Arrival::Cancel(_)) {
+            if let Some(live) = self.lock().get(&checked.key) {
+                live.cancel.store(true, Ordering::Release);
+            }
+        }
         self.with_actor(checked.key, |addr| match checked.arrival {
             Arrival::Message(envelope) => addr.do_send(Deliver {
                 inbound: Inbound {
@@ -225,6 +234,14 @@ impl SessionRouter {
                 redelivered,
             }),
             Arrival::Confirmation(envelope) => addr.do_send(Decide {
+                inbound: Inbound {
+                    envelope,
+                    user,
+                    reply,
+                },
+                settle,
+            }),
+            Arrival::Cancel(envelope) => addr.do_send(CancelTurn {
                 inbound: Inbound {
                     envelope,
                     user,
@@ -254,13 +271,17 @@ impl SessionRouter {
     /// count one more message in flight for it.
     fn with_actor<T>(&self, key: SessionKey, f: impl FnOnce(&Addr<SessionActor>) -> T) -> T {
         let mut live = self.lock();
-        let entry = live.entry(key.clone()).or_insert_with(|| Live {
-            addr: self.start_actor(&key),
-            in_flight: 0,
-            last_active: Instant::now(),
+        let entry = live.entry(key.clone()).or_insert_with(|| {
+            let (addr, cancel) = self.start_actor(&key);
+            Live {
+                addr,
+                cancel,
+                in_flight: 0,
+                last_active: Instant::now(),
+            }
         });
         if !entry.addr.connected() {
-            entry.addr = self.start_actor(&key);
+            (entry.addr, entry.cancel) = self.start_actor(&key);
             entry.in_flight = 0;
         }
         entry.in_flight += 1;
@@ -268,18 +289,31 @@ impl SessionRouter {
         f(&entry.addr)
     }
 
-    fn start_actor(&self, key: &SessionKey) -> Addr<SessionActor> {
+    fn start_actor(&self, key: &SessionKey) -> (Addr<SessionActor>, Arc<AtomicBool>) {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
         let arbiters = &self.inner.arbiters;
         let arbiter = &arbiters[(hasher.finish() as usize) % arbiters.len().max(1)];
-        let actor = SessionActor::new(
-            self.inner.env.clone(),
-            key.0.clone(),
-            key.1.clone(),
-            self.clone(),
-        );
-        SessionActor::start_in_arbiter(arbiter, |_| actor)
+        let env = self.inner.env.with_own_cancel();
+        let cancel = env.cancel.clone();
+        let actor = SessionActor::new(env, key.0.clone(), key.1.clone(), self.clone());
+        (SessionActor::start_in_arbiter(arbiter, |_| actor), cancel)
+    }
+
+    /// Look at `key`'s waiting turn again at `at` (a delegated agent's deadline), starting its
+    /// actor if it went idle.
+    pub fn wake_at(&self, key: SessionKey, at: chrono::DateTime<chrono::Utc>) {
+        let wait = (at - chrono::Utc::now())
+            .to_std()
+            .unwrap_or_default()
+            .saturating_add(Duration::from_millis(50));
+        let weak = Arc::downgrade(&self.inner);
+        actix::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let Some(inner) = weak.upgrade() else { return };
+            let router = SessionRouter { inner };
+            router.with_actor(key, |addr| addr.do_send(Wake));
+        });
     }
 
     /// A session's turn ended (or its message was refused): it may go idle.
@@ -330,6 +364,17 @@ impl SessionRouter {
     ) -> Result<Checked, Refusal> {
         let at = Some((agent.clone(), session.clone()));
         let config = &self.inner.env.config;
+        if raw.kind == kinds::CANCEL {
+            let envelope: Envelope<Cancel> = raw
+                .into_typed(kinds::CANCEL)
+                .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
+            let user = self.addressed(&envelope, &agent, &session)?;
+            return Ok(Checked {
+                key: (agent, session),
+                user,
+                arrival: Arrival::Cancel(envelope),
+            });
+        }
         if raw.kind == kinds::CONFIRMATION {
             let envelope: Envelope<Confirmation> = raw
                 .into_typed(kinds::CONFIRMATION)
@@ -509,6 +554,7 @@ struct Checked {
 enum Arrival {
     Message(Envelope<UserMessage>),
     Confirmation(Envelope<Confirmation>),
+    Cancel(Envelope<Cancel>),
 }
 
 impl Checked {
@@ -516,6 +562,7 @@ impl Checked {
         match &self.arrival {
             Arrival::Message(e) => &e.id,
             Arrival::Confirmation(e) => &e.id,
+            Arrival::Cancel(e) => &e.id,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! accepted twice. When the replicated log says another process wrote the session since
 //! (fenced), the actor stops without settling: the session's new owner has it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -18,9 +19,10 @@ use actix::prelude::*;
 use super::router::SessionRouter;
 use super::settle::Settle;
 use crate::protocol::envelope::error_envelope;
-use crate::protocol::{Accepted, Confirmation, JobEvent, UserMessage};
+use crate::protocol::{Accepted, Cancel, CancelAccepted, Confirmation, JobEvent, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
+use crate::store::tasks::TurnPhase;
 use crate::turn::inbound::{self, Inbound};
 use crate::turn::{self, TurnEnv};
 
@@ -103,6 +105,9 @@ impl SessionActor {
                     act.meta = Some(meta);
                     act.task = task;
                     Arc::make_mut(&mut act.history).extend(added);
+                    if let Some(at) = turn::delegation::next_deadline(&act.task) {
+                        act.router.wake_at(act.key(), at);
+                    }
                     act.finished();
                 }),
         );
@@ -200,9 +205,12 @@ impl Handler<Deliver> for SessionActor {
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
-        if msg.redelivered && self.already_accepted(&msg.inbound, ctx) {
+        // A delegated task may be sent again by a parent that cannot tell whether it arrived.
+        let repeatable = msg.redelivered || msg.inbound.envelope.body.delegation.is_some();
+        if repeatable && self.already_accepted(&msg.inbound, ctx) {
             return;
         }
+        self.env.cancel.store(false, Ordering::Release);
         let env = self.env.clone();
         let mut meta = self
             .meta
@@ -306,6 +314,86 @@ impl Handler<Decide> for SessionActor {
                 act.finished();
             }
         }));
+    }
+}
+
+/// Stop the session's turn in progress and the turns it delegated (`user.cancel`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CancelTurn {
+    pub inbound: Inbound<Cancel>,
+    pub settle: Option<Settle>,
+}
+
+/// Look at a waiting turn again: a delegated agent's deadline passed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+impl Handler<CancelTurn> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CancelTurn, ctx: &mut Self::Context) {
+        self.settling.extend(msg.settle);
+        let msg = msg.inbound;
+        let env = self.env.clone();
+        let mut meta = self.meta.take();
+        let mut task = std::mem::take(&mut self.task);
+        let fut = async move {
+            let reply = match meta.as_mut() {
+                Some(meta) if meta.user != msg.user => error_envelope(
+                    "wrong_user",
+                    format!(
+                        "session `{}` belongs to another user; only its user can cancel its turn",
+                        meta.session
+                    ),
+                )
+                .encode(),
+                Some(meta) => {
+                    let reason = msg
+                        .envelope
+                        .body
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| "cancelled by the user".into());
+                    let accepted = turn::cancel(&env, meta, &mut task, &reason).await;
+                    msg.envelope.reply(accepted).encode()
+                }
+                None => msg
+                    .envelope
+                    .reply(CancelAccepted {
+                        turn_id: None,
+                        children: Vec::new(),
+                    })
+                    .encode(),
+            };
+            if let (Some(to), Ok(payload)) = (msg.reply.as_deref(), reply) {
+                env.ports.reply(to, payload).await;
+            }
+            (meta, task)
+        };
+        ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
+            act.meta = meta;
+            act.task = task;
+            act.env.cancel.store(false, Ordering::Release);
+            act.finished();
+        }));
+    }
+}
+
+impl Handler<Wake> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
+        let waiting = self
+            .task
+            .unfinished_turn()
+            .is_some_and(|t| t.phase == TurnPhase::WaitingAgents);
+        if waiting {
+            self.run(ctx);
+        } else {
+            self.finished();
+        }
     }
 }
 

@@ -125,6 +125,7 @@ pub fn run(mut config: Config, args: MemoryArgs) -> anyhow::Result<()> {
                         namespace,
                         kinds,
                         topics,
+                        ..RecallFilter::default()
                     },
                     limit,
                     min_score: if no_threshold {

@@ -80,6 +80,21 @@ impl Printer {
             TurnEvent::JobWaiting { name, job_id, .. } => {
                 println!("  [job.waiting] {name} runs as {job_id}; the turn goes on when it ends")
             }
+            TurnEvent::AgentDelegated {
+                agent,
+                session,
+                task,
+                ..
+            } => {
+                println!("  [agent.delegated] {agent} works on it in session {session}");
+                println!("      task: {task}");
+            }
+            TurnEvent::TurnResumed { reason, .. } => println!("  [turn.resumed] {reason}"),
+            TurnEvent::Handoff {
+                from, to, reason, ..
+            } => {
+                println!("  [agent.handoff] {from} → {to}: {reason}")
+            }
             TurnEvent::Answer { text, .. } => println!("  [answer] {text}"),
             TurnEvent::MemoryWritten { changes, .. } => {
                 println!("  [memory.written] {} changes", changes.len());

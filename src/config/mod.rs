@@ -5,12 +5,14 @@
 //! [`load`] owns the merge of a file over the defaults and where each model role came from;
 //! [`models`] owns the model tables and the `OPENAI_*` / `HERMES_MODEL` conventions.
 
+pub mod agents;
 pub mod bus_auth;
 pub mod cluster;
 pub mod load;
 pub mod models;
 pub mod tools;
 
+pub use agents::{AgentConfig, AgentMemoryConfig};
 pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
 pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
@@ -83,6 +85,13 @@ pub struct EngineConfig {
     /// The most memory the database's page cache takes, MiB.
     #[serde(default = "default_cache_mb")]
     pub cache_mb: u64,
+    /// How many agents deep a chain of delegations may go (A → B → C is 2).
+    #[serde(default = "default_delegation_depth")]
+    pub max_delegation_depth: usize,
+}
+
+fn default_delegation_depth() -> usize {
+    3
 }
 
 /// `engine.durability`.
@@ -117,27 +126,6 @@ pub struct BusConfig {
     /// How to prove who this process is to nats-server (`[bus.auth]`).
     #[serde(default)]
     pub auth: bus_auth::BusAuthConfig,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    pub system_prompt: String,
-    /// Most planning steps (model calls) in one turn before the turn fails.
-    pub max_steps: u32,
-    /// Token window of the planner model and how much of it to keep for the reply.
-    pub context_window: usize,
-    pub reply_reserve: usize,
-    /// Turns sent verbatim; older ones are folded into the history summary.
-    #[serde(default = "default_recent_turns")]
-    pub recent_turns: usize,
-    /// The scene (tool group) whose tools this agent's model sees; none: every tool.
-    #[serde(default)]
-    pub scene: Option<String>,
-}
-
-fn default_recent_turns() -> usize {
-    10
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -450,14 +438,7 @@ impl Config {
             });
         }
         self.check_mcp_host()?;
-        for (name, agent) in &self.agents {
-            if agent.reply_reserve >= agent.context_window {
-                return Err(ConfigError::Invalid {
-                    key: format!("agents.{name}.reply_reserve"),
-                    message: "must be smaller than context_window".into(),
-                });
-            }
-        }
+        agents::check(self)?;
         Ok(())
     }
 

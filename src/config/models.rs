@@ -21,16 +21,33 @@ pub const HERMES_MODEL: &str = "HERMES_MODEL";
 /// The model roles, in the order they are shown.
 pub const ROLES: [&str; 3] = ["planner", "extractor", "summariser"];
 
-/// One model per role.
+/// One model per role, and any number of named models that agents choose by name
+/// (`[agents.<name>] model = "<model>"`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ModelsConfig {
     pub planner: ModelConfig,
     pub extractor: ModelConfig,
     pub summariser: ModelConfig,
+    /// `[models.<name>]` tables beyond the three roles.
+    #[serde(flatten)]
+    pub named: std::collections::BTreeMap<String, ModelConfig>,
 }
 
 impl ModelsConfig {
+    /// The model called `name`: a role or a named table.
+    pub fn model(&self, name: &str) -> Option<&ModelConfig> {
+        self.role(name).or_else(|| self.named.get(name))
+    }
+
+    /// Every model's name: the roles, then the named tables.
+    pub fn names(&self) -> Vec<String> {
+        ROLES
+            .iter()
+            .map(|r| r.to_string())
+            .chain(self.named.keys().cloned())
+            .collect()
+    }
+
     /// The model of `role` (one of [`ROLES`]).
     pub fn role(&self, role: &str) -> Option<&ModelConfig> {
         match role {

@@ -72,6 +72,7 @@ mod tests {
             updated_at: Utc::now(),
             next_seq: 0,
             log_seq: 0,
+            handoffs: Vec::new(),
         };
         let msgs: Vec<_> = texts
             .iter()

@@ -51,6 +51,9 @@ pub struct RecallHit {
 pub struct RecallFilter {
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Several namespaces; with `namespace`, a record in any of them passes.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
     #[serde(default)]
     pub kinds: Vec<MemoryKind>,
     #[serde(default)]
@@ -58,15 +61,21 @@ pub struct RecallFilter {
 }
 
 impl RecallFilter {
+    /// No namespace named: every namespace; otherwise any one named.
+    fn admits_namespace(&self, namespace: &str) -> bool {
+        if self.namespace.is_none() && self.namespaces.is_empty() {
+            return true;
+        }
+        self.namespace.as_deref() == Some(namespace)
+            || self.namespaces.iter().any(|ns| ns == namespace)
+    }
+
     /// Whether `record` is live at `now` (not expired, not demoted) and passes the filter.
     /// Topics compare case-insensitively.
     pub fn admits(&self, record: &MemoryRecord, now: DateTime<Utc>) -> bool {
         record.expires_at.is_none_or(|at| at > now)
             && record.demoted_at.is_none()
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|ns| &record.namespace == ns)
+            && self.admits_namespace(&record.namespace)
             && (self.kinds.is_empty() || self.kinds.contains(&record.kind))
             && (self.topics.is_empty()
                 || record

@@ -127,6 +127,9 @@ pub struct RecallRequest {
     pub limit: usize,
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Several namespaces at once (an agent's `memory.read`); with `namespace`, either admits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
     #[serde(default)]
     pub kinds: Vec<MemoryKind>,
     #[serde(default)]
@@ -145,6 +148,12 @@ pub struct RecallReply {
 /// A finished turn to mine for memories (durable queue `hermes.memory.extract`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExtractJob {
+    /// The namespace memories mined from this turn go into (the agent's `memory.write`).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// False when the agent writes no memories: the job only releases the turn's holds.
+    #[serde(default = "yes")]
+    pub write: bool,
     pub agent: String,
     pub session: String,
     pub user: String,
@@ -191,6 +200,10 @@ pub struct MemoryForgetRequest {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MemoryWriteReply {
     pub changes: Vec<MemoryChange>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_namespace() -> String {

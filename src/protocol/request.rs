@@ -23,8 +23,9 @@ use super::memory::{
     MemoryWriteRequest, RecallReply, RecallRequest,
 };
 use super::session::{
-    Accepted, Confirmation, ConfirmationAccepted, PlanReply, PlanRequest, SessionSearchReply,
-    SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent, UserMessage,
+    Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, PlanReply, PlanRequest,
+    SessionSearchReply, SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent,
+    UserMessage,
 };
 use super::subjects::{self, IdError};
 use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged};
@@ -79,6 +80,7 @@ macro_rules! request {
 reply! {
     Accepted => kinds::ACCEPTED,
     ConfirmationAccepted => kinds::CONFIRMATION_ACCEPTED,
+    CancelAccepted => kinds::CANCEL_ACCEPTED,
     PlanReply => kinds::PLAN_REPLY,
     SummariseReply => kinds::SUMMARISE_REPLY,
     SessionSearchReply => kinds::SESSIONS_FOUND,
@@ -139,6 +141,14 @@ impl Request for UserMessage {
 impl Request for Confirmation {
     const KIND: &'static str = kinds::CONFIRMATION;
     type Reply = ConfirmationAccepted;
+    fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
+        inbound_of(envelope)
+    }
+}
+
+impl Request for Cancel {
+    const KIND: &'static str = kinds::CANCEL;
+    type Reply = CancelAccepted;
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
         inbound_of(envelope)
     }

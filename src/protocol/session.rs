@@ -14,6 +14,62 @@ use super::tool::ToolCallResult;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
     pub text: String,
+    /// Set when another agent's turn delegated this task: the child session's turn reports
+    /// its answer to that turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<Delegation>,
+    /// A subject on which the turn's answer is published as well (a trigger's `reply_subject`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_to: Option<String>,
+}
+
+impl UserMessage {
+    /// A plain message from a user.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            delegation: None,
+            answer_to: None,
+        }
+    }
+}
+
+/// The parent turn a delegated task belongs to: where the child's answer goes, how deep the
+/// delegation chain is, and what the child may spend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delegation {
+    pub parent_agent: String,
+    pub parent_session: String,
+    pub parent_turn: String,
+    /// The parent's `agent__<name>` call.
+    pub call_id: String,
+    /// The id the parent waits on (`hermes.job.<id>` carries the child's answer).
+    pub job_id: String,
+    /// Agents from the first turn down to the parent, in order (cycles are refused).
+    pub chain: Vec<String>,
+    /// Tokens the child may still spend of the parent task's budget; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// When the parent stops waiting.
+    pub deadline: chrono::DateTime<chrono::Utc>,
+}
+
+/// Stop a session's turn in progress (and the turns it delegated to), sent like a message to
+/// `hermes.in.<agent>.<session>` with kind `user.cancel`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cancel {
+    /// Why, shown in the turn's error event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The reply to a `user.cancel`: the turns that were stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CancelAccepted {
+    /// The session's turn that was cancelled; none when nothing was running.
+    pub turn_id: Option<String>,
+    /// Delegated sessions told to cancel as well.
+    pub children: Vec<String>,
 }
 
 /// The reply to a request on `hermes.in…`: the message is persisted.
@@ -54,6 +110,9 @@ pub struct PlanRequest {
     /// Where to publish `delta` events while the model streams (the session's out subject).
     #[serde(default)]
     pub stream_to: Option<String>,
+    /// The `[models.<name>]` entry to plan with (the agent's `model`); none: the planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +179,27 @@ pub enum TurnEvent {
         name: String,
         job_id: String,
     },
+    /// Another agent works on a task of this turn in its own session; its answer comes back
+    /// as the call's `tool.result`, and the turn is in `waiting_agents` until then.
+    #[serde(rename = "agent.delegated")]
+    AgentDelegated {
+        turn_id: String,
+        call_id: String,
+        agent: String,
+        session: String,
+        task: String,
+    },
+    /// A paused turn goes on: its job or delegated agent finished, or its wait timed out.
+    #[serde(rename = "turn.resumed")]
+    TurnResumed { turn_id: String, reason: String },
+    /// The conversation now goes to another agent (`handoff`).
+    #[serde(rename = "agent.handoff")]
+    Handoff {
+        turn_id: String,
+        from: String,
+        to: String,
+        reason: String,
+    },
     #[serde(rename = "answer")]
     Answer { turn_id: String, text: String },
     #[serde(rename = "memory.written")]
@@ -147,6 +227,9 @@ impl TurnEvent {
             TurnEvent::ToolResult { .. } => "tool.result",
             TurnEvent::ConfirmationRequired { .. } => "confirmation.required",
             TurnEvent::JobWaiting { .. } => "job.waiting",
+            TurnEvent::AgentDelegated { .. } => "agent.delegated",
+            TurnEvent::TurnResumed { .. } => "turn.resumed",
+            TurnEvent::Handoff { .. } => "agent.handoff",
             TurnEvent::Answer { .. } => "answer",
             TurnEvent::MemoryWritten { .. } => "memory.written",
             TurnEvent::Error { .. } => "error",

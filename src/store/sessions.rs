@@ -36,6 +36,20 @@ pub struct SessionMeta {
     /// no replicated log, see [`super::replica`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub log_seq: u64,
+    /// Every time an agent handed the conversation to another, oldest first; the last one's
+    /// `to` answers the session's messages now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<HandoffRecord>,
+}
+
+/// One handoff of the conversation from one agent to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRecord {
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    pub turn_id: String,
+    pub at: DateTime<Utc>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -43,6 +57,12 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl SessionMeta {
+    /// The agent that answers this session's messages: the session's own agent, or the last
+    /// one the conversation was handed to.
+    pub fn active_agent(&self) -> &str {
+        self.handoffs.last().map_or(&self.agent, |h| &h.to)
+    }
+
     /// A new, empty session of `user`.
     pub fn new(agent: &str, session: &str, user: &str) -> Self {
         let now = Utc::now();
@@ -54,6 +74,7 @@ impl SessionMeta {
             updated_at: now,
             next_seq: 0,
             log_seq: 0,
+            handoffs: Vec::new(),
         }
     }
 }
@@ -352,6 +373,7 @@ mod tests {
                 updated_at: Utc::now(),
                 next_seq: 0,
                 log_seq: 0,
+                handoffs: Vec::new(),
             };
             store
                 .append(&mut meta, &[msg(0, "one"), msg(1, "two")])

@@ -26,6 +26,8 @@ pub enum TurnPhase {
     WaitingJob,
     /// Waiting for the user to confirm a high-risk call.
     WaitingUser,
+    /// Waiting for the agents it delegated tasks to.
+    WaitingAgents,
     Answered,
     Failed,
 }
@@ -62,6 +64,34 @@ pub struct TurnRecord {
     /// an answered turn without it is finished at start-up).
     #[serde(default = "already_queued")]
     pub extraction_queued: bool,
+    /// Tokens this task used: its own model calls and its delegated agents' turns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tokens_used: u64,
+    /// The turn this one works for, when another agent delegated it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// A subject the answer is published on as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_to: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The parent turn of a delegated turn (the sled form of the wire `Delegation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParentLink {
+    pub agent: String,
+    pub session: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub job_id: String,
+    /// Agents from the first turn down to the parent.
+    pub chain: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    pub deadline: DateTime<Utc>,
 }
 
 /// Records written before this flag existed were queued when they were answered.
@@ -83,6 +113,9 @@ impl TurnRecord {
             confirmations: Vec::new(),
             jobs: Vec::new(),
             extraction_queued: false,
+            tokens_used: 0,
+            parent: None,
+            answer_to: None,
         }
     }
 
@@ -101,9 +134,15 @@ impl TurnRecord {
         self.jobs.iter().find(|j| j.call_id == call_id)
     }
 
-    /// Jobs whose completion has not arrived yet.
+    /// Jobs and delegated tasks whose completion has not arrived yet.
     pub fn unfinished_jobs(&self) -> impl Iterator<Item = &AwaitedJob> {
         self.jobs.iter().filter(|j| j.result.is_none())
+    }
+
+    /// Delegated tasks whose answer has not arrived yet.
+    pub fn unfinished_children(&self) -> impl Iterator<Item = (&AwaitedJob, &ChildTask)> {
+        self.unfinished_jobs()
+            .filter_map(|j| j.child.as_ref().map(|c| (j, c)))
     }
 }
 
@@ -136,6 +175,20 @@ pub struct AwaitedJob {
     /// The final result (`done` or `failed`), as it enters the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StoredToolResult>,
+    /// Set when the "job" is another agent's turn (an `agent__<name>` call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<ChildTask>,
+}
+
+/// A task delegated to another agent: its own session, whose first message is the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildTask {
+    pub agent: String,
+    pub session: String,
+    /// The task as sent (sent again if the child never received it).
+    pub task: String,
+    /// When the parent stops waiting and cancels the child.
+    pub deadline: DateTime<Utc>,
 }
 
 /// Everything about a session's task that is not a message.

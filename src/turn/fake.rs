@@ -9,11 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::ports::{failed, TurnPorts};
+use super::ports::{failed, Recall, TurnPorts};
 use crate::bus::events::EventScope;
+use crate::protocol::envelope::Envelope;
 use crate::protocol::{
-    ExtractJob, PlanReply, PlanRequest, RecallHit, SummariseRequest, ToolCallRequest,
-    ToolCallResult, ToolDefinition, ToolStatus, ToolsCatalog, TurnEvent,
+    Cancel, CancelAccepted, ExtractJob, JobEvent, PlanReply, PlanRequest, RecallHit,
+    SummariseRequest, ToolCallRequest, ToolCallResult, ToolDefinition, ToolStatus, ToolsCatalog,
+    TurnEvent, UserMessage,
 };
 use crate::tools::{ToolError, ToolErrorCode};
 
@@ -28,6 +30,8 @@ pub struct FakePorts {
     definitions: Vec<ToolDefinition>,
     pub recalled: Vec<RecallHit>,
     pub seen: Mutex<Seen>,
+    /// Every delegated task is refused by its session.
+    pub refuse_sends: bool,
 }
 
 /// What the turn sent out.
@@ -39,6 +43,12 @@ pub struct Seen {
     pub extractions: Vec<ExtractJob>,
     pub replies: Vec<(String, Bytes)>,
     pub summaries: usize,
+    /// Messages sent to other sessions (delegated tasks).
+    pub sent: Vec<Envelope<UserMessage>>,
+    pub cancels: Vec<Envelope<Cancel>>,
+    pub job_events: Vec<JobEvent>,
+    /// The namespaces of the last recall.
+    pub recall_namespaces: Vec<String>,
 }
 
 impl FakePorts {
@@ -77,15 +87,9 @@ impl TurnPorts for FakePorts {
         Ok(reply)
     }
 
-    async fn recall(
-        &self,
-        _: &EventScope,
-        _: &str,
-        _: &str,
-        limit: usize,
-        _: &str,
-    ) -> Result<Vec<RecallHit>, String> {
-        Ok(self.recalled.iter().take(limit).cloned().collect())
+    async fn recall(&self, _: &EventScope, recall: Recall<'_>) -> Result<Vec<RecallHit>, String> {
+        self.seen().recall_namespaces = recall.namespaces.to_vec();
+        Ok(self.recalled.iter().take(recall.limit).cloned().collect())
     }
 
     async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String> {
@@ -140,5 +144,29 @@ impl TurnPorts for FakePorts {
 
     async fn reply(&self, to: &str, payload: Bytes) {
         self.seen().replies.push((to.to_string(), payload));
+    }
+
+    async fn send_message(
+        &self,
+        _: &EventScope,
+        envelope: Envelope<UserMessage>,
+    ) -> Result<(), String> {
+        if self.refuse_sends {
+            return Err("unknown_agent: no such agent".into());
+        }
+        self.seen().sent.push(envelope);
+        Ok(())
+    }
+
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String> {
+        self.seen().cancels.push(envelope);
+        Ok(CancelAccepted {
+            turn_id: None,
+            children: Vec::new(),
+        })
+    }
+
+    async fn publish_job_event(&self, _: &EventScope, event: JobEvent) {
+        self.seen().job_events.push(event);
     }
 }

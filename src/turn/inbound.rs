@@ -174,11 +174,16 @@ pub async fn accept(
         task.goal_tokens = goal_tokens(&env.tokens, &goal);
         task.goal = Some(goal);
     }
-    task.turn = Some(TurnRecord::received(
-        turn_id,
-        stored.id.clone(),
-        msg.envelope.trace_id.clone(),
-    ));
+    let mut record =
+        TurnRecord::received(turn_id, stored.id.clone(), msg.envelope.trace_id.clone());
+    record.parent = msg
+        .envelope
+        .body
+        .delegation
+        .as_ref()
+        .map(super::delegation::parent_link);
+    record.answer_to = msg.envelope.body.answer_to.clone();
+    task.turn = Some(record);
     let saved = match env
         .store
         .save(meta, std::slice::from_ref(&stored), task)

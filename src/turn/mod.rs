@@ -11,13 +11,16 @@
 //! executed again.
 
 mod context;
+pub mod delegation;
 mod emit;
+mod handoff;
 pub mod inbound;
 pub mod ports;
 mod tool_calls;
 mod tool_step;
 mod waiting;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -46,6 +49,22 @@ pub struct TurnEnv {
     pub config: Arc<Config>,
     pub store: SessionStore,
     pub tokens: TokenCounter,
+    /// Set when the session's turn is to stop (`user.cancel`); checked before every step.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl TurnEnv {
+    /// This environment with a cancel flag of its own (one per session actor).
+    pub fn with_own_cancel(&self) -> Self {
+        Self {
+            cancel: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +81,10 @@ pub enum TurnError {
     Context(#[from] crate::context::budget::OverBudget),
     #[error("nothing to run: the session has no turn in progress")]
     NoTurn,
+    #[error("the task's token budget of {0} tokens is spent (agents.<name>.token_budget); answer sooner or raise the budget")]
+    Budget(u64),
+    #[error("cancelled: {0}")]
+    Cancelled(String),
 }
 
 impl TurnError {
@@ -79,6 +102,8 @@ impl TurnError {
             TurnError::Agent(_) => "unknown_agent",
             TurnError::Context(_) => "context_overflow",
             TurnError::NoTurn => "no_turn",
+            TurnError::Budget(_) => "token_budget",
+            TurnError::Cancelled(_) => "cancelled",
         }
     }
 }
@@ -87,6 +112,15 @@ impl TurnError {
 pub struct TurnOutcome {
     pub messages: Vec<StoredMessage>,
     pub error: Option<TurnError>,
+}
+
+impl TurnOutcome {
+    fn empty(error: TurnError) -> Self {
+        Self {
+            messages: Vec::new(),
+            error: Some(error),
+        }
+    }
 }
 
 /// Mutable state of a running turn: the session's view, persisted at every step.
@@ -176,10 +210,7 @@ pub async fn run_turn(
     log: Arc<Vec<StoredMessage>>,
 ) -> TurnOutcome {
     let Some(record) = task.unfinished_turn().cloned() else {
-        return TurnOutcome {
-            messages: Vec::new(),
-            error: Some(TurnError::NoTurn),
-        };
+        return TurnOutcome::empty(TurnError::NoTurn);
     };
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
     let mut state = TurnState {
@@ -193,23 +224,7 @@ pub async fn run_turn(
     let result = steps(&mut state, &record).await;
     let error = result.err();
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
-        tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
-        state.set_phase(TurnPhase::Failed);
-        state.record().error = Some(e.to_string());
-        if let Err(se) = state.save_task().await {
-            tracing::error!(error = %se, "failed turn state not stored");
-        }
-        if let Err(se) = state.env.store.commit().await {
-            tracing::error!(error = %se, "failed turn state not committed");
-        }
-        state
-            .emitter
-            .emit(TurnEvent::Error {
-                turn_id: Some(record.turn_id.clone()),
-                code: e.code().into(),
-                message: e.to_string(),
-            })
-            .await;
+        fail(&mut state, &record, e).await;
     }
     TurnOutcome {
         messages: state.added,
@@ -217,13 +232,91 @@ pub async fn run_turn(
     }
 }
 
+/// Store the turn as failed, say so, stop the agents it delegated to, and tell its parent.
+async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &TurnError) {
+    tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
+    state.set_phase(TurnPhase::Failed);
+    state.record().error = Some(e.to_string());
+    if let Err(se) = state.save_task().await {
+        tracing::error!(error = %se, "failed turn state not stored");
+    }
+    if let Err(se) = state.env.store.commit().await {
+        tracing::error!(error = %se, "failed turn state not committed");
+    }
+    state
+        .emitter
+        .emit(TurnEvent::Error {
+            turn_id: Some(record.turn_id.clone()),
+            code: e.code().into(),
+            message: e.to_string(),
+        })
+        .await;
+    let current = state.record().clone();
+    delegation::cancel_children(state.env, state.meta, &current, &e.to_string()).await;
+    if let Some(parent) = &current.parent {
+        delegation::report(state.env, state.meta, parent, &current, None).await;
+    }
+}
+
+/// Stop the session's unfinished turn at the user's request (`user.cancel`), with the agents
+/// it delegated to; the turn that was stopped and the child sessions told.
+pub async fn cancel(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    reason: &str,
+) -> crate::protocol::CancelAccepted {
+    let Some(record) = task.unfinished_turn().cloned() else {
+        return crate::protocol::CancelAccepted {
+            turn_id: None,
+            children: Vec::new(),
+        };
+    };
+    let children = record
+        .unfinished_children()
+        .map(|(_, c)| format!("{}.{}", c.agent, c.session))
+        .collect();
+    let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+    let mut state = TurnState {
+        env,
+        meta,
+        task,
+        log: &[],
+        added: Vec::new(),
+        emitter,
+    };
+    fail(
+        &mut state,
+        &record,
+        &TurnError::Cancelled(reason.to_string()),
+    )
+    .await;
+    crate::protocol::CancelAccepted {
+        turn_id: Some(record.turn_id),
+        children,
+    }
+}
+
 async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), TurnError> {
     let env = state.env;
+    let agent_name = state.meta.active_agent().to_string();
     let agent = env
         .config
-        .agent(&state.meta.agent)
+        .agent(&agent_name)
         .map_err(|e| TurnError::Agent(e.to_string()))?
         .clone();
+    if matches!(
+        record.phase,
+        TurnPhase::WaitingJob | TurnPhase::WaitingAgents | TurnPhase::WaitingUser
+    ) {
+        state
+            .emitter
+            .emit(TurnEvent::TurnResumed {
+                turn_id: record.turn_id.clone(),
+                reason: resume_reason(record),
+            })
+            .await;
+    }
     let current = state.current();
     let user_text = current
         .first()
@@ -238,7 +331,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             })
             .await;
     }
-    let hits = recall(state, &user_text, &record.turn_id).await;
+    let hits = recall(state, &agent, &user_text, &record.turn_id).await;
     state
         .emitter
         .emit(TurnEvent::MemoryRecalled {
@@ -260,9 +353,13 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             Arc::new(ToolsCatalog::default())
         }
     };
-    let definitions = catalog.definitions.clone();
+    let mut definitions = catalog.definitions.clone();
+    // An agent's own tool list is a whitelist: nothing else is shown or callable.
+    if !agent.tools.is_empty() {
+        definitions.retain(|d| agent.tools.contains(&d.name) || d.name == "session_search");
+    }
     // Only the active scene's tools (at most 15) are shown; the rest stay callable.
-    let tools: Vec<ToolSpec> = if definitions.is_empty() {
+    let mut tools: Vec<ToolSpec> = if definitions.is_empty() {
         catalog.tools.clone()
     } else {
         scenes::select_tools(
@@ -276,12 +373,21 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         .map(|d| d.spec())
         .collect()
     };
+    tools.extend(delegation::tool_specs(&env.config, &agent));
+    tools.extend(handoff::tool_spec(&env.config, &agent));
     let fixed = context::Fixed::new(env, &agent, &hits, &tools);
+    let step = tool_step::Step {
+        agent_name: &agent_name,
+        agent: &agent,
+        tools: &definitions,
+    };
     loop {
+        if env.cancelled() {
+            return Err(TurnError::Cancelled("the user cancelled the turn".into()));
+        }
         let current = state.current();
         if let Some(calls) = tool_step::open_calls(&current) {
-            if tool_step::run(state, &definitions, &calls, &record.turn_id).await?
-                == tool_step::Next::Wait
+            if tool_step::run(state, &step, &calls, &record.turn_id).await? == tool_step::Next::Wait
             {
                 return Ok(());
             }
@@ -301,9 +407,16 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         if state.record().step >= agent.max_steps {
             return Err(TurnError::StepLimit(agent.max_steps));
         }
+        if delegation::remaining_budget(&agent, state.record()) == Some(0) {
+            return Err(TurnError::Budget(agent.token_budget));
+        }
         context::compact(state, &agent).await;
-        let reply = plan(state, &fixed, &current, &tools, record).await?;
+        let reply = plan(state, &fixed, &current, &tools, record, &agent).await?;
         state.record().step += 1;
+        if let Some(usage) = reply.usage {
+            state.record().tokens_used +=
+                u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
+        }
         // An answer stays `planning` until it is published and its extraction queued
         // (`finish`), so a crash in between resumes and completes those steps.
         if !reply.tool_calls.is_empty() {
@@ -311,6 +424,24 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         }
         let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
         state.persist(msg, reply.usage).await?;
+    }
+}
+
+/// What woke a paused turn, for its `turn.resumed` event.
+fn resume_reason(record: &TurnRecord) -> String {
+    let arrived: Vec<String> = record
+        .jobs
+        .iter()
+        .filter(|j| j.result.is_some())
+        .map(|j| match &j.child {
+            Some(child) => format!("agent `{}` answered", child.agent),
+            None => format!("job {} of `{}` ended", j.job_id, j.tool),
+        })
+        .collect();
+    match record.phase {
+        TurnPhase::WaitingUser => "the user decided on the confirmation".into(),
+        _ if arrived.is_empty() => "resumed after a restart".into(),
+        _ => arrived.join("; "),
     }
 }
 
@@ -353,13 +484,18 @@ async fn finish(
     state.record().extraction_queued = false;
     state.save_task().await?;
     state.env.store.commit().await?;
-    state
-        .emitter
-        .emit(TurnEvent::Answer {
-            turn_id: record.turn_id.clone(),
-            text: text.to_string(),
-        })
-        .await;
+    let answer = TurnEvent::Answer {
+        turn_id: record.turn_id.clone(),
+        text: text.to_string(),
+    };
+    state.emitter.emit(answer.clone()).await;
+    let current = state.record().clone();
+    if let Some(to) = &current.answer_to {
+        answer_elsewhere(state.env, &state.emitter, to, answer).await;
+    }
+    if let Some(parent) = &current.parent {
+        delegation::report(state.env, state.meta, parent, &current, Some(text)).await;
+    }
     let current = state.current();
     let queued = match current.first() {
         Some(user_message) => {
@@ -405,12 +541,26 @@ pub async fn queue_extraction(
     Ok(())
 }
 
+/// Publish the answer on the subject its message asked for (a trigger's `reply_subject`).
+async fn answer_elsewhere(env: &TurnEnv, emitter: &Emitter, to: &str, answer: TurnEvent) {
+    let scope = emitter.scope();
+    let envelope =
+        crate::protocol::envelope::Envelope::new(crate::protocol::kinds::TURN_EVENT, answer)
+            .for_session(&scope.agent, &scope.session, scope.user.as_deref())
+            .in_trace(&scope.trace_id);
+    match envelope.encode() {
+        Ok(payload) => env.ports.reply(to, payload).await,
+        Err(e) => tracing::error!(error = %e, "answer not encoded for {to}"),
+    }
+}
+
 async fn plan(
     state: &mut TurnState<'_>,
     fixed: &context::Fixed,
     current: &[StoredMessage],
     tools: &[ToolSpec],
     record: &TurnRecord,
+    agent: &crate::config::AgentConfig,
 ) -> Result<PlanReply, TurnError> {
     state.set_phase(TurnPhase::Planning);
     let messages = context::assemble(state, fixed, current)?;
@@ -421,6 +571,7 @@ async fn plan(
         messages,
         tools: tools.to_vec(),
         stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
+        model: Some(agent.model.clone()).filter(|m| m != "planner"),
     };
     state
         .env
@@ -430,15 +581,26 @@ async fn plan(
         .map_err(TurnError::Plan)
 }
 
-async fn recall(state: &TurnState<'_>, query: &str, turn_id: &str) -> Vec<RecallHit> {
+async fn recall(
+    state: &TurnState<'_>,
+    agent: &crate::config::AgentConfig,
+    query: &str,
+    turn_id: &str,
+) -> Vec<RecallHit> {
     let env = state.env;
     let limit = env.config.memory.recall_limit;
+    if agent.memory.read.is_empty() {
+        return Vec::new();
+    }
     let scope = state.emitter.scope();
-    match env
-        .ports
-        .recall(scope, &state.meta.user, query, limit, turn_id)
-        .await
-    {
+    let recall = ports::Recall {
+        user: &state.meta.user,
+        query,
+        limit,
+        task: turn_id,
+        namespaces: &agent.memory.read,
+    };
+    match env.ports.recall(scope, recall).await {
         Ok(hits) => hits,
         Err(e) => {
             tracing::warn!(error = %e, "memory recall failed; the turn goes on without memories");
@@ -479,7 +641,16 @@ async fn enqueue_extraction(
     user_message: &StoredMessage,
     answer: &str,
 ) -> bool {
+    // An agent that writes no memories still queues the job: it releases the turn's holds
+    // on the memories it recalled.
+    let write = env
+        .config
+        .agents
+        .get(meta.active_agent())
+        .and_then(|a| a.memory.write.clone());
     let job = ExtractJob {
+        write: write.is_some(),
+        namespace: write.unwrap_or_else(|| crate::protocol::DEFAULT_NAMESPACE.into()),
         agent: meta.agent.clone(),
         session: meta.session.clone(),
         user: meta.user.clone(),
@@ -500,6 +671,8 @@ async fn enqueue_extraction(
     env.ports.enqueue_extraction(&scope, job).await
 }
 
+#[cfg(test)]
+mod delegation_tests;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]

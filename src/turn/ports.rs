@@ -17,8 +17,9 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::request::ToolsListRequest;
 use crate::protocol::tool::{ToolEffect, ToolSource};
 use crate::protocol::{
-    ExtractJob, PlanReply, PlanRequest, RecallHit, RecallRequest, SummariseRequest,
-    ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
+    Cancel, CancelAccepted, ExtractJob, JobEvent, PlanReply, PlanRequest, RecallHit, RecallRequest,
+    SummariseRequest, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
+    UserMessage,
 };
 use crate::tools::{ToolError, ToolErrorCode};
 
@@ -27,15 +28,12 @@ use crate::tools::{ToolError, ToolErrorCode};
 pub trait TurnPorts: Send + Sync {
     /// One planning step.
     async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String>;
-    /// Up to `limit` of `user`'s memories for `query`, held for turn `task` until its
+    /// Up to `limit` of the user's memories for the query, held for the turn until its
     /// extraction job releases them.
     async fn recall(
         &self,
         scope: &EventScope,
-        user: &str,
-        query: &str,
-        limit: usize,
-        task: &str,
+        recall: Recall<'_>,
     ) -> Result<Vec<RecallHit>, String>;
     /// The tool catalog (the executor's and the workers' tools).
     async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String>;
@@ -58,6 +56,27 @@ pub trait TurnPorts: Send + Sync {
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool;
     /// Answer the publisher of an inbound message on its reply subject.
     async fn reply(&self, to: &str, payload: bytes::Bytes);
+    /// Give another session a message (a delegated task); Ok once it is stored there.
+    async fn send_message(
+        &self,
+        scope: &EventScope,
+        envelope: Envelope<UserMessage>,
+    ) -> Result<(), String>;
+    /// Ask another session to cancel its turn.
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String>;
+    /// Publish an event on `hermes.job.<id>` (a delegated turn's end wakes its parent).
+    async fn publish_job_event(&self, scope: &EventScope, event: JobEvent);
+}
+
+/// What a turn recalls.
+pub struct Recall<'a> {
+    pub user: &'a str,
+    pub query: &'a str,
+    pub limit: usize,
+    /// The turn that relies on the memories.
+    pub task: &'a str,
+    /// The agent's `memory.read` namespaces.
+    pub namespaces: &'a [String],
 }
 
 /// The ports over the bus. The tool catalog is cached, and dropped when the tool-executor
@@ -142,16 +161,14 @@ impl TurnPorts for BusPorts {
     async fn recall(
         &self,
         scope: &EventScope,
-        user: &str,
-        query: &str,
-        limit: usize,
-        task: &str,
+        recall: Recall<'_>,
     ) -> Result<Vec<RecallHit>, String> {
         let request = RecallRequest {
-            user: user.to_string(),
-            query: query.to_string(),
-            limit,
-            task: Some(task.to_string()),
+            user: recall.user.to_string(),
+            query: recall.query.to_string(),
+            limit: recall.limit,
+            task: Some(recall.task.to_string()),
+            namespaces: recall.namespaces.to_vec(),
             ..RecallRequest::default()
         };
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
@@ -230,6 +247,54 @@ impl TurnPorts for BusPorts {
     async fn reply(&self, to: &str, payload: bytes::Bytes) {
         if let Err(e) = self.bus.publish(to, payload).await {
             tracing::warn!(error = %e, "reply to publisher failed");
+        }
+    }
+
+    async fn send_message(
+        &self,
+        _: &EventScope,
+        envelope: Envelope<UserMessage>,
+    ) -> Result<(), String> {
+        // Sent again after silence: the receiving session recognises the message id.
+        retry::request(
+            self.bus.as_ref(),
+            envelope,
+            self.request_timeout(),
+            Repeat::OnSilence,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String> {
+        retry::request(
+            self.bus.as_ref(),
+            envelope,
+            self.request_timeout(),
+            Repeat::OnSilence,
+        )
+        .await
+        .map(|r| r.body)
+        .map_err(|e| e.to_string())
+    }
+
+    async fn publish_job_event(&self, scope: &EventScope, event: JobEvent) {
+        let subject = match crate::protocol::subjects::job(&event.job_id) {
+            Ok(subject) => subject,
+            Err(e) => {
+                tracing::error!(error = %e, "job event with an invalid id not published");
+                return;
+            }
+        };
+        let envelope = addressed(scope, Envelope::new(event.status.event_kind(), event));
+        match envelope.encode() {
+            Ok(payload) => {
+                if let Err(e) = self.bus.publish(&subject, payload).await {
+                    tracing::warn!(subject, error = %e, "job event not published; the waiting turn reads the outcome when it resumes");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "job event not encoded"),
         }
     }
 

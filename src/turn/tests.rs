@@ -30,21 +30,21 @@ fn tokens() -> TokenCounter {
 }
 
 /// A session of one user with its store, driven by hand.
-struct Session {
-    env: TurnEnv,
-    ports: Arc<FakePorts>,
-    meta: SessionMeta,
-    task: TaskState,
-    log: Vec<StoredMessage>,
+pub(super) struct Session {
+    pub(super) env: TurnEnv,
+    pub(super) ports: Arc<FakePorts>,
+    pub(super) meta: SessionMeta,
+    pub(super) task: TaskState,
+    pub(super) log: Vec<StoredMessage>,
     _dir: tempfile::TempDir,
 }
 
 impl Session {
-    fn new(ports: FakePorts) -> Self {
+    pub(super) fn new(ports: FakePorts) -> Self {
         Self::with_config(ports, Config::embedded().unwrap())
     }
 
-    fn with_config(ports: FakePorts, config: Config) -> Self {
+    pub(super) fn with_config(ports: FakePorts, config: Config) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = Durable::new(crate::store::open(dir.path()).unwrap(), Mode::Sync);
         let ports = Arc::new(ports);
@@ -53,6 +53,7 @@ impl Session {
             config: Arc::new(config),
             store: SessionStore::open(&db).unwrap(),
             tokens: tokens(),
+            cancel: Arc::default(),
         };
         let meta = SessionMeta {
             agent: "assistant".into(),
@@ -62,6 +63,7 @@ impl Session {
             updated_at: Utc::now(),
             next_seq: 0,
             log_seq: 0,
+            handoffs: Vec::new(),
         };
         Self {
             env,
@@ -74,9 +76,9 @@ impl Session {
     }
 
     /// Accept `text` (as the router would hand it over) and run the turn.
-    async fn say(&mut self, text: &str) -> TurnOutcome {
+    pub(super) async fn say(&mut self, text: &str) -> TurnOutcome {
         let message = Inbound {
-            envelope: Envelope::request(UserMessage { text: text.into() }),
+            envelope: Envelope::request(UserMessage::text(text)),
             user: self.meta.user.clone(),
             reply: Some("_INBOX.test".into()),
         };
@@ -89,7 +91,7 @@ impl Session {
     }
 
     /// Run the turn in progress from where its state stands.
-    async fn resume(&mut self) -> TurnOutcome {
+    pub(super) async fn resume(&mut self) -> TurnOutcome {
         let log = Arc::new(self.log.clone());
         let outcome = run_turn(&self.env, &mut self.meta, &mut self.task, log).await;
         self.log.extend(outcome.messages.iter().cloned());
@@ -109,7 +111,7 @@ impl Session {
     }
 
     /// Reload the session from the store, as a restarted process would.
-    fn reload(&mut self) {
+    pub(super) fn reload(&mut self) {
         let (meta, log, task) = self
             .env
             .store
@@ -120,11 +122,11 @@ impl Session {
         self.task = task;
     }
 
-    fn phase(&self) -> TurnPhase {
+    pub(super) fn phase(&self) -> TurnPhase {
         self.task.turn.as_ref().map(|t| t.phase).unwrap()
     }
 
-    fn answer(&self) -> Option<String> {
+    pub(super) fn answer(&self) -> Option<String> {
         self.ports.seen().events.iter().rev().find_map(|e| match e {
             TurnEvent::Answer { text, .. } => Some(text.clone()),
             _ => None,
@@ -132,7 +134,7 @@ impl Session {
     }
 }
 
-fn tool(name: &str) -> ToolDefinition {
+pub(super) fn tool(name: &str) -> ToolDefinition {
     ToolDefinition {
         name: name.into(),
         description: format!("{name} things"),
@@ -146,7 +148,7 @@ fn tool(name: &str) -> ToolDefinition {
     }
 }
 
-fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
+pub(super) fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
     PlanReply {
         text: String::new(),
         tool_calls: vec![ToolCall {
@@ -159,7 +161,7 @@ fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
     }
 }
 
-fn says(text: &str) -> PlanReply {
+pub(super) fn says(text: &str) -> PlanReply {
     PlanReply {
         text: text.into(),
         tool_calls: Vec::new(),
@@ -168,7 +170,7 @@ fn says(text: &str) -> PlanReply {
     }
 }
 
-fn last_is_user(request: &PlanRequest) -> bool {
+pub(super) fn last_is_user(request: &PlanRequest) -> bool {
     request
         .messages
         .last()
@@ -351,7 +353,7 @@ async fn a_turn_resumes_from_each_persisted_state_without_repeating_a_stored_cal
     let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
     let mut s = Session::new(ports);
     let message = Inbound {
-        envelope: Envelope::request(UserMessage { text: "add".into() }),
+        envelope: Envelope::request(UserMessage::text("add")),
         user: "u1".into(),
         reply: None,
     };
@@ -401,7 +403,7 @@ async fn planning_interrupted_mid_step_plans_again() {
     let ports = FakePorts::new(|_| says("hello back"));
     let mut s = Session::new(ports);
     let message = Inbound {
-        envelope: Envelope::request(UserMessage { text: "hi".into() }),
+        envelope: Envelope::request(UserMessage::text("hi")),
         user: "u1".into(),
         reply: None,
     };

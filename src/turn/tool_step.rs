@@ -6,11 +6,12 @@ use std::collections::HashSet;
 
 use chrono::Utc;
 
-use super::{tool_calls, waiting, TurnError, TurnState};
+use super::{delegation, handoff, tool_calls, waiting, TurnError, TurnState};
+use crate::config::AgentConfig;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::protocol::{ToolCallResult, TurnEvent};
 use crate::store::sessions::StoredMessage;
-use crate::store::tasks::{AwaitedJob, Decision, PendingConfirmation, TurnPhase};
+use crate::store::tasks::{AwaitedJob, ChildTask, Decision, PendingConfirmation, TurnPhase};
 use crate::store::tool_result::StoredToolResult;
 use crate::tools::definition::ToolDefinition;
 
@@ -44,13 +45,21 @@ pub(super) fn open_calls(current: &[StoredMessage]) -> Option<Vec<ToolCall>> {
         .then(|| calls.clone())
 }
 
+/// Who runs a step's calls: the agent, and the tools it may call.
+pub(super) struct Step<'a> {
+    pub agent_name: &'a str,
+    pub agent: &'a AgentConfig,
+    pub tools: &'a [ToolDefinition],
+}
+
 /// Run, decline or wait for each call of `calls` that has no stored result.
 pub(super) async fn run(
     state: &mut TurnState<'_>,
-    tools: &[ToolDefinition],
+    step: &Step<'_>,
     calls: &[ToolCall],
     turn_id: &str,
 ) -> Result<Next, TurnError> {
+    let tools = step.tools;
     // Only results after the step's own assistant message count: some servers (Ollama,
     // llama.cpp) number call ids per reply, so `call_0` of an earlier step is another call.
     let current = state.current();
@@ -63,8 +72,26 @@ pub(super) async fn run(
         .filter_map(|m| m.message.tool_call_id.clone())
         .collect();
     let open: Vec<&ToolCall> = calls.iter().filter(|c| !answered.contains(&c.id)).collect();
-    let plan = classify(state, tools, &open);
+    let plan = classify(state, step, &open);
     let mut ready = plan.ready;
+    for call in &plan.handoffs {
+        announce_call(state, call, turn_id).await;
+        let result = handoff::run(state, step.agent_name, step.agent, call, turn_id).await;
+        ready.push((call.clone(), result, true));
+    }
+    let mut started = Vec::new();
+    for call in &plan.delegate {
+        announce_call(state, call, turn_id).await;
+        let record = state.record().clone();
+        let config = &state.env.config;
+        match delegation::prepare(config, step.agent_name, step.agent, &record, call) {
+            Ok(job) => {
+                state.record().jobs.push(job.clone());
+                started.push(job);
+            }
+            Err(error) => ready.push((call.clone(), delegation::refused(call, error), true)),
+        }
+    }
     let mut submitted = Vec::new();
     for (call, result) in execute(state, tools, &plan.to_run, turn_id).await {
         match waiting::submitted_job(tools, &result) {
@@ -75,13 +102,15 @@ pub(super) async fn run(
                     job_id: job_id.clone(),
                     submitted_at: Utc::now(),
                     result: None,
+                    child: None,
                 });
                 submitted.push((call, job_id));
             }
             None => ready.push((call, result, false)),
         }
     }
-    ready.extend(poll_jobs(state, &open).await);
+    let fresh: Vec<&str> = started.iter().map(|j| j.job_id.as_str()).collect();
+    ready.extend(poll_jobs(state, step, &open, &fresh).await);
     // Results are stored in the order the model asked for them.
     ready.sort_by_key(|(call, _, _)| calls.iter().position(|c| c.id == call.id));
     let waits = waiting_phase(state);
@@ -89,8 +118,15 @@ pub(super) async fn run(
     let Some(_) = waits else {
         return Ok(Next::Plan);
     };
-    // The pause is on disk before anyone is told to confirm or that a job runs.
+    // The pause is on disk before anyone is told to confirm, that a job runs, or is given a
+    // delegated task: a crash from here on resumes the wait, and sends a task again only if
+    // its agent never stored it.
     state.env.store.commit().await?;
+    if !send_tasks(state, step, started, turn_id).await {
+        // A child refused its task: its error result is stored; plan again if nothing else
+        // is awaited.
+        return Ok(Next::Plan);
+    }
     for call in plan.asked {
         state
             .emitter
@@ -117,6 +153,79 @@ pub(super) async fn run(
     Ok(Next::Wait)
 }
 
+/// Publish the `tool.call` event of a call the turn handles itself.
+async fn announce_call(state: &TurnState<'_>, call: &ToolCall, turn_id: &str) {
+    state
+        .emitter
+        .emit(TurnEvent::ToolCall {
+            turn_id: turn_id.to_string(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })
+        .await;
+}
+
+/// Give each new child its task, in parallel, and announce it; a child whose session refuses
+/// gets its error result recorded. False when one was refused.
+async fn send_tasks(
+    state: &mut TurnState<'_>,
+    step: &Step<'_>,
+    started: Vec<AwaitedJob>,
+    turn_id: &str,
+) -> bool {
+    if started.is_empty() {
+        return true;
+    }
+    let record = state.record().clone();
+    let sends = futures::future::join_all(started.iter().map(|job| {
+        delegation::send(
+            state.env,
+            &state.emitter,
+            state.meta,
+            step.agent,
+            &record,
+            job,
+        )
+    }))
+    .await;
+    let mut all_sent = true;
+    for (job, sent) in started.iter().zip(sends) {
+        match sent {
+            Ok(()) => {
+                if let Some(event) = delegation::delegated_event(turn_id, job) {
+                    state.emitter.emit(event).await;
+                }
+            }
+            Err(e) => {
+                all_sent = false;
+                let agent = job.child.as_ref().map_or("", |c| c.agent.as_str());
+                tracing::warn!(agent, error = %e, "delegated task refused");
+                let error = crate::tools::ToolError::new(
+                    crate::tools::ToolErrorCode::Unavailable,
+                    format!("agent `{agent}` did not take the task: {e}"),
+                )
+                .with_hint("do the task yourself or tell the user it cannot be done now");
+                let result = waiting::job_result(
+                    job,
+                    crate::tools::jobs::JobStatus::Failed,
+                    None,
+                    Some(error),
+                );
+                if let Some(j) = state
+                    .record()
+                    .jobs
+                    .iter_mut()
+                    .find(|j| j.job_id == job.job_id)
+                {
+                    j.result = Some(StoredToolResult::from(&result));
+                }
+            }
+        }
+    }
+    all_sent
+}
+
 /// Calls sorted by what happens to them now.
 struct Classified {
     /// Calls to execute, with whether the user confirmed them.
@@ -126,13 +235,20 @@ struct Classified {
     ready: Vec<(ToolCall, ToolCallResult, bool)>,
     /// High-risk calls asked about for the first time.
     asked: Vec<ToolCall>,
+    /// Tasks for other agents, to start.
+    delegate: Vec<ToolCall>,
+    /// The agent hands the conversation on.
+    handoffs: Vec<ToolCall>,
 }
 
-fn classify(state: &mut TurnState<'_>, tools: &[ToolDefinition], open: &[&ToolCall]) -> Classified {
+fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> Classified {
+    let tools = step.tools;
     let mut out = Classified {
         to_run: Vec::new(),
         ready: Vec::new(),
         asked: Vec::new(),
+        delegate: Vec::new(),
+        handoffs: Vec::new(),
     };
     let record = state.record();
     for &call in open {
@@ -140,6 +256,14 @@ fn classify(state: &mut TurnState<'_>, tools: &[ToolDefinition], open: &[&ToolCa
             if let Some(result) = &job.result {
                 out.ready.push((call.clone(), result.into(), true));
             }
+            continue;
+        }
+        if delegation::is_delegation(call) {
+            out.delegate.push(call.clone());
+            continue;
+        }
+        if handoff::is_handoff(step.agent, call) {
+            out.handoffs.push(call.clone());
             continue;
         }
         if !waiting::needs_confirmation(tools, call) {
@@ -194,21 +318,36 @@ async fn execute(
     calls.into_iter().zip(results).collect()
 }
 
-/// Ask the executor about awaited jobs of open calls whose completion has not arrived: the
-/// event may have been missed while this session was not running.
+/// Ask about awaited jobs and delegated tasks of open calls whose completion has not arrived
+/// (the event may have been missed while this session was not running): the executor for a
+/// job, the child's session for a task — sending the task again if the child never stored
+/// it, and cancelling it once its deadline passed. `fresh` tasks were just started.
 async fn poll_jobs(
     state: &mut TurnState<'_>,
+    step: &Step<'_>,
     open: &[&ToolCall],
+    fresh: &[&str],
 ) -> Vec<(ToolCall, ToolCallResult, bool)> {
-    let unfinished: Vec<AwaitedJob> = state.record().unfinished_jobs().cloned().collect();
+    let unfinished: Vec<AwaitedJob> = state
+        .record()
+        .unfinished_jobs()
+        .filter(|j| !fresh.contains(&j.job_id.as_str()))
+        .cloned()
+        .collect();
     let turn_id = state.record().turn_id.clone();
     let mut out = Vec::new();
     for job in unfinished {
         let Some(call) = open.iter().find(|c| c.id == job.call_id) else {
             continue;
         };
-        let poll = waiting::poll(state.env, &state.emitter, state.meta, &turn_id, &job);
-        let Some(result) = poll.await else {
+        let result = match &job.child {
+            Some(child) => poll_child(state, step, &job, child).await,
+            None => {
+                let poll = waiting::poll(state.env, &state.emitter, state.meta, &turn_id, &job);
+                poll.await
+            }
+        };
+        let Some(result) = result else {
             continue;
         };
         if let Some(j) = state
@@ -224,11 +363,48 @@ async fn poll_jobs(
     out
 }
 
+/// A delegated task's result, when its agent ended it or its deadline passed.
+async fn poll_child(
+    state: &mut TurnState<'_>,
+    step: &Step<'_>,
+    job: &AwaitedJob,
+    child: &ChildTask,
+) -> Option<ToolCallResult> {
+    let overdue = Utc::now() >= child.deadline;
+    match delegation::poll(state.env, job).await {
+        delegation::ChildState::Ended(result) => Some(*result),
+        _ if overdue => {
+            let record = state.record().clone();
+            let reason = format!("the parent turn stopped waiting for `{}`", child.agent);
+            delegation::cancel_child(state.env, state.meta, &record, child, &reason).await;
+            Some(delegation::timed_out(job, child))
+        }
+        delegation::ChildState::Working => None,
+        delegation::ChildState::Missing => {
+            let record = state.record().clone();
+            let sent = delegation::send(
+                state.env,
+                &state.emitter,
+                state.meta,
+                step.agent,
+                &record,
+                job,
+            );
+            if let Err(e) = sent.await {
+                tracing::warn!(agent = %child.agent, error = %e, "delegated task not sent again; trying at the next wake-up");
+            }
+            None
+        }
+    }
+}
+
 /// The phase the turn waits in, if anything is still missing.
 fn waiting_phase(state: &mut TurnState<'_>) -> Option<TurnPhase> {
     let record = state.record();
     if record.undecided().next().is_some() {
         Some(TurnPhase::WaitingUser)
+    } else if record.unfinished_children().next().is_some() {
+        Some(TurnPhase::WaitingAgents)
     } else if record.unfinished_jobs().next().is_some() {
         Some(TurnPhase::WaitingJob)
     } else {
@@ -253,6 +429,10 @@ async fn store(
                     result: result.clone(),
                 })
                 .await;
+        }
+        if delegation::is_delegation(&call) {
+            // The child's tokens count in this task's budget.
+            state.record().tokens_used += result.output["tokens"].as_u64().unwrap_or(0);
         }
         for fact in tool_calls::key_facts(&result) {
             if !state.task.key_facts.contains(&fact) {

@@ -154,6 +154,7 @@ mod tests {
             job_id: "job-1".into(),
             submitted_at: Utc::now(),
             result: None,
+            child: None,
         }
     }
 

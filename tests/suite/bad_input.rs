@@ -29,11 +29,7 @@ async fn error_reply(bus: &hermes::bus::SharedBus, subject: &str, payload: Bytes
 }
 
 fn message(session: &str, user: &str, text: &str) -> Envelope<UserMessage> {
-    Envelope::request(UserMessage { text: text.into() }).for_session(
-        "assistant",
-        session,
-        Some(user),
-    )
+    Envelope::request(UserMessage::text(text)).for_session("assistant", session, Some(user))
 }
 
 #[test]

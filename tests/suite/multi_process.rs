@@ -100,7 +100,7 @@ fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
         .unwrap();
     rt.block_on(async {
         let bus = bus::connect(url, None).await.unwrap();
-        let env = Envelope::request(UserMessage { text: text.into() }).for_session(
+        let env = Envelope::request(UserMessage::text(text)).for_session(
             "assistant",
             session,
             Some("u1"),

@@ -273,7 +273,8 @@ async fn count_lost_audit_records(bus: &SharedBus, ledger: &ledger_mcp::Counts) 
 /// try, so a retry is never a second message), then wait for its answer.
 async fn drive_turn(bus: &SharedBus, seen: &Arc<Mutex<Seen>>, session: &str, t: u64) {
     let text = message(session, t);
-    let envelope = Envelope::request(UserMessage { text }).for_session(AGENT, session, Some("u1"));
+    let envelope =
+        Envelope::request(UserMessage::text(text)).for_session(AGENT, session, Some("u1"));
     let subject = hermes::protocol::subjects::inbound(AGENT, session).unwrap();
     let payload = envelope.encode().unwrap();
     for _ in 0..10 {

@@ -65,6 +65,7 @@ fn plant(dir: &std::path::Path, phase: TurnPhase, messages: Vec<ChatMessage>) {
         updated_at: Utc::now(),
         next_seq: 0,
         log_seq: 0,
+        handoffs: Vec::new(),
     };
     let msgs: Vec<_> = messages
         .into_iter()

@@ -150,9 +150,7 @@ impl HermesMcpServer {
             query: args.query,
             limit: args.limit.unwrap_or(5).clamp(1, 5),
             namespace,
-            kinds: Vec::new(),
-            topics: Vec::new(),
-            task: None,
+            ..RecallRequest::default()
         };
         let outcome = self.memory().recall(request).await.map(|reply| {
             let hits: Vec<Value> = reply
@@ -280,10 +278,7 @@ impl HermesMcpServer {
                 user: who.user.clone(),
                 query: question.clone(),
                 limit: 5,
-                namespace: None,
-                kinds: Vec::new(),
-                topics: Vec::new(),
-                task: None,
+                ..RecallRequest::default()
             })
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;

@@ -167,6 +167,8 @@ fn extraction_job_queued_before_a_crash_is_processed_after_restart() {
     queue_job_offline(
         &config.engine.data_dir,
         ExtractJob {
+            namespace: "default".into(),
+            write: true,
             agent: "assistant".into(),
             session: "s1".into(),
             user: "carol".into(),
@@ -217,6 +219,8 @@ fn a_turns_recall_holds_its_memories_until_the_turn_is_mined() {
         }
         // t-mined finished: its extraction job arrives (and writes a memory of its own).
         let job = ExtractJob {
+            namespace: "default".into(),
+            write: true,
             agent: "assistant".into(),
             session: "s1".into(),
             user: "dora".into(),

@@ -1,0 +1,238 @@
+//! `[agents.<name>]`: each agent's prompt, model, tools, memory namespaces and limits, and the
+//! agents it may delegate to or hand the conversation to — checked against the rest of the
+//! configuration when it is loaded, so a typo is refused at start, not in the middle of a turn.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Config, ConfigError};
+use crate::protocol::memory::DEFAULT_NAMESPACE;
+
+/// What prefixes the tool through which an agent delegates to agent `<name>`: `agent__<name>`.
+pub const DELEGATION_PREFIX: &str = "agent__";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// One line on what the agent is for; the description of its `agent__<name>` tool.
+    #[serde(default)]
+    pub description: String,
+    pub system_prompt: String,
+    /// The `[models.<name>]` entry that plans this agent's turns; default: `planner`.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Most planning steps (model calls) in one turn before the turn fails.
+    pub max_steps: u32,
+    /// Token window of the agent's model and how much of it to keep for the reply.
+    pub context_window: usize,
+    pub reply_reserve: usize,
+    /// Turns sent verbatim; older ones are folded into the history summary.
+    #[serde(default = "default_recent_turns")]
+    pub recent_turns: usize,
+    /// The scene (tool group) whose tools this agent's model sees; none: every tool.
+    #[serde(default)]
+    pub scene: Option<String>,
+    /// The only tools this agent may see and call (besides `session_search`); empty: every
+    /// tool (narrowed by `scene`).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Which memory namespaces the agent recalls from and which one its turns are mined into.
+    #[serde(default)]
+    pub memory: AgentMemoryConfig,
+    /// Most tokens (prompt + completion, the delegated agents' included) one task of this
+    /// agent may use; 0 = no limit.
+    #[serde(default)]
+    pub token_budget: u64,
+    /// Agents this one may delegate tasks to; each appears to its model as a tool
+    /// `agent__<name>`.
+    #[serde(default)]
+    pub delegates_to: Vec<String>,
+    /// Agents this one may hand the whole conversation to (tool `handoff`).
+    #[serde(default)]
+    pub handoffs_to: Vec<String>,
+    /// Longest wait for a delegated agent's answer, seconds.
+    #[serde(default = "default_delegation_timeout")]
+    pub delegation_timeout_secs: u64,
+}
+
+/// `[agents.<name>.memory]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentMemoryConfig {
+    /// Namespaces recalled from.
+    #[serde(default = "default_namespaces")]
+    pub read: Vec<String>,
+    /// The namespace finished turns are mined into; none: the agent writes no memories.
+    #[serde(default = "default_write")]
+    pub write: Option<String>,
+}
+
+impl Default for AgentMemoryConfig {
+    fn default() -> Self {
+        Self {
+            read: default_namespaces(),
+            write: default_write(),
+        }
+    }
+}
+
+fn default_namespaces() -> Vec<String> {
+    vec![DEFAULT_NAMESPACE.to_string()]
+}
+
+fn default_write() -> Option<String> {
+    Some(DEFAULT_NAMESPACE.to_string())
+}
+
+fn default_model() -> String {
+    "planner".into()
+}
+
+fn default_recent_turns() -> usize {
+    10
+}
+
+fn default_delegation_timeout() -> u64 {
+    600
+}
+
+impl AgentConfig {
+    /// The tool name through which another agent delegates to `agent`.
+    pub fn delegation_tool(agent: &str) -> String {
+        format!("{DELEGATION_PREFIX}{agent}")
+    }
+}
+
+/// The agent a delegation tool addresses (`agent__care` → `care`).
+pub fn delegated_agent(tool: &str) -> Option<&str> {
+    tool.strip_prefix(DELEGATION_PREFIX)
+}
+
+/// Every agent's settings agree with the rest of the configuration.
+pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
+    for (name, agent) in &config.agents {
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            key: format!("agents.{name}.{field}"),
+            message,
+        };
+        if agent.reply_reserve >= agent.context_window {
+            return Err(invalid(
+                "reply_reserve",
+                "must be smaller than context_window".into(),
+            ));
+        }
+        if config.models.model(&agent.model).is_none() {
+            return Err(invalid(
+                "model",
+                format!(
+                    "no [models.{}] table; models: {}",
+                    agent.model,
+                    config.models.names().join(", ")
+                ),
+            ));
+        }
+        for (field, targets) in [
+            ("delegates_to", &agent.delegates_to),
+            ("handoffs_to", &agent.handoffs_to),
+        ] {
+            for target in targets {
+                if target == name {
+                    return Err(invalid(field, format!("`{name}` cannot name itself")));
+                }
+                if !config.agents.contains_key(target) {
+                    return Err(invalid(
+                        field,
+                        format!(
+                            "no agent `{target}`; agents: {}",
+                            config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        for ns in agent.memory.read.iter().chain(agent.memory.write.iter()) {
+            crate::protocol::subjects::check_id("memory namespace", ns)
+                .map_err(|e| invalid("memory", e.to_string()))?;
+        }
+        if agent.delegation_timeout_secs == 0 {
+            return Err(invalid(
+                "delegation_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+    }
+    // A named model no agent uses is most likely a misspelt role (`[models.planer]`).
+    for model in config.models.named.keys() {
+        if !config.agents.values().any(|a| &a.model == model) {
+            return Err(ConfigError::Invalid {
+                key: format!("models.{model}"),
+                message: format!(
+                    "no agent uses it (agents.<name>.model = \"{model}\"); the roles are {}",
+                    super::models::ROLES.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(extra: &str) -> Result<Config, ConfigError> {
+        let text = format!("{}\n{extra}", super::super::DEFAULT_CONFIG);
+        Config::parse(&text, "test")
+    }
+
+    const CARE: &str = r#"
+[agents.care]
+description = "Knows the customer's preferences"
+system_prompt = "You care."
+model = "care"
+max_steps = 4
+context_window = 8000
+reply_reserve = 1000
+memory = { read = ["default", "care"], write = "care" }
+[models.care]
+provider = "replay"
+scenario = "builtin:demo"
+"#;
+
+    #[test]
+    fn an_agent_may_name_its_own_model_and_namespaces() {
+        let config = with(CARE).unwrap();
+        let care = config.agent("care").unwrap();
+        assert_eq!(care.model, "care");
+        assert_eq!(care.memory.write.as_deref(), Some("care"));
+        assert_eq!(config.agent("assistant").unwrap().model, "planner");
+        assert!(config.models.model("care").is_some());
+    }
+
+    #[test]
+    fn delegating_to_an_unknown_agent_is_refused_at_load() {
+        let err = with(&format!(
+            "{CARE}\n[agents.triage]\nsystem_prompt = \"t\"\nmax_steps = 4\ncontext_window = 8000\nreply_reserve = 100\ndelegates_to = [\"care\", \"logistcs\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("agents.triage.delegates_to"), "{err}");
+        assert!(err.contains("logistcs"), "{err}");
+    }
+
+    #[test]
+    fn a_model_no_agent_uses_is_refused_as_a_likely_typo() {
+        let err = with("[models.planer]\nprovider = \"bench\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("models.planer"), "{err}");
+        assert!(err.contains("planner, extractor, summariser"), "{err}");
+    }
+
+    #[test]
+    fn an_agent_naming_a_missing_model_is_refused() {
+        let err = with("[agents.x]\nsystem_prompt = \"x\"\nmodel = \"nope\"\nmax_steps = 1\ncontext_window = 100\nreply_reserve = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("agents.x.model"), "{err}");
+    }
+}
