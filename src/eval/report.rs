@@ -124,7 +124,7 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    pub(crate) fn case(name: &str, passed: bool, rounds: u32, tokens: u64, ms: u64) -> CaseReport {
+    fn case(name: &str, passed: bool, rounds: u32, tokens: u64, ms: u64) -> CaseReport {
         CaseReport {
             name: name.into(),
             passed,

@@ -155,11 +155,17 @@ impl Runner {
                 source,
             })?;
         let result = self.drive(&engine, case).await;
+        let unmounted = unmounted_mcp_servers(&engine);
         engine.shutdown().await;
-        result.map_err(|message| RunError::Case {
+        let mut report = result.map_err(|message| RunError::Case {
             case: case.name.clone(),
             message,
-        })
+        })?;
+        if !report.passed {
+            // A likely cause worth naming beside the failed checks.
+            report.failures.extend(unmounted);
+        }
+        Ok(report)
     }
 
     async fn drive(&self, engine: &Engine, case: &Case) -> Result<CaseReport, String> {
@@ -323,6 +329,24 @@ fn turn_tokens(replies: &[&StoredMessage], counted_prompt: u64) -> Tokens {
         completion,
         source,
     }
+}
+
+/// `MCP server x was not mounted: …` for each configured server that failed to start.
+fn unmounted_mcp_servers(engine: &Engine) -> Vec<String> {
+    let Some(catalog) = &engine.mcp else {
+        return Vec::new();
+    };
+    catalog
+        .servers
+        .iter()
+        .filter_map(|s| {
+            let error = s.error.as_deref()?;
+            Some(format!(
+                "note: MCP server `{}` was not mounted, so its tools were missing: {error}",
+                s.name
+            ))
+        })
+        .collect()
 }
 
 async fn list_memories(bus: &SharedBus, user: &str) -> Result<Vec<Memory>, String> {

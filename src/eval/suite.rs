@@ -291,7 +291,32 @@ fn case(raw: CaseFile, defaults: &Defaults) -> Result<Case, String> {
     subjects::check_id("agent", &agent).map_err(|e| e.to_string())?;
     let user = raw.user.unwrap_or_else(|| format!("eval-{}", raw.name));
     subjects::check_id("user", &user).map_err(|e| e.to_string())?;
-    let sessions = match (raw.messages, raw.sessions) {
+    let input = input(raw.messages, raw.sessions)?;
+    if raw.timeout_secs == Some(0) {
+        return Err("timeout_secs must be at least 1".into());
+    }
+    let case = Case {
+        name: raw.name,
+        agent,
+        user,
+        input,
+        timeout: Duration::from_secs(raw.timeout_secs.unwrap_or(defaults.timeout)),
+        memory_wait: Duration::from_secs(defaults.memory_wait),
+        expect: raw.expect.checked()?,
+    };
+    let Input::Sessions(sessions) = &case.input;
+    let last_session = case.session_id(sessions.len().saturating_sub(1));
+    subjects::check_id("session", &last_session)
+        .map_err(|e| format!("the name is too long to name its sessions: {e}"))?;
+    Ok(case)
+}
+
+/// The case's input from `messages` or `sessions` (exactly one of them).
+fn input(
+    messages: Option<Vec<String>>,
+    sessions: Option<Vec<Vec<String>>>,
+) -> Result<Input, String> {
+    let sessions = match (messages, sessions) {
         (Some(messages), None) => vec![messages],
         (None, Some(sessions)) => sessions,
         _ => return Err(
@@ -306,45 +331,34 @@ fn case(raw: CaseFile, defaults: &Defaults) -> Result<Case, String> {
     if sessions.iter().flatten().any(|m| m.trim().is_empty()) {
         return Err("a message is empty".into());
     }
-    if raw.timeout_secs == Some(0) {
-        return Err("timeout_secs must be at least 1".into());
-    }
-    let e = raw.expect;
-    let answer_matches = e
-        .answer_matches
-        .map(|re| Regex::new(&re).map_err(|err| format!("answer_matches is not a regex: {err}")))
-        .transpose()?;
-    if let Some(call) = e.tools_called.iter().find(|c| c.name.trim().is_empty()) {
-        return Err(format!(
-            "tools_called has an entry without a name: {call:?}"
-        ));
-    }
-    let case = Case {
-        name: raw.name,
-        agent,
-        user,
-        input: Input::Sessions(sessions),
-        timeout: Duration::from_secs(raw.timeout_secs.unwrap_or(defaults.timeout)),
-        memory_wait: Duration::from_secs(defaults.memory_wait),
-        expect: Expect {
-            tools_called: e.tools_called,
-            tools_not_called: e.tools_not_called,
-            answer_contains: e.answer_contains,
-            answer_not_contains: e.answer_not_contains,
+    Ok(Input::Sessions(sessions))
+}
+
+impl ExpectFile {
+    fn checked(self) -> Result<Expect, String> {
+        let answer_matches = self
+            .answer_matches
+            .map(|re| {
+                Regex::new(&re).map_err(|err| format!("answer_matches is not a regex: {err}"))
+            })
+            .transpose()?;
+        if let Some(call) = self.tools_called.iter().find(|c| c.name.trim().is_empty()) {
+            return Err(format!(
+                "tools_called has an entry without a name: {call:?}"
+            ));
+        }
+        Ok(Expect {
+            tools_called: self.tools_called,
+            tools_not_called: self.tools_not_called,
+            answer_contains: self.answer_contains,
+            answer_not_contains: self.answer_not_contains,
             answer_matches,
-            memory_written: e.memory_written,
-            memory_not_written: e.memory_not_written,
-            memory_recalled: e.memory_recalled,
-            max_tool_rounds: e.max_tool_rounds,
-        },
-    };
-    let Input::Sessions(sessions) = &case.input;
-    subjects::check_id(
-        "session",
-        &case.session_id(sessions.len().saturating_sub(1)),
-    )
-    .map_err(|e| format!("the name is too long to name its sessions: {e}"))?;
-    Ok(case)
+            memory_written: self.memory_written,
+            memory_not_written: self.memory_not_written,
+            memory_recalled: self.memory_recalled,
+            max_tool_rounds: self.max_tool_rounds,
+        })
+    }
 }
 
 #[cfg(test)]

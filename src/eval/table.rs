@@ -3,11 +3,21 @@
 
 use std::fmt::Write;
 
+use super::baseline::Comparison;
 use super::report::{SuiteReport, TokenSource};
 
 /// The whole report as the terminal shows it.
 pub fn render(report: &SuiteReport) -> String {
     let mut out = String::new();
+    rows(&mut out, report);
+    overall(&mut out, report);
+    if let Some(c) = &report.comparison {
+        comparison(&mut out, c);
+    }
+    out
+}
+
+fn rows(out: &mut String, report: &SuiteReport) {
     let width = report
         .cases
         .iter()
@@ -42,6 +52,9 @@ pub fn render(report: &SuiteReport) -> String {
             let _ = writeln!(out, "    ✗ {reason}");
         }
     }
+}
+
+fn overall(out: &mut String, report: &SuiteReport) {
     let o = &report.overall;
     let _ = writeln!(
         out,
@@ -55,32 +68,35 @@ pub fn render(report: &SuiteReport) -> String {
         o.latency_ms_p50,
         o.latency_ms_p95
     );
-    let sources: Vec<TokenSource> = report.cases.iter().map(|c| c.tokens.source).collect();
-    if sources.iter().any(|s| *s != TokenSource::Reported) {
+    if report
+        .cases
+        .iter()
+        .any(|c| c.tokens.source != TokenSource::Reported)
+    {
         let _ = writeln!(
             out,
             "tokens: counted with the planner model's tokenizer where the provider reported no usage"
         );
     }
-    if let Some(c) = &report.comparison {
-        let _ = writeln!(
-            out,
-            "\nagainst the baseline (model {}, {} cases compared, tolerance {:.0} %):",
-            c.baseline_model,
-            c.compared_cases,
-            c.tolerance * 100.0
-        );
-        for r in &c.regressions {
-            let _ = writeln!(out, "  REGRESSION {r}");
-        }
-        for n in &c.notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
-        if c.regressions.is_empty() {
-            let _ = writeln!(out, "  no regression");
-        }
+}
+
+fn comparison(out: &mut String, c: &Comparison) {
+    let _ = writeln!(
+        out,
+        "\nagainst the baseline (model {}, {} cases compared, tolerance {:.0} %):",
+        c.baseline_model,
+        c.compared_cases,
+        c.tolerance * 100.0
+    );
+    for r in &c.regressions {
+        let _ = writeln!(out, "  REGRESSION {r}");
     }
-    out
+    for n in &c.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    if c.regressions.is_empty() {
+        let _ = writeln!(out, "  no regression");
+    }
 }
 
 #[cfg(test)]
