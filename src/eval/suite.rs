@@ -216,9 +216,15 @@ impl Suite {
                 message: "it has no `[[case]]`".into(),
             });
         }
+        if file.timeout_secs == Some(0) {
+            return Err(SuiteError::Parse {
+                path: path.to_path_buf(),
+                message: "timeout_secs must be at least 1".into(),
+            });
+        }
         let dir = path.parent().unwrap_or(Path::new(""));
         let defaults = Defaults {
-            timeout: positive(file.timeout_secs, DEFAULT_TIMEOUT_SECS),
+            timeout: file.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
             memory_wait: file.memory_wait_secs.unwrap_or(DEFAULT_MEMORY_WAIT_SECS),
         };
         let mut seen = HashSet::new();
@@ -279,10 +285,6 @@ impl Suite {
 struct Defaults {
     timeout: u64,
     memory_wait: u64,
-}
-
-fn positive(value: Option<u64>, default: u64) -> u64 {
-    value.filter(|v| *v > 0).unwrap_or(default)
 }
 
 fn case(raw: CaseFile, defaults: &Defaults) -> Result<Case, String> {
@@ -454,6 +456,10 @@ mod tests {
                 "unknown field `answer_contains`",
             ),
             ("name = \"empty\"\n", "no `[[case]]`"),
+            (
+                "timeout_secs = 0\n[[case]]\nname = \"a\"\nmessages = [\"x\"]\n",
+                "at least 1",
+            ),
         ];
         for (text, needle) in cases {
             let err = parse(text).unwrap_err().to_string();
