@@ -9,7 +9,7 @@
 //! or `confirmation.required`. Between two sessions of a case, and after the last when memory
 //! checks need it, the run waits (at most `memory_wait_secs`) for the background extraction of
 //! each answered turn (`memory.written`). Tool rounds and tokens come from the session log and
-//! the planning requests seen on `hermes.plan` ([`tokens`](self#tokens)).
+//! the planning requests seen on `hermes.plan` (see Tokens below).
 //!
 //! # Tokens
 //! Per turn: when the provider reported `usage` for every model call, its prompt and
