@@ -11,6 +11,7 @@ pub mod client;
 pub mod config;
 pub mod context;
 pub mod engine;
+pub mod eval;
 pub mod llm;
 pub mod mcp;
 pub mod memory;

@@ -1,7 +1,8 @@
 //! `hermes eval memory`: recall quality on a LoCoMo-format dataset (logic in
-//! [`hermes::memory::eval`]), printed as a table or JSON.
+//! [`hermes::memory::eval`]), printed as a table or JSON; `hermes eval tasks` lives in
+//! [`super::eval_tasks`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -22,6 +23,14 @@ pub enum EvalCommand {
     /// `vector` and `hybrid` use [memory.embedder]; when it is `none`, the default static
     /// embedder (scripts/fetch-embedder.sh) is used. Data goes to a temporary store.
     Memory(EvalMemoryArgs),
+    /// Run a suite of whole tasks — user messages plus checks on tools called, the answer,
+    /// memories written or recalled and tool rounds — against the configured model, and
+    /// report completion rate, tool rounds, tokens and latency per case and overall.
+    ///
+    /// Ships with config/eval/seed-tasks.toml (orders, budgets, async reports, MCP tools and
+    /// memory from the seed articles, in Chinese and English), which passes with its scripted
+    /// model and runs unchanged against a real one with --config or --model.
+    Tasks(super::eval_tasks::EvalTasksArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
@@ -59,8 +68,22 @@ pub struct EvalMemoryArgs {
     json: bool,
 }
 
-pub fn run(config: Config, command: EvalCommand) -> anyhow::Result<()> {
-    let EvalCommand::Memory(args) = command;
+/// `config` and `model` are the global `--config` and `--model`.
+pub fn run(
+    config: Option<&Path>,
+    model: Option<String>,
+    command: EvalCommand,
+) -> anyhow::Result<()> {
+    match command {
+        EvalCommand::Memory(args) => {
+            let (config, _) = super::load(config, model, true)?;
+            run_memory(config, args)
+        }
+        EvalCommand::Tasks(args) => super::eval_tasks::run(config, model, args),
+    }
+}
+
+fn run_memory(config: Config, args: EvalMemoryArgs) -> anyhow::Result<()> {
     if args.k.is_empty() || args.k.contains(&0) {
         anyhow::bail!("--k takes positive cut-offs, e.g. --k 5,10");
     }

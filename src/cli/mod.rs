@@ -4,6 +4,7 @@ mod bench_cmd;
 mod demo;
 mod doctor;
 mod eval;
+mod eval_tasks;
 mod mcp;
 mod memory;
 mod print;
@@ -111,7 +112,8 @@ enum Command {
     Tools(tools::ToolsCommand),
     /// Look at and tidy the memory store (stop `hermes serve` on that data directory first).
     Memory(memory::MemoryArgs),
-    /// Evaluations: `hermes eval memory --dataset FILE`.
+    /// Evaluations: `hermes eval memory --dataset FILE` (memory recall), `hermes eval tasks
+    /// --suite FILE` (whole tasks against a model).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
     /// Show the resolved configuration — which model each role uses and where that came
@@ -136,7 +138,7 @@ pub fn main() -> ExitCode {
         Command::Sessions(args) => all(true).and_then(|c| sessions::run(c, args)),
         Command::Tools(cmd) => all(true).and_then(|c| tools::run(c, cmd)),
         Command::Memory(args) => all(true).and_then(|c| memory::run(c, args)),
-        Command::Eval(cmd) => all(true).and_then(|c| eval::run(c, cmd)),
+        Command::Eval(cmd) => eval::run(cli.config.as_deref(), cli.model.clone(), cmd),
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
     };

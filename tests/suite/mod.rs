@@ -2,6 +2,7 @@ mod bad_input;
 mod bus_contract;
 mod config_files;
 mod demo_cli;
+mod eval_tasks;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;
