@@ -14,6 +14,7 @@ use crate::actors::planner::Planner;
 use crate::actors::router::SessionRouter;
 use crate::actors::session_search::SessionSearch;
 use crate::actors::tool_executor::{self, ToolExecutor};
+use crate::actors::triggers::Triggers;
 use crate::actors::{ActorDeps, ActorSet};
 use crate::bus::service::typed;
 use crate::bus::{self, Serving, SharedBus};
@@ -356,6 +357,17 @@ impl Engine {
             })??;
         self.services.extend(serving);
         self.router = Some(router);
+        if let Some(triggers) = Triggers::new(deps.bus.clone(), self.config.clone()) {
+            let listening =
+                deps.io
+                    .spawn(triggers.run())
+                    .await
+                    .map_err(|e| EngineError::Actor {
+                        actor: "session",
+                        reason: e.to_string(),
+                    })??;
+            self.services.push(Serving::new(AbortOnDrop(listening)));
+        }
         Ok(())
     }
 
@@ -389,5 +401,14 @@ impl Engine {
                 tracing::warn!(error = %e, "final flush failed");
             }
         }
+    }
+}
+
+/// Stops a background task when the engine's services are dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

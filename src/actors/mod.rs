@@ -9,6 +9,9 @@
 //! | [`mcp_bridge::McpBridge`] | `hermes.mcp.*` | MCP client sessions, sled `mcp_audit` |
 //! | [`memory_extractor::MemoryExtractor`] (+ [`memory_service`]) | `hermes.memory.recall` / `.write` / `.forget` / `.list`, queue `hermes.memory.extract` | sled `memories`, `memory_keys`, `memory_vectors`, `memory_refs`, `memory_extracted` |
 //!
+//! [`triggers::Triggers`], beside the session service, turns events on any captured subject
+//! (`[[triggers]]`) into session messages.
+//!
 //! Requests are [`crate::bus::Handler`]s that run where the message arrives; mailboxes are for
 //! what must be serialised — a session's turns, the extractor's queue, the bridge's connections.
 
@@ -21,6 +24,7 @@ pub mod session;
 pub mod session_search;
 pub mod settle;
 pub mod tool_executor;
+pub mod triggers;
 
 use std::sync::Arc;
 

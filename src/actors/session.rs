@@ -206,7 +206,9 @@ impl Handler<Deliver> for SessionActor {
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
         // A delegated task may be sent again by a parent that cannot tell whether it arrived.
-        let repeatable = msg.redelivered || msg.inbound.envelope.body.delegation.is_some();
+        // So may a trigger whose event was published twice.
+        let body = &msg.inbound.envelope.body;
+        let repeatable = msg.redelivered || body.delegation.is_some() || body.trigger.is_some();
         if repeatable && self.already_accepted(&msg.inbound, ctx) {
             return;
         }

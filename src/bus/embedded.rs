@@ -27,12 +27,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use tokio::sync::oneshot;
 
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
-    Bus, BusError, DurableConsumer, DurableOptions, Handler, Message, Serving, Subscription,
-    DEFAULT_MAX_PAYLOAD,
+    Bus, BusError, CaptureOptions, DurableConsumer, DurableMessage, DurableOptions, Handler,
+    Message, Serving, Subscription, DEFAULT_MAX_PAYLOAD,
 };
 use crate::store::durability::Durable;
 use durable::Queues;
@@ -251,9 +252,45 @@ impl Bus for EmbeddedBus {
         Ok(self.queues.get(queue)?.consumer(options))
     }
 
+    /// A subscription to each subject whose messages are settled by handling them: an
+    /// in-process publisher has nothing to replay after a restart.
+    async fn capture(
+        &self,
+        _name: &str,
+        subjects: &[String],
+        _options: CaptureOptions,
+    ) -> Result<DurableConsumer, BusError> {
+        let mut streams = Vec::new();
+        for subject in subjects {
+            check_subject(subject, true)?;
+            streams.push(self.subscribe(subject).await?.into_stream());
+        }
+        let merged = futures::stream::select_all(streams).map(|message| {
+            Ok(DurableMessage::new(message.payload, 1, Box::new(Settled))
+                .with_origin(message.subject, None))
+        });
+        Ok(DurableConsumer::new(merged))
+    }
+
     /// Every publish has already been handed to its listeners (and every handler has run)
     /// when it returns, so there is nothing left to wait for.
     async fn flush(&self) -> Result<(), BusError> {
+        Ok(())
+    }
+}
+
+/// The acknowledgement of a captured message on the embedded bus: nothing to settle.
+struct Settled;
+
+#[async_trait]
+impl super::Acker for Settled {
+    async fn ack(&self) -> Result<(), BusError> {
+        Ok(())
+    }
+    async fn nak(&self, _delay: Option<Duration>) -> Result<(), BusError> {
+        Ok(())
+    }
+    async fn in_progress(&self) -> Result<(), BusError> {
         Ok(())
     }
 }

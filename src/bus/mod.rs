@@ -53,6 +53,11 @@ impl Subscription {
     pub async fn next(&mut self) -> Option<Message> {
         self.inner.next().await
     }
+
+    /// The messages as a stream.
+    pub fn into_stream(self) -> Pin<Box<dyn Stream<Item = Message> + Send>> {
+        self.inner
+    }
 }
 
 /// A service on the bus: answers messages where they arrive. The embedded bus calls it in the
@@ -107,6 +112,10 @@ pub struct DurableMessage {
     pub payload: Bytes,
     /// 1 on first delivery, 2 on the first redelivery, and so on.
     pub delivery: u64,
+    /// The subject it was published on (captured subjects, [`Bus::capture`]).
+    pub subject: Option<String>,
+    /// The publisher's `Nats-Msg-Id` header, if it set one.
+    pub msg_id: Option<String>,
     acker: Box<dyn Acker>,
 }
 
@@ -115,8 +124,17 @@ impl DurableMessage {
         Self {
             payload,
             delivery,
+            subject: None,
+            msg_id: None,
             acker,
         }
+    }
+
+    /// Where the message was published and the id its publisher gave it.
+    pub fn with_origin(mut self, subject: String, msg_id: Option<String>) -> Self {
+        self.subject = Some(subject);
+        self.msg_id = msg_id;
+        self
     }
 
     pub async fn ack(&self) -> Result<(), BusError> {
@@ -175,6 +193,23 @@ impl Default for DurableOptions {
         Self {
             ack_wait: Duration::from_secs(30),
             max_deliver: 10,
+        }
+    }
+}
+
+/// How captured subjects are kept ([`Bus::capture`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureOptions {
+    pub durable: DurableOptions,
+    /// A message whose `Nats-Msg-Id` was seen within this window is dropped as a repeat.
+    pub dedupe_window: Duration,
+}
+
+impl Default for CaptureOptions {
+    fn default() -> Self {
+        Self {
+            durable: DurableOptions::default(),
+            dedupe_window: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -251,6 +286,17 @@ pub trait Bus: Send + Sync + 'static {
         &self,
         queue: &str,
         options: DurableOptions,
+    ) -> Result<DurableConsumer, BusError>;
+
+    /// Capture every message published on `subjects` (any subjects, not only Hermes' own)
+    /// and consume them as the durable work queue `name`. On NATS a JetStream stream keeps
+    /// what is published while no consumer runs, and drops a repeat of a `Nats-Msg-Id` within
+    /// `options.dedupe_window`; the embedded bus subscribes (nothing outlives the process).
+    async fn capture(
+        &self,
+        name: &str,
+        subjects: &[String],
+        options: CaptureOptions,
     ) -> Result<DurableConsumer, BusError>;
 
     /// Wait until everything published so far has left this process.

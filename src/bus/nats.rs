@@ -36,7 +36,8 @@ use super::auth::NatsAuth;
 use super::cluster::{Cluster, ClusterOptions};
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
-    Bus, BusError, DurableConsumer, DurableOptions, Handler, Message, Serving, Subscription,
+    Bus, BusError, CaptureOptions, DurableConsumer, DurableOptions, Handler, Message, Serving,
+    Subscription,
 };
 
 /// How long the first connection attempt may take.
@@ -354,6 +355,26 @@ impl Bus for NatsBus {
             .map_err(|e| self.io_error("starting the durable consumer failed", e))??;
         self.set_stream_known(queue, true);
         Ok(consumer)
+    }
+
+    async fn capture(
+        &self,
+        name: &str,
+        subjects: &[String],
+        options: CaptureOptions,
+    ) -> Result<DurableConsumer, BusError> {
+        for subject in subjects {
+            check_subject(subject, true)?;
+        }
+        let context = self.jetstream.clone();
+        let (name, subjects) = (name.to_string(), subjects.to_vec());
+        let replicas = self.replicas();
+        let setup = self.runtime.spawn(async move {
+            jetstream::capture(&context, &name, &subjects, replicas, options).await
+        });
+        setup
+            .await
+            .map_err(|e| self.io_error("starting the capture consumer failed", e))?
     }
 
     async fn flush(&self) -> Result<(), BusError> {

@@ -30,15 +30,31 @@ pub const SECOND: &str =
 
 #[derive(Args)]
 pub struct DemoArgs {
+    #[command(subcommand)]
+    pub story: Option<Story>,
     /// Keep the demo's data here instead of a fresh temporary directory.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
     /// Seconds to wait for each turn.
-    #[arg(long, default_value_t = 300)]
-    timeout: u64,
+    #[arg(long, default_value_t = 300, global = true)]
+    pub timeout: u64,
 }
 
-pub fn run(mut config: Config, args: DemoArgs) -> anyhow::Result<()> {
+/// Another story than the shopping assistant.
+#[derive(clap::Subcommand)]
+pub enum Story {
+    /// Agents working together on an event: an order-delayed event on a NATS subject starts
+    /// a triage agent, which delegates in parallel to a logistics agent (an async
+    /// carrier-tracking job) and a customer-care agent (the customer's remembered
+    /// preferences), is woken by their answers and publishes one reply. Uses config/team.toml
+    /// with its scripted models; exits non-zero if any step of the story is missing.
+    Team,
+}
+
+pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
+    if let Some(Story::Team) = args.story.take() {
+        return super::demo_team::run(args);
+    }
     let _temp;
     config.engine.data_dir = match args.data_dir {
         Some(d) => d,

@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod demo;
+mod demo_team;
 mod doctor;
 mod eval;
 mod eval_tasks;

@@ -58,12 +58,22 @@ pub struct AgentConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentMemoryConfig {
-    /// Namespaces recalled from.
+    /// Namespaces recalled from; empty: the agent recalls nothing.
     #[serde(default = "default_namespaces")]
     pub read: Vec<String>,
-    /// The namespace finished turns are mined into; none: the agent writes no memories.
+    /// The namespace finished turns are mined into.
     #[serde(default = "default_write")]
-    pub write: Option<String>,
+    pub write: String,
+    /// Mine this agent's finished turns for memories at all.
+    #[serde(default = "yes")]
+    pub extract: bool,
+}
+
+impl AgentMemoryConfig {
+    /// The namespace this agent's turns are mined into, if they are mined.
+    pub fn writes(&self) -> Option<&str> {
+        self.extract.then_some(self.write.as_str())
+    }
 }
 
 impl Default for AgentMemoryConfig {
@@ -71,16 +81,21 @@ impl Default for AgentMemoryConfig {
         Self {
             read: default_namespaces(),
             write: default_write(),
+            extract: true,
         }
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_namespaces() -> Vec<String> {
     vec![DEFAULT_NAMESPACE.to_string()]
 }
 
-fn default_write() -> Option<String> {
-    Some(DEFAULT_NAMESPACE.to_string())
+fn default_write() -> String {
+    DEFAULT_NAMESPACE.to_string()
 }
 
 fn default_model() -> String {
@@ -149,7 +164,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                 }
             }
         }
-        for ns in agent.memory.read.iter().chain(agent.memory.write.iter()) {
+        for ns in agent.memory.read.iter().chain([&agent.memory.write]) {
             crate::protocol::subjects::check_id("memory namespace", ns)
                 .map_err(|e| invalid("memory", e.to_string()))?;
         }
@@ -203,7 +218,7 @@ scenario = "builtin:demo"
         let config = with(CARE).unwrap();
         let care = config.agent("care").unwrap();
         assert_eq!(care.model, "care");
-        assert_eq!(care.memory.write.as_deref(), Some("care"));
+        assert_eq!(care.memory.writes(), Some("care"));
         assert_eq!(config.agent("assistant").unwrap().model, "planner");
         assert!(config.models.model("care").is_some());
     }

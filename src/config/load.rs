@@ -104,6 +104,27 @@ pub fn load_file(path: Option<&Path>) -> Result<(Config, ConfigReport), ConfigEr
     Ok((config, report))
 }
 
+/// The defaults with the TOML `text` merged over them (`origin` names it in errors): how the
+/// team demo gets its configuration without a file.
+pub fn merged(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    let parse = |text: &str, origin: &str| {
+        toml::from_str::<toml::Value>(text).map_err(|e| ConfigError::Parse {
+            origin: origin.into(),
+            message: e.to_string(),
+        })
+    };
+    let mut base = parse(DEFAULT_CONFIG, "embedded defaults")?;
+    merge(&mut base, parse(text, origin)?);
+    let config: Config = base
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Parse {
+            origin: origin.into(),
+            message: e.to_string(),
+        })?;
+    config.check()?;
+    Ok(config)
+}
+
 /// Apply `--model` and the environment's conventions to the loaded `config`.
 ///
 /// Per role: `--model` wins (an OpenAI table keeps its endpoint and changes its model; any

@@ -11,12 +11,14 @@ pub mod cluster;
 pub mod load;
 pub mod models;
 pub mod tools;
+pub mod triggers;
 
 pub use agents::{AgentConfig, AgentMemoryConfig};
 pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
 pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
 pub use tools::ToolDefineConfig;
+pub use triggers::TriggerConfig;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,10 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
 /// The demo story's scripted model replies; `config/demo-scenario.toml`.
 pub const DEMO_SCENARIO: &str = include_str!("../../config/demo-scenario.toml");
+/// The team demo's configuration (`hermes demo team`); `config/team.toml`.
+pub const TEAM_CONFIG: &str = include_str!("../../config/team.toml");
+/// The team demo's scripted models (`builtin:team`); `config/team-scenario.toml`.
+pub const TEAM_SCENARIO: &str = include_str!("../../config/team-scenario.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -54,6 +60,9 @@ pub struct Config {
     pub tools: ToolsConfig,
     #[serde(default)]
     pub mcp: McpConfig,
+    /// NATS subjects whose events start agent turns.
+    #[serde(default)]
+    pub triggers: Vec<TriggerConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -373,6 +382,11 @@ impl Config {
         Self::parse(DEFAULT_CONFIG, "embedded defaults")
     }
 
+    /// The team demo's configuration: `config/team.toml` over the embedded defaults.
+    pub fn team() -> Result<Self, ConfigError> {
+        load::merged(TEAM_CONFIG, "config/team.toml")
+    }
+
     /// The embedded defaults with `path`'s tables merged over them (see [`load`]).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         Ok(load::load_file(path)?.0)
@@ -439,6 +453,7 @@ impl Config {
         }
         self.check_mcp_host()?;
         agents::check(self)?;
+        triggers::check(self)?;
         Ok(())
     }
 
@@ -488,6 +503,18 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_team_config_loads_with_its_agents_models_and_trigger() {
+        let c = Config::team().unwrap();
+        assert_eq!(
+            c.agent("triage").unwrap().delegates_to,
+            ["logistics", "care"]
+        );
+        assert_eq!(c.agent("care").unwrap().model, "care");
+        assert_eq!(c.triggers.len(), 1);
+        assert!(c.tools.builtin.iter().any(|t| t == "track_parcel"));
+    }
 
     #[test]
     fn embedded_defaults_parse() {

@@ -29,6 +29,8 @@ use super::{
 
 /// The scenario name that selects the text passed as `builtin_demo` to [`ReplayModel::load`].
 pub const BUILTIN_DEMO: &str = "builtin:demo";
+/// The team demo's script (`hermes demo team`).
+pub const BUILTIN_TEAM: &str = "builtin:team";
 
 /// How many deltas a reply is streamed in when its rule sets no `stream_chunks`.
 const DEFAULT_CHUNKS: usize = 8;
@@ -73,10 +75,13 @@ impl ReplayModel {
         if scenario == BUILTIN_DEMO {
             return Self::from_toml(builtin_demo, role, BUILTIN_DEMO);
         }
+        if scenario == BUILTIN_TEAM {
+            return Self::from_toml(crate::config::TEAM_SCENARIO, role, BUILTIN_TEAM);
+        }
         if scenario.starts_with("builtin:") {
             return Err(LlmError::Config(format!(
-                "replay scenario `{scenario}` does not exist; the built-in one is `{BUILTIN_DEMO}`, \
-                 anything else is a file path"
+                "replay scenario `{scenario}` does not exist; the built-in ones are \
+                 `{BUILTIN_DEMO}` and `{BUILTIN_TEAM}`, anything else is a file path"
             )));
         }
         let text = std::fs::read_to_string(scenario).map_err(|e| {

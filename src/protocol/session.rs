@@ -17,10 +17,14 @@ pub struct UserMessage {
     /// Set when another agent's turn delegated this task: the child session's turn reports
     /// its answer to that turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delegation: Option<Delegation>,
+    pub delegation: Option<Box<Delegation>>,
     /// A subject on which the turn's answer is published as well (a trigger's `reply_subject`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_to: Option<String>,
+    /// The trigger that turned an event into this message (its id is the event's, so a
+    /// repeated event is recognised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
 }
 
 impl UserMessage {
@@ -30,6 +34,7 @@ impl UserMessage {
             text: text.into(),
             delegation: None,
             answer_to: None,
+            trigger: None,
         }
     }
 }

@@ -442,11 +442,11 @@ mod tests {
         assert_eq!(err.code, ToolErrorCode::UnknownTool);
         assert_eq!(
             err.message,
-            "no tool named `order_lookpu`; available tools: add, current_time, generate_report, order_lookup"
+            "no tool named `order_lookpu`; available tools: add, current_time, generate_report, order_lookup, track_parcel"
         );
         assert_eq!(err.hint.as_deref(), Some("use one of the listed tools"));
         assert_eq!(err.details[0], "order_lookup");
-        assert_eq!(err.details.len(), 4);
+        assert_eq!(err.details.len(), 5);
     }
 
     #[test]
@@ -478,7 +478,13 @@ mod tests {
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
-            vec!["add", "current_time", "generate_report", "order_lookup"]
+            vec![
+                "add",
+                "current_time",
+                "generate_report",
+                "order_lookup",
+                "track_parcel"
+            ]
         );
         let lookup = &specs[3].input_schema;
         assert!(lookup["properties"].get(USER_ARG).is_none());

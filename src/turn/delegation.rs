@@ -203,7 +203,7 @@ pub(super) async fn send(
     chain.push(meta.active_agent().to_string());
     let body = UserMessage {
         text: child.task.clone(),
-        delegation: Some(Delegation {
+        delegation: Some(Box::new(Delegation {
             parent_agent: meta.agent.clone(),
             parent_session: meta.session.clone(),
             parent_turn: record.turn_id.clone(),
@@ -212,8 +212,9 @@ pub(super) async fn send(
             chain,
             token_budget: remaining_budget(agent, record),
             deadline: child.deadline,
-        }),
+        })),
         answer_to: None,
+        trigger: None,
     };
     let mut envelope = Envelope::request(body)
         .for_session(&child.agent, &child.session, Some(&meta.user))

@@ -317,7 +317,7 @@ async fn a_delegation_cycle_is_refused_with_a_clear_error() {
     };
     let message = Inbound {
         envelope: Envelope::request(UserMessage {
-            delegation: Some(delegation),
+            delegation: Some(Box::new(delegation)),
             ..UserMessage::text("where is it")
         }),
         user: "u1".into(),
@@ -371,7 +371,7 @@ async fn delegation_deeper_than_the_limit_is_refused() {
     };
     let message = Inbound {
         envelope: Envelope::request(UserMessage {
-            delegation: Some(delegation),
+            delegation: Some(Box::new(delegation)),
             ..UserMessage::text("where is it")
         }),
         user: "u1".into(),

@@ -181,7 +181,7 @@ pub async fn accept(
         .body
         .delegation
         .as_ref()
-        .map(super::delegation::parent_link);
+        .map(|d| super::delegation::parent_link(d));
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
     let saved = match env

@@ -309,11 +309,16 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         record.phase,
         TurnPhase::WaitingJob | TurnPhase::WaitingAgents | TurnPhase::WaitingUser
     ) {
+        let answered: Vec<String> = state
+            .current()
+            .iter()
+            .filter_map(|m| m.message.tool_call_id.clone())
+            .collect();
         state
             .emitter
             .emit(TurnEvent::TurnResumed {
                 turn_id: record.turn_id.clone(),
-                reason: resume_reason(record),
+                reason: resume_reason(record, &answered),
             })
             .await;
     }
@@ -332,20 +337,22 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             .await;
     }
     let hits = recall(state, &agent, &user_text, &record.turn_id).await;
-    state
-        .emitter
-        .emit(TurnEvent::MemoryRecalled {
-            turn_id: record.turn_id.clone(),
-            memories: hits
-                .iter()
-                .map(|h| RecalledMemory {
-                    key: h.record.key.clone(),
-                    content: h.record.content.clone(),
-                    score: h.score,
-                })
-                .collect(),
-        })
-        .await;
+    if !agent.memory.read.is_empty() {
+        state
+            .emitter
+            .emit(TurnEvent::MemoryRecalled {
+                turn_id: record.turn_id.clone(),
+                memories: hits
+                    .iter()
+                    .map(|h| RecalledMemory {
+                        key: h.record.key.clone(),
+                        content: h.record.content.clone(),
+                        score: h.score,
+                    })
+                    .collect(),
+            })
+            .await;
+    }
     let catalog = match env.ports.catalog().await {
         Ok(catalog) => catalog,
         Err(e) => {
@@ -427,12 +434,13 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
     }
 }
 
-/// What woke a paused turn, for its `turn.resumed` event.
-fn resume_reason(record: &TurnRecord) -> String {
+/// What woke a paused turn, for its `turn.resumed` event: the results that arrived and are
+/// not in the conversation yet (`answered`: the call ids that are).
+fn resume_reason(record: &TurnRecord, answered: &[String]) -> String {
     let arrived: Vec<String> = record
         .jobs
         .iter()
-        .filter(|j| j.result.is_some())
+        .filter(|j| j.result.is_some() && !answered.contains(&j.call_id))
         .map(|j| match &j.child {
             Some(child) => format!("agent `{}` answered", child.agent),
             None => format!("job {} of `{}` ended", j.job_id, j.tool),
@@ -647,7 +655,7 @@ async fn enqueue_extraction(
         .config
         .agents
         .get(meta.active_agent())
-        .and_then(|a| a.memory.write.clone());
+        .and_then(|a| a.memory.writes().map(str::to_string));
     let job = ExtractJob {
         write: write.is_some(),
         namespace: write.unwrap_or_else(|| crate::protocol::DEFAULT_NAMESPACE.into()),

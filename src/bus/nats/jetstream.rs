@@ -253,6 +253,85 @@ pub async fn consume(
     })))
 }
 
+/// Capture `subjects` into the work-queue stream `name` (created, or updated when the
+/// subjects changed) and consume it through one shared durable consumer. Repeats of a
+/// `Nats-Msg-Id` within the dedupe window never reach the stream.
+pub async fn capture(
+    context: &Context,
+    name: &str,
+    subjects: &[String],
+    replicas: usize,
+    options: super::super::CaptureOptions,
+) -> Result<DurableConsumer, BusError> {
+    let config = Config {
+        name: stream_name(name),
+        subjects: subjects.to_vec(),
+        retention: RetentionPolicy::WorkQueue,
+        storage: StorageType::File,
+        num_replicas: replicas.max(1),
+        duplicate_window: options.dedupe_window,
+        ..Default::default()
+    };
+    let stream = while_forming("creating a capture stream", || {
+        context.get_or_create_stream(config.clone())
+    })
+    .await
+    .map_err(|e| jetstream_error("cannot create or open the stream", name, e))?;
+    let mut stream = stream;
+    let current = stream
+        .info()
+        .await
+        .map_err(|e| jetstream_error("cannot read the stream", name, e))?
+        .config
+        .clone();
+    if current.subjects != config.subjects || current.duplicate_window != config.duplicate_window {
+        context
+            .update_stream(config.clone())
+            .await
+            .map_err(|e| jetstream_error("cannot update the stream's subjects", name, e))?;
+    }
+    let max_deliver = i64::try_from(options.durable.max_deliver)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(-1);
+    let consumer_config = pull::Config {
+        durable_name: Some(DURABLE_NAME.to_string()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: options.durable.ack_wait,
+        max_deliver,
+        ..Default::default()
+    };
+    let consumer = while_forming("creating a capture consumer", || {
+        stream.create_consumer(consumer_config.clone())
+    })
+    .await
+    .map_err(|e| jetstream_error("cannot create the durable consumer", name, e))?;
+    let messages = consumer
+        .stream()
+        .max_messages_per_batch(1)
+        .expires(PULL_EXPIRES)
+        .heartbeat(PULL_HEARTBEAT)
+        .messages()
+        .await
+        .map_err(|e| jetstream_error("cannot start pulling", name, e))?;
+    let (name, max) = (name.to_string(), options.durable.max_deliver);
+    Ok(DurableConsumer::new(messages.map(move |item| match item {
+        Ok(message) => {
+            let subject = message.subject.to_string();
+            let msg_id = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+                .map(|v| v.as_str().to_string());
+            Ok(durable_message(message, &name, max).with_origin(subject, msg_id))
+        }
+        Err(err) => Err(BusError::Io(format!(
+            "captured subjects `{name}`: pulling failed: {err}; the consumer keeps retrying, \
+             check that nats-server is reachable"
+        ))),
+    })))
+}
+
 fn durable_message(
     message: async_nats::jetstream::Message,
     queue: &str,

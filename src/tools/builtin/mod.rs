@@ -1,5 +1,5 @@
 //! Built-in tools, written in Rust and served by the tool-executor: `add`, `current_time`,
-//! `order_lookup` and the async demo `generate_report` ([`builtin`] builds one by name over
+//! `order_lookup`, the async demos `generate_report` and `track_parcel` ([`builtin`] builds one by name over
 //! the shared [`BuiltinData`]), and `job_status` and `tool_raw_get`, which read the
 //! executor's own stores ([`with_stores`]). Config's `tools.builtin` lists which are served.
 
@@ -10,6 +10,7 @@ mod generate_report;
 mod job_status;
 mod order_lookup;
 mod raw_get;
+mod track_parcel;
 
 use std::sync::Arc;
 
@@ -21,15 +22,17 @@ pub use job_status::JobStatusTool;
 pub use job_status::NAME as JOB_STATUS;
 pub use order_lookup::OrderLookup;
 pub use raw_get::{RawGet, NAME as RAW_GET};
+pub use track_parcel::TrackParcel;
 
 use super::stores::ToolStores;
 use super::Tool;
 
-const NAMES: [&str; 4] = [
+const NAMES: [&str; 5] = [
     add::NAME,
     current_time::NAME,
     generate_report::NAME,
     order_lookup::NAME,
+    track_parcel::NAME,
 ];
 const STORE_NAMES: [&str; 2] = [job_status::NAME, raw_get::NAME];
 
@@ -50,6 +53,7 @@ pub fn builtin(name: &str, data: &BuiltinData) -> Option<Arc<dyn Tool>> {
         current_time::NAME => Some(Arc::new(CurrentTime)),
         generate_report::NAME => Some(Arc::new(GenerateReport)),
         order_lookup::NAME => Some(Arc::new(OrderLookup::new(data.orders.clone()))),
+        track_parcel::NAME => Some(Arc::new(TrackParcel::new(data.orders.clone()))),
         _ => None,
     }
 }

@@ -1,0 +1,303 @@
+//! `hermes demo team`: agents working together on an event from another system, on the
+//! embedded defaults (`config/team.toml` with its scripted models).
+//!
+//! An `order.delayed` event is published on `shop.orders.<id>.delayed`; the trigger starts a
+//! turn of the triage agent, which delegates in parallel to logistics (an async carrier-
+//! tracking job) and care (the customer's remembered preferences), is woken by their answers
+//! and publishes one reply on `shop.orders.<id>.reply`. The trace shows every session's events
+//! as they happen; the command fails if the trigger, the two simultaneous delegations, the
+//! wake-ups or the reply is missing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+
+use hermes::actors::ActorSet;
+use hermes::bus::{rpc, SharedBus, Subscription};
+use hermes::config::Config;
+use hermes::engine::Engine;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::{kinds, MemoryKind, MemoryUpdate, MemoryWriteRequest, TurnEvent, UpdateOp};
+
+use super::demo::DemoArgs;
+use super::runtime::with_engine_runtime;
+
+const ORDER: &str = "JD-20251111-0042";
+const CUSTOMER: &str = "u-1001";
+
+/// One event of the trace: when, which session, what.
+struct Seen {
+    at: Duration,
+    agent: String,
+    session: String,
+    event: TurnEvent,
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let mut config = Config::team().context("the team demo's configuration")?;
+    let _temp;
+    config.engine.data_dir = match args.data_dir {
+        Some(d) => d,
+        None => {
+            _temp = tempfile::tempdir().context("cannot create a temporary data directory")?;
+            _temp.path().join("hermes")
+        }
+    };
+    config.bus.url = "embedded".into();
+    let config = Arc::new(config);
+    let timeout = Duration::from_secs(args.timeout);
+    with_engine_runtime(|io| async move {
+        println!(
+            "Hermes team demo — embedded bus, data in {}",
+            config.engine.data_dir.display()
+        );
+        let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
+        let bus = engine.bus.clone();
+        remember_preferences(&bus).await?;
+        let events = bus.subscribe("hermes.out.>").await?;
+        let reply_subject = format!("shop.orders.{ORDER}.reply");
+        let replies = bus.subscribe(&reply_subject).await?;
+        let event = json!({
+            "event_id": "evt-7781",
+            "customer": CUSTOMER,
+            "days_late": 2,
+            "tracking": "SF1428837610295",
+        });
+        let subject = format!("shop.orders.{ORDER}.delayed");
+        println!("\n== An event arrives on {subject}\n   {event}");
+        let start = Instant::now();
+        bus.publish(&subject, serde_json::to_vec(&event)?.into())
+            .await?;
+        let (seen, reply) = follow(events, replies, start, timeout).await;
+        engine.shutdown().await;
+        if let Some(reply) = &reply {
+            println!("\n== Published on {reply_subject}\n   {reply}");
+        }
+        let checks = checklist(&seen, reply.is_some());
+        println!("\n== What the trace shows");
+        for (ok, what) in &checks {
+            println!("  [{}] {what}", if *ok { "x" } else { " " });
+        }
+        let missing = checks.iter().filter(|(ok, _)| !ok).count();
+        if missing > 0 {
+            anyhow::bail!("{missing} team demo check(s) failed; see the trace above");
+        }
+        Ok(())
+    })
+}
+
+/// What the care agent will find: the customer's preferences, written as an import would.
+async fn remember_preferences(bus: &SharedBus) -> anyhow::Result<()> {
+    let memories = [
+        (
+            "contact_channel",
+            MemoryKind::Preference,
+            "Prefers to be contacted by WeChat message in Chinese, never by phone",
+        ),
+        (
+            "loyal_brand",
+            MemoryKind::Fact,
+            "Loyal Sony customer: bought Sony headphones on Singles' Day and was very happy",
+        ),
+    ];
+    for (key, kind, content) in memories {
+        let request = MemoryWriteRequest {
+            user: CUSTOMER.into(),
+            namespace: "default".into(),
+            update: MemoryUpdate {
+                op: UpdateOp::Add,
+                kind,
+                key: key.into(),
+                content: content.into(),
+                importance: 0.8,
+                expiry_days: None,
+                topics: vec!["contact".into(), "customer".into()],
+            },
+            source: "demo-team".into(),
+        };
+        rpc::request(
+            bus.as_ref(),
+            Envelope::request(request),
+            Duration::from_secs(10),
+        )
+        .await
+        .context("storing the customer's preferences")?;
+    }
+    println!("  remembered for {CUSTOMER}: WeChat only, loyal Sony customer");
+    Ok(())
+}
+
+/// Print every session's events until the reply is published (or time runs out).
+async fn follow(
+    mut events: Subscription,
+    mut replies: Subscription,
+    start: Instant,
+    timeout: Duration,
+) -> (Vec<Seen>, Option<String>) {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        tokio::select! {
+            message = events.next() => {
+                let Some(message) = message else { return (seen, None) };
+                let Some(item) = decode(&message.subject, &message.payload, start) else { continue };
+                print_line(&item);
+                seen.push(item);
+            }
+            reply = replies.next() => {
+                let text = reply.and_then(|m| {
+                    let envelope = Envelope::decode(&m.payload, usize::MAX).ok()?;
+                    let event = envelope.into_typed::<TurnEvent>(kinds::TURN_EVENT).ok()?;
+                    match event.body {
+                        TurnEvent::Answer { text, .. } => Some(text),
+                        _ => None,
+                    }
+                });
+                // A moment for the events published just before the reply.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(50), events.next()).await {
+                    if let Some(item) = decode(&message.subject, &message.payload, start) {
+                        print_line(&item);
+                        seen.push(item);
+                    }
+                }
+                return (seen, text);
+            }
+            _ = tokio::time::sleep_until(deadline) => return (seen, None),
+        }
+    }
+}
+
+fn decode(subject: &str, payload: &[u8], start: Instant) -> Option<Seen> {
+    let mut tokens = subject.splitn(4, '.').skip(2);
+    let (agent, session) = (tokens.next()?.to_string(), tokens.next()?.to_string());
+    let envelope = Envelope::decode(payload, usize::MAX).ok()?;
+    let event = envelope
+        .into_typed::<TurnEvent>(kinds::TURN_EVENT)
+        .ok()?
+        .body;
+    if matches!(event, TurnEvent::Delta { .. }) {
+        return None;
+    }
+    Some(Seen {
+        at: start.elapsed(),
+        agent,
+        session,
+        event,
+    })
+}
+
+fn print_line(item: &Seen) {
+    let what = match &item.event {
+        TurnEvent::TurnStarted { .. } => "turn started".to_string(),
+        TurnEvent::MemoryRecalled { memories, .. } => format!(
+            "recalled {} memories{}",
+            memories.len(),
+            memories
+                .first()
+                .map(|m| format!(": {}", m.content))
+                .unwrap_or_default()
+        ),
+        TurnEvent::ToolCall { name, .. } => format!("calls {name}"),
+        TurnEvent::ToolResult { result, .. } => {
+            format!(
+                "{} → {:?} ({} ms)",
+                result.name, result.status, result.duration_ms
+            )
+        }
+        TurnEvent::JobWaiting { name, job_id, .. } => {
+            format!("waits for job {job_id} ({name}); its actor is free")
+        }
+        TurnEvent::AgentDelegated { agent, session, .. } => {
+            format!("delegated to {agent} (session {session})")
+        }
+        TurnEvent::TurnResumed { reason, .. } => format!("woken: {reason}"),
+        TurnEvent::Answer { text, .. } => format!("answer: {text}"),
+        TurnEvent::Error { code, message, .. } => format!("error {code}: {message}"),
+        other => other.type_name().to_string(),
+    };
+    println!(
+        "  {:>6} ms  {:<10} {:<40} {what}",
+        item.at.as_millis(),
+        item.agent,
+        item.session
+    );
+}
+
+/// The checks of the story; each with what it shows.
+fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
+    fn of<'a>(seen: &'a [Seen], agent: &'a str) -> impl Iterator<Item = &'a Seen> + 'a {
+        seen.iter().filter(move |s| s.agent == agent)
+    }
+    let triage_started = of(seen, "triage").any(|s| {
+        s.session == format!("order-{ORDER}") && matches!(s.event, TurnEvent::TurnStarted { .. })
+    });
+    let delegated: Vec<&str> = of(seen, "triage")
+        .filter_map(|s| match &s.event {
+            TurnEvent::AgentDelegated { agent, .. } => Some(agent.as_str()),
+            _ => None,
+        })
+        .collect();
+    // Each child's turn from its start to its answer; the two must overlap.
+    let mut spans: BTreeMap<&str, (Option<Duration>, Option<Duration>)> = BTreeMap::new();
+    for s in seen.iter().filter(|s| s.agent != "triage") {
+        let span = spans.entry(s.agent.as_str()).or_default();
+        match s.event {
+            TurnEvent::TurnStarted { .. } => span.0 = span.0.or(Some(s.at)),
+            TurnEvent::Answer { .. } => span.1 = Some(s.at),
+            _ => {}
+        }
+    }
+    let both_ran = |a: &str, b: &str| match (spans.get(a), spans.get(b)) {
+        (Some((Some(s1), Some(e1))), Some((Some(s2), Some(e2)))) => s1 < e2 && s2 < e1,
+        _ => false,
+    };
+    let job_waited = of(seen, "logistics")
+        .any(|s| matches!(&s.event, TurnEvent::JobWaiting { name, .. } if name == "track_parcel"));
+    let job_woke = of(seen, "logistics").any(|s| matches!(s.event, TurnEvent::TurnResumed { .. }));
+    let care_recalled = of(seen, "care").any(
+        |s| matches!(&s.event, TurnEvent::MemoryRecalled { memories, .. } if !memories.is_empty()),
+    );
+    let triage_woke = of(seen, "triage")
+        .filter(|s| matches!(s.event, TurnEvent::TurnResumed { .. }))
+        .count();
+    let answered = of(seen, "triage").any(|s| matches!(s.event, TurnEvent::Answer { .. }));
+    vec![
+        (
+            triage_started,
+            format!("the trigger turned the event into a triage turn (session order-{ORDER})"),
+        ),
+        (
+            delegated.contains(&"logistics") && delegated.contains(&"care"),
+            format!(
+                "triage delegated to logistics and care in one step ({})",
+                delegated.join(", ")
+            ),
+        ),
+        (
+            both_ran("logistics", "care"),
+            "both delegated agents ran at the same time (their turns overlap)".into(),
+        ),
+        (
+            job_waited && job_woke,
+            "logistics waited on its async carrier-tracking job and was woken by it".into(),
+        ),
+        (
+            care_recalled,
+            "care recalled the customer's remembered preferences".into(),
+        ),
+        (
+            triage_woke >= 1 && answered,
+            format!(
+                "triage was woken by its agents' answers ({triage_woke} wake-ups) and answered"
+            ),
+        ),
+        (
+            replied,
+            format!("one reply was published on shop.orders.{ORDER}.reply"),
+        ),
+    ]
+}
