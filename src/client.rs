@@ -9,7 +9,9 @@ use crate::bus::{rpc, SharedBus, Subscription};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::Request;
 use crate::protocol::subjects;
-use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage};
+use crate::protocol::{
+    Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -100,6 +102,14 @@ impl SessionClient {
         let body = Confirmation {
             approve,
             call_id: call_id.map(str::to_string),
+        };
+        self.request(body, timeout).await
+    }
+
+    /// Cancel the session's turn in progress and the turns it delegated.
+    pub async fn cancel(&mut self, timeout: Duration) -> Result<CancelAccepted, ClientError> {
+        let body = Cancel {
+            reason: Some("cancelled with hermes send --cancel".into()),
         };
         self.request(body, timeout).await
     }

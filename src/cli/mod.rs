@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch; each subcommand lives in its own file.
 
+mod agents;
 mod bench_cmd;
 mod demo;
 mod demo_team;
@@ -111,6 +112,10 @@ enum Command {
     /// Tool definitions: `tools ls` lists them, `tools lint [--strict]` checks descriptions.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Agents: `agents ls` lists each with its model, tools, delegation and handoff targets,
+    /// memory namespaces, limits and triggers.
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
     /// Look at and tidy the memory store (stop `hermes serve` on that data directory first).
     Memory(memory::MemoryArgs),
     /// Evaluations: `hermes eval memory --dataset FILE` (memory recall), `hermes eval tasks
@@ -138,6 +143,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => all(false).and_then(|c| bench_cmd::run(c, args)),
         Command::Sessions(args) => all(true).and_then(|c| sessions::run(c, args)),
         Command::Tools(cmd) => all(true).and_then(|c| tools::run(c, cmd)),
+        Command::Agents(cmd) => all(true).and_then(|c| agents::run(c, cmd)),
         Command::Memory(args) => all(true).and_then(|c| memory::run(c, args)),
         Command::Eval(cmd) => eval::run(cli.config.as_deref(), cli.model.clone(), cmd),
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),

@@ -45,8 +45,12 @@ pub struct SendArgs {
     #[command(flatten)]
     target: Target,
     /// The message text.
-    #[arg(long, required_unless_present_any = ["confirm", "deny"])]
+    #[arg(long, required_unless_present_any = ["confirm", "deny", "cancel"])]
     text: Option<String>,
+    /// Stop the session's turn in progress — a running one at its next step, a waiting one at
+    /// once — and every turn it delegated to other agents.
+    #[arg(long, conflicts_with_all = ["text", "confirm", "deny"])]
+    cancel: bool,
     /// Approve the high-risk call the session's paused turn waits on, and follow the turn
     /// to its answer (a turn pauses with `confirmation.required` before such a call runs).
     #[arg(long, conflicts_with_all = ["text", "deny"])]
@@ -119,6 +123,30 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
                 printer.event(e);
             }
         };
+        if args.cancel {
+            let stopped = client.cancel(timeout).await?;
+            match &stopped.turn_id {
+                Some(turn) => println!(
+                    "cancelled turn {turn}{}",
+                    if stopped.children.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " and its delegated sessions {}",
+                            stopped.children.join(", ")
+                        )
+                    }
+                ),
+                None => println!(
+                    "nothing to cancel: session `{}` has no turn in progress",
+                    t.session
+                ),
+            }
+            if let Some(engine) = engine {
+                engine.shutdown().await;
+            }
+            return Ok(());
+        }
         let trace = match &args.text {
             Some(text) => client.turn(text, timeout, on_event).await?,
             None => {

@@ -104,8 +104,56 @@ pub fn run(config: Config, args: SessionsArgs) -> anyhow::Result<()> {
                     short(&task.summary, 200)
                 );
             }
+            for h in &meta.handoffs {
+                println!(
+                    "handoff  {} → {} at {} (turn {}){}",
+                    h.from,
+                    h.to,
+                    h.at.format("%Y-%m-%d %H:%M:%S"),
+                    h.turn_id,
+                    if h.reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", h.reason)
+                    }
+                );
+            }
+            if !meta.handoffs.is_empty() {
+                println!("answers  agent {} now", meta.active_agent());
+            }
             if let Some(t) = &task.turn {
                 println!("turn     {} {:?} step {}", t.turn_id, t.phase, t.step);
+                if let Some(p) = &t.parent {
+                    println!(
+                        "parent   delegated by {} (session {}, turn {}; chain {})",
+                        p.agent,
+                        p.session,
+                        p.turn_id,
+                        p.chain.join(" → ")
+                    );
+                }
+                for job in &t.jobs {
+                    let state = if job.result.is_some() {
+                        "done"
+                    } else {
+                        "waiting"
+                    };
+                    match &job.child {
+                        Some(c) => println!(
+                            "child    {} session {} ({state}, deadline {})",
+                            c.agent,
+                            c.session,
+                            c.deadline.format("%H:%M:%S")
+                        ),
+                        None => println!("job      {} of {} ({state})", job.job_id, job.tool),
+                    }
+                }
+                if t.tokens_used > 0 {
+                    println!(
+                        "tokens   {} used by this task (its delegated agents included)",
+                        t.tokens_used
+                    );
+                }
             }
             for m in store.messages(&agent, &session)? {
                 let role = match m.message.role {

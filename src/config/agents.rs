@@ -31,10 +31,10 @@ pub struct AgentConfig {
     /// The scene (tool group) whose tools this agent's model sees; none: every tool.
     #[serde(default)]
     pub scene: Option<String>,
-    /// The only tools this agent may see and call (besides `session_search`); empty: every
-    /// tool (narrowed by `scene`).
+    /// The only tools this agent may see and call (besides `session_search`); `[]`: none;
+    /// absent: every tool (narrowed by `scene`).
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub tools: Option<Vec<String>>,
     /// Which memory namespaces the agent recalls from and which one its turns are mined into.
     #[serde(default)]
     pub memory: AgentMemoryConfig,

@@ -362,8 +362,8 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
     };
     let mut definitions = catalog.definitions.clone();
     // An agent's own tool list is a whitelist: nothing else is shown or callable.
-    if !agent.tools.is_empty() {
-        definitions.retain(|d| agent.tools.contains(&d.name) || d.name == "session_search");
+    if let Some(allowed) = &agent.tools {
+        definitions.retain(|d| allowed.contains(&d.name) || d.name == "session_search");
     }
     // Only the active scene's tools (at most 15) are shown; the rest stay callable.
     let mut tools: Vec<ToolSpec> = if definitions.is_empty() {
