@@ -53,7 +53,7 @@ impl Drop for PythonWorker {
     }
 }
 
-fn find_python() -> PathBuf {
+pub fn find_python() -> PathBuf {
     if let Some(path) = std::env::var_os("HERMES_PYTHON") {
         return PathBuf::from(path);
     }

@@ -1,3 +1,4 @@
+mod agents;
 mod bad_input;
 mod bus_contract;
 mod config_files;

@@ -1,0 +1,289 @@
+//! Agents together and events in: the team of config/team.toml (triage delegating in parallel
+//! to logistics and care) driven by its trigger, on the embedded bus and on a real
+//! nats-server, through kill -9, with events that do not fit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hermes::bus::SharedBus;
+use hermes::config::Config;
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::{kinds, TurnEvent};
+
+use crate::common::engine::with_engine;
+use crate::common::hermes_proc::{hermes, Serve};
+use crate::common::nats_server::NatsServer;
+use crate::common::python_worker::find_python;
+use crate::common::runtime::multi_thread;
+
+const ORDER: &str = "JD-20251111-0042";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// config/team.toml with its data in `dir`, as a file for `hermes serve`.
+fn team_file(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("config/team.toml")).unwrap();
+    let path = dir.join("team.toml");
+    let data = dir.join("data");
+    std::fs::write(
+        &path,
+        format!("{text}\n[engine]\ndata_dir = \"{}\"\n", data.display()),
+    )
+    .unwrap();
+    path
+}
+
+fn event(event_id: &str) -> Bytes {
+    serde_json::to_vec(&serde_json::json!({
+        "event_id": event_id,
+        "customer": "u-1001",
+        "days_late": 2,
+        "tracking": "SF1428837610295",
+    }))
+    .unwrap()
+    .into()
+}
+
+/// A turn event from a `hermes.out.<agent>.<session>` message: (agent, session, event).
+fn turn_event(subject: &str, payload: &[u8]) -> Option<(String, String, TurnEvent)> {
+    let mut tokens = subject.split('.').skip(2);
+    let (agent, session) = (tokens.next()?.to_string(), tokens.next()?.to_string());
+    let envelope = Envelope::decode(payload, usize::MAX).ok()?;
+    let event = envelope
+        .into_typed::<TurnEvent>(kinds::TURN_EVENT)
+        .ok()?
+        .body;
+    Some((agent, session, event))
+}
+
+#[test]
+fn the_team_demo_plays_on_the_embedded_defaults() {
+    let out = hermes()
+        .args(["demo", "team", "--timeout", "60"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "[x] triage delegated to logistics and care in one step",
+        "[x] both delegated agents ran at the same time",
+        "[x] logistics waited on its async carrier-tracking job",
+        "[x] care recalled the customer's remembered preferences",
+        "[x] one reply was published",
+    ] {
+        assert!(stdout.contains(line), "missing `{line}` in\n{stdout}");
+    }
+}
+
+#[test]
+fn agents_ls_shows_each_agents_model_tools_and_delegates() {
+    let out = hermes()
+        .args(["--config", "config/team.toml", "agents", "ls"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("delegates to agent__logistics, agent__care"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("model        care (replay builtin:team)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("triggers     order-delayed (shop.orders.*.delayed)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_event_that_does_not_fit_is_audited_and_the_next_one_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::team().unwrap();
+    config.engine.data_dir = dir.path().join("data");
+    with_engine(config, |engine| async move {
+        let bus = engine.bus.clone();
+        let mut audit = bus.subscribe("hermes.audit.trigger").await.unwrap();
+        let mut replies = bus.subscribe("shop.orders.*.reply").await.unwrap();
+        for bad in [&b"not json"[..], br#"{"event_id": "e0", "days_late": 1}"#] {
+            bus.publish(&format!("shop.orders.{ORDER}.delayed"), Bytes::from(bad))
+                .await
+                .unwrap();
+            let record = tokio::time::timeout(Duration::from_secs(10), audit.next())
+                .await
+                .expect("an audit record")
+                .unwrap();
+            let text = String::from_utf8_lossy(&record.payload).to_string();
+            assert!(
+                text.contains("not JSON") || text.contains("no field `customer`"),
+                "{text}"
+            );
+        }
+        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("e1"))
+            .await
+            .unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(30), replies.next())
+            .await
+            .expect("the good event is answered")
+            .unwrap();
+        assert!(String::from_utf8_lossy(&reply.payload).contains("SF1428837610295"));
+    });
+}
+
+#[test]
+fn an_event_published_before_hermes_starts_is_answered_once_on_its_reply_subject() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = team_file(dir.path());
+    let publish = |event_id: &str, timeout: &str| {
+        Command::new(find_python())
+            .arg(repo().join("examples/publish_event.py"))
+            .args([
+                "--url",
+                &nats.url(),
+                "--event-id",
+                event_id,
+                "--timeout",
+                timeout,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Hermes has never run on this server: the trigger stream does not exist yet, so this
+    // event is lost to core NATS. Start Hermes once so the stream exists, then stop it.
+    let first = Serve::start(&config, &nats.url(), "all");
+    first.stop();
+    let script = publish("evt-before-start", "90");
+    std::thread::sleep(Duration::from_secs(1));
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let out = script.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("published shop.orders.JD-20251111-0042.delayed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SF1428837610295"),
+        "the agent's answer: {stdout}"
+    );
+    // The same event again (same Nats-Msg-Id): handled once, so no second answer comes.
+    let again = publish("evt-before-start", "6").wait_with_output().unwrap();
+    assert!(
+        !again.status.success(),
+        "a repeated event must not be answered twice: {}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    drop(serve);
+}
+
+#[test]
+fn killing_the_process_while_delegated_agents_run_loses_and_repeats_nothing() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = team_file(dir.path());
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let rt = multi_thread(2);
+    let url = nats.url();
+    let (events, answers) = rt.block_on(async move {
+        let bus: SharedBus = hermes::bus::connect(&url, None).await.unwrap();
+        let mut out = bus.subscribe("hermes.out.>").await.unwrap();
+        let mut replies = bus.subscribe("shop.orders.*.reply").await.unwrap();
+        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-kill"))
+            .await
+            .unwrap();
+        let mut events = Vec::new();
+        // Wait until both children have their task, then kill -9 the process that runs them
+        // and their parent (logistics' carrier job takes 2 s, so both are mid-way).
+        let mut delegated = 0;
+        while delegated < 2 {
+            let m = tokio::time::timeout(Duration::from_secs(30), out.next())
+                .await
+                .expect("the triage turn delegates")
+                .unwrap();
+            if let Some(e) = turn_event(&m.subject, &m.payload) {
+                delegated += usize::from(matches!(e.2, TurnEvent::AgentDelegated { .. }));
+                events.push(e);
+            }
+        }
+        serve.kill9();
+        let restart_url = url.clone();
+        let restarted =
+            tokio::task::spawn_blocking(move || Serve::start(&config, &restart_url, "all"));
+        let mut answers = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            tokio::select! {
+                m = out.next() => {
+                    let m = m.unwrap();
+                    if let Some(e) = turn_event(&m.subject, &m.payload) {
+                        events.push(e);
+                    }
+                }
+                r = replies.next() => answers.push(r.unwrap().payload),
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+            if !answers.is_empty() {
+                // Anything more (a second answer) would come within a few seconds.
+                let extra = tokio::time::sleep(Duration::from_secs(4));
+                tokio::pin!(extra);
+                loop {
+                    tokio::select! {
+                        r = replies.next() => answers.push(r.unwrap().payload),
+                        m = out.next() => {
+                            let m = m.unwrap();
+                            if let Some(e) = turn_event(&m.subject, &m.payload) {
+                                events.push(e);
+                            }
+                        }
+                        _ = &mut extra => break,
+                    }
+                }
+                break;
+            }
+        }
+        drop(restarted.await.unwrap());
+        (events, answers)
+    });
+    assert_eq!(answers.len(), 1, "exactly one reply after the crash");
+    let children: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter_map(|(_, _, e)| match e {
+            TurnEvent::AgentDelegated { session, .. } => Some(session.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        children.len(),
+        2,
+        "no task was delegated twice: {children:?}"
+    );
+    for agent in ["logistics", "care"] {
+        let answered = events
+            .iter()
+            .filter(|(a, _, e)| a == agent && matches!(e, TurnEvent::Answer { .. }))
+            .count();
+        assert!(answered >= 1, "{agent} answered after the restart");
+    }
+    let triage_answers = events
+        .iter()
+        .filter(|(a, _, e)| a == "triage" && matches!(e, TurnEvent::Answer { .. }))
+        .count();
+    assert!(triage_answers >= 1);
+}
