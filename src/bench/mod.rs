@@ -2,6 +2,7 @@
 //! history growth, W3 message passing) and our idle-sessions memory row, run through the
 //! whole engine on either bus.
 
+pub mod delegation;
 mod idle;
 mod measure;
 mod w1;
@@ -47,6 +48,9 @@ pub enum Workload {
     W3,
     /// This many sessions left idle in memory.
     Idle(usize),
+    /// Delegation overhead: 1, 4 and 16 children against direct tool calls
+    /// (needs [`delegation::config`]).
+    Delegation,
 }
 
 /// Turn the user's config into the bench config: bench model, `add` tool, no MCP servers,
@@ -86,6 +90,7 @@ pub async fn run(
             Workload::W2 => rows.push(w2::run(&engine, progress).await?),
             Workload::W3 => rows.extend(w3::run(&engine, progress).await?),
             Workload::Idle(n) => rows.push(idle::run(&engine, *n, progress).await?),
+            Workload::Delegation => rows.extend(delegation::run(&engine, progress).await?),
         }
     }
     let bus = config.bus.url.clone();

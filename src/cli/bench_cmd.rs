@@ -17,13 +17,17 @@ enum Which {
     W3,
     /// Memory of live idle sessions (not part of `all`).
     Idle,
+    /// Delegation overhead: one agent fanning out to 1, 4 and 16 agents against the same
+    /// number of direct tool calls, p50/p99 (not part of `all`).
+    Delegation,
     All,
 }
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Workload: w1 (tool loop), w2 (history growth), w3 (message passing), all (w1–w3), or
-    /// idle (RSS with many live idle sessions; see --sessions).
+    /// Workload: w1 (tool loop), w2 (history growth), w3 (message passing), all (w1–w3),
+    /// idle (RSS with many live idle sessions; see --sessions), or delegation (what a
+    /// delegated agent adds over a direct tool call, 1/4/16 children).
     #[arg(value_enum, default_value = "all")]
     workload: Which,
     /// Sessions for the `idle` workload.
@@ -56,12 +60,16 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         .data_dir
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
-    let config = bench::bench_config(config, &args.bus, &dir)?;
+    let mut config = bench::bench_config(config, &args.bus, &dir)?;
+    if matches!(args.workload, Which::Delegation) {
+        config = bench::delegation::config(config, &dir)?;
+    }
     let workloads = match args.workload {
         Which::W1 => vec![Workload::W1],
         Which::W2 => vec![Workload::W2],
         Which::W3 => vec![Workload::W3],
         Which::Idle => vec![Workload::Idle(args.sessions)],
+        Which::Delegation => vec![Workload::Delegation],
         Which::All => vec![Workload::W1, Workload::W2, Workload::W3],
     };
     let json = args.json;
