@@ -41,6 +41,9 @@ pub struct SessionActor {
     router: SessionRouter,
     /// The inbox items being handled, acked when done.
     settling: Vec<Settle>,
+    /// Parked turns to look at once after a (re)start: their work may have ended while the
+    /// session was not running.
+    to_poll: Vec<String>,
 }
 
 impl SessionActor {
@@ -54,6 +57,7 @@ impl SessionActor {
             history: Arc::new(Vec::new()),
             router,
             settling: Vec::new(),
+            to_poll: Vec::new(),
         }
     }
 
@@ -108,9 +112,29 @@ impl SessionActor {
                     if let Some(at) = turn::delegation::next_deadline(&act.task) {
                         act.router.wake_at(act.key(), at);
                     }
-                    act.finished();
+                    act.after_turn(ctx);
                 }),
         );
+    }
+
+    /// A turn stopped (answered, failed or waiting): a parked turn whose work ended
+    /// meanwhile, or one not looked at since the actor started, goes next; else the item in
+    /// hand is done.
+    fn after_turn(&mut self, ctx: &mut Context<Self>) {
+        let ready = self
+            .task
+            .parked
+            .iter()
+            .find(|t| t.unfinished_jobs().next().is_none())
+            .map(|t| t.turn_id.clone())
+            .or_else(|| self.to_poll.pop());
+        if let Some(turn_id) = ready {
+            if self.task.unpark(&turn_id) {
+                tracing::info!(session = %self.session, turn = %turn_id, "a waiting turn goes on");
+                return self.run(ctx);
+            }
+        }
+        self.finished();
     }
 }
 
@@ -129,10 +153,10 @@ impl SessionActor {
             }
             (meta, task)
         };
-        ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
+        ctx.wait(fut.into_actor(self).map(|(meta, task), act, ctx| {
             act.meta = Some(meta);
             act.task = task;
-            act.finished();
+            act.after_turn(ctx);
         }));
     }
 }
@@ -151,11 +175,14 @@ impl Actor for SessionActor {
                 act.meta = meta;
                 act.history = Arc::new(messages);
                 act.task = task;
+                act.to_poll = act.task.parked.iter().map(|t| t.turn_id.clone()).collect();
                 if let Some(t) = act.task.resumable_turn() {
                     tracing::info!(session = %act.session, turn = %t.turn_id, phase = ?t.phase, "resuming an interrupted turn");
                     act.run(ctx);
                 } else if act.task.pending_extraction().is_some() {
                     act.queue_extraction(ctx);
+                } else if !act.to_poll.is_empty() {
+                    act.after_turn(ctx);
                 }
             }
             Err(e) => {
@@ -387,14 +414,21 @@ impl Handler<Wake> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
-        let waiting = self
+        // The waiting turn (current or parked) whose delegated agent is due first.
+        let due = self
             .task
-            .unfinished_turn()
-            .is_some_and(|t| t.phase == TurnPhase::WaitingAgents);
-        if waiting {
-            self.run(ctx);
-        } else {
-            self.finished();
+            .turn
+            .iter()
+            .chain(&self.task.parked)
+            .filter(|t| t.phase == TurnPhase::WaitingAgents)
+            .filter_map(|t| {
+                let first = t.unfinished_children().map(|(_, c)| c.deadline).min()?;
+                Some((first, t.turn_id.clone()))
+            })
+            .min();
+        match due {
+            Some((_, turn_id)) if self.task.unpark(&turn_id) => self.run(ctx),
+            _ => self.finished(),
         }
     }
 }
@@ -407,6 +441,30 @@ impl Handler<JobFinished> for SessionActor {
     /// the executor for the job's state when it resumes.
     fn handle(&mut self, msg: JobFinished, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
+        // A parked turn's job: that turn becomes the current one, unless the current turn
+        // cannot step aside (it waits for the user), in which case the parked turn keeps the
+        // result and reads it again when it goes on.
+        let owner = self
+            .task
+            .turn_awaiting(&msg.event.job_id)
+            .map(|t| t.turn_id.clone());
+        if let Some(owner) = owner {
+            if !self.task.unpark(&owner) {
+                if let Some(job) = self
+                    .task
+                    .parked
+                    .iter_mut()
+                    .flat_map(|t| t.jobs.iter_mut())
+                    .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
+                {
+                    if let Some(result) = turn::finished_by(job, &msg.event) {
+                        job.result = Some((&result).into());
+                    }
+                }
+                self.finished();
+                return;
+            }
+        }
         let awaited = self.task.unfinished_turn_mut().and_then(|t| {
             t.jobs
                 .iter_mut()

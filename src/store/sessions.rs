@@ -255,7 +255,10 @@ impl SessionStore {
         for item in self.tasks.iter() {
             let (k, v) = item?;
             let task: TaskState = decode("task state", &v)?;
-            if task.resumable_turn().is_some() || task.pending_extraction().is_some() {
+            if task.resumable_turn().is_some()
+                || task.pending_extraction().is_some()
+                || !task.parked.is_empty()
+            {
                 let key = String::from_utf8_lossy(&k).to_string();
                 if let Some((agent, session)) = key.split_once('\0') {
                     out.push((agent.to_string(), session.to_string()));

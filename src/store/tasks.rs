@@ -210,6 +210,10 @@ pub struct TaskState {
     pub goal_tokens: u32,
     #[serde(default)]
     pub turn: Option<TurnRecord>,
+    /// Earlier turns that wait for their jobs or delegated agents while a newer turn talks
+    /// with the user; each goes on when its work ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parked: Vec<TurnRecord>,
     /// Identifiers pulled from tool results (`order_id=…`), shown to the model as key facts.
     #[serde(default)]
     pub key_facts: Vec<String>,
@@ -238,5 +242,57 @@ impl TaskState {
     /// The unfinished turn, to change its waiting state.
     pub fn unfinished_turn_mut(&mut self) -> Option<&mut TurnRecord> {
         self.turn.as_mut().filter(|t| !t.phase.is_final())
+    }
+
+    /// Move the turn in progress aside when it only waits for jobs or delegated agents, so a
+    /// new message can start a turn of its own; false when it is doing something else.
+    pub fn park_waiting(&mut self) -> bool {
+        let parkable = self
+            .turn
+            .as_ref()
+            .is_some_and(|t| matches!(t.phase, TurnPhase::WaitingJob | TurnPhase::WaitingAgents));
+        if parkable {
+            self.parked.extend(self.turn.take());
+        }
+        parkable
+    }
+
+    /// The turn (current or parked) that awaits `job_id`.
+    pub fn turn_awaiting(&self, job_id: &str) -> Option<&TurnRecord> {
+        self.turn
+            .iter()
+            .chain(&self.parked)
+            .filter(|t| !t.phase.is_final())
+            .find(|t| t.unfinished_jobs().any(|j| j.job_id == job_id))
+    }
+
+    /// Make parked turn `turn_id` the current one (parking the current if it waits for work);
+    /// false when the current turn cannot step aside (it runs, waits for the user, or still
+    /// has to queue its extraction).
+    pub fn unpark(&mut self, turn_id: &str) -> bool {
+        let Some(at) = self.parked.iter().position(|t| t.turn_id == turn_id) else {
+            return self.turn.as_ref().is_some_and(|t| t.turn_id == turn_id);
+        };
+        let current_free = match &self.turn {
+            None => true,
+            Some(t) if t.phase.is_final() => self.pending_extraction().is_none(),
+            Some(_) => false,
+        };
+        if !current_free && !self.park_waiting() {
+            return false;
+        }
+        self.turn = Some(self.parked.remove(at));
+        true
+    }
+
+    /// Ids of turns that are not over (current and parked): their messages are not history
+    /// yet.
+    pub fn open_turn_ids(&self) -> Vec<&str> {
+        self.turn
+            .iter()
+            .chain(&self.parked)
+            .filter(|t| !t.phase.is_final())
+            .map(|t| t.turn_id.as_str())
+            .collect()
     }
 }

@@ -9,6 +9,7 @@ use crate::context::tokens::MESSAGE_OVERHEAD;
 use crate::llm::{ChatMessage, ToolSpec};
 use crate::protocol::{RecallHit, SummariseRequest};
 use crate::store::sessions::StoredMessage;
+use crate::store::tasks::TaskState;
 
 /// The parts of the context that stay the same for every step of a turn.
 pub(super) struct Fixed {
@@ -87,17 +88,22 @@ pub(super) fn assemble(
             task.key_facts.join(", ")
         ))
     });
-    let facts_tokens = facts
-        .as_ref()
-        .map_or(0, |m| state.env.tokens.count_message(m));
     let start = usize::try_from(task.summary_upto)
         .unwrap_or(usize::MAX)
         .min(state.log.len());
-    let end = super::turn_start(
-        state.log,
-        current.first().map_or("", |m| m.turn_id.as_str()),
-    );
-    let history = &state.log[start..end.max(start)];
+    let end = task
+        .turn
+        .as_ref()
+        .map_or(state.log.len(), |t| super::turn_start(state.log, t));
+    let history = finished_turns(&state.log[start..end.max(start)], task);
+    let facts = match (facts, running_note(task)) {
+        (Some(f), Some(note)) => Some(ChatMessage::system(format!("{}\n{note}", f.content))),
+        (f, note) => f.or_else(|| note.map(ChatMessage::system)),
+    };
+    let facts_tokens = facts
+        .as_ref()
+        .map_or(0, |m| state.env.tokens.count_message(m));
+    let history = &history[..];
     let parts = ContextParts {
         system: Counted {
             message: &fixed.system,
@@ -139,14 +145,83 @@ pub(super) fn assemble(
     Ok(assembled.messages)
 }
 
+/// The history as the model may see it: without the messages of turns that are not over
+/// (a turn waiting for its work has a tool call without its result), and each turn's
+/// messages together even where a newer turn talked while it waited.
+fn finished_turns(history: &[StoredMessage], task: &TaskState) -> Vec<StoredMessage> {
+    let open = task.open_turn_ids();
+    let kept: Vec<&StoredMessage> = history
+        .iter()
+        .filter(|m| !open.contains(&m.turn_id.as_str()))
+        .collect();
+    // Turns in the order they started; interleaved when one comes back after another.
+    let mut order: Vec<&str> = Vec::new();
+    let mut interleaved = false;
+    for m in &kept {
+        if order.last() != Some(&m.turn_id.as_str()) {
+            interleaved |= order.contains(&m.turn_id.as_str());
+            if !interleaved || !order.contains(&m.turn_id.as_str()) {
+                order.push(&m.turn_id);
+            }
+        }
+    }
+    if !interleaved {
+        return kept.into_iter().cloned().collect();
+    }
+    order
+        .iter()
+        .flat_map(|id| kept.iter().filter(move |m| m.turn_id == *id))
+        .map(|m| (*m).clone())
+        .collect()
+}
+
+/// What earlier turns of the session still wait for, so a turn that talks meanwhile can say
+/// how far along they are.
+fn running_note(task: &TaskState) -> Option<String> {
+    let mut lines = Vec::new();
+    for turn in &task.parked {
+        for job in turn.unfinished_jobs() {
+            let since = chrono::Utc::now()
+                .signed_duration_since(job.submitted_at)
+                .num_seconds()
+                .max(0);
+            lines.push(match &job.child {
+                Some(child) => format!(
+                    "- agent `{}` is working on \"{}\" (for {since} s)",
+                    child.agent,
+                    child.task.chars().take(120).collect::<String>()
+                ),
+                None => format!(
+                    "- job {} of `{}` is running (for {since} s; `job_status` with this job_id \
+                     tells its progress)",
+                    job.job_id, job.tool
+                ),
+            });
+        }
+    }
+    (!lines.is_empty()).then(|| {
+        format!(
+            "Work still running for earlier requests of this conversation; its results come \
+             back by themselves, do not start it again:\n{}",
+            lines.join("\n")
+        )
+    })
+}
+
 /// Fold older turns into the summary once enough have piled up behind the recent ones. A
 /// summariser failure is logged and the turns stay verbatim (the budget still holds).
 pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig) {
     let start = usize::try_from(state.task.summary_upto)
         .unwrap_or(usize::MAX)
         .min(state.log.len());
-    let turn_id = state.task.turn.as_ref().map_or("", |t| t.turn_id.as_str());
-    let end = super::turn_start(state.log, turn_id).max(start);
+    // Only what lies before every open turn: a waiting turn's messages are not history yet.
+    let open = state.task.open_turn_ids();
+    let end = state
+        .log
+        .iter()
+        .position(|m| open.contains(&m.turn_id.as_str()))
+        .unwrap_or(state.log.len())
+        .max(start);
     let history = &state.log[start..end];
     let Some(split) = compaction::fold_split(history, agent.recent_turns) else {
         return;

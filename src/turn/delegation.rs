@@ -420,9 +420,10 @@ pub fn parent_link(delegation: &Delegation) -> ParentLink {
 /// The earliest deadline among the turn's unfinished children: when to look at them again
 /// even if no answer arrives.
 pub fn next_deadline(task: &TaskState) -> Option<chrono::DateTime<Utc>> {
-    task.unfinished_turn()?
-        .unfinished_children()
-        .map(|(_, c)| c.deadline)
+    task.unfinished_turn()
+        .into_iter()
+        .chain(&task.parked)
+        .flat_map(|t| t.unfinished_children().map(|(_, c)| c.deadline))
         .min()
 }
 

@@ -152,8 +152,11 @@ pub async fn accept(
         .await;
         return Acceptance::Refused;
     }
+    // A turn that only waits for a job or other agents steps aside: the user may talk
+    // meanwhile ("how far along is it?"), and it goes on by itself when its work ends. Any
+    // other unfinished turn (running, or waiting for the user's decision) comes first.
+    let parked = task.park_waiting();
     if let Some(t) = task.unfinished_turn() {
-        // One turn at a time: a new message never interleaves with a paused turn.
         let (code, text) = busy(t);
         reply(env, msg.reply.as_deref(), &error_envelope(code, text)).await;
         return Acceptance::Refused;
@@ -194,6 +197,10 @@ pub async fn accept(
     };
     if let Err(e) = saved {
         task.turn = None;
+        if parked {
+            // Put the waiting turn back where it was.
+            task.turn = task.parked.pop();
+        }
         if e.hands_back() {
             return Acceptance::HandedBack;
         }

@@ -178,25 +178,32 @@ impl TurnState<'_> {
         Ok(())
     }
 
-    /// This turn's messages so far (those already in the log, then those added now).
+    /// This turn's messages so far (those already in the log, then those added now). Another
+    /// turn's messages may sit between them (it talked while this one waited): they are left
+    /// out.
     fn current(&self) -> Vec<StoredMessage> {
-        let turn_id = self
-            .task
-            .turn
-            .as_ref()
-            .map(|t| t.turn_id.as_str())
-            .unwrap_or("");
-        let start = turn_start(self.log, turn_id);
-        let mut current = self.log[start..].to_vec();
+        let Some(record) = self.task.turn.as_ref() else {
+            return self.added.clone();
+        };
+        let start = turn_start(self.log, record);
+        let mut current: Vec<StoredMessage> = self.log[start..]
+            .iter()
+            .filter(|m| m.turn_id == record.turn_id)
+            .cloned()
+            .collect();
         current.extend(self.added.iter().cloned());
         current
     }
 }
 
-/// Index where the turn `turn_id` starts at the end of `log`.
-fn turn_start(log: &[StoredMessage], turn_id: &str) -> usize {
+/// Index of the first message of `record`'s turn (its user message) in `log`; `log.len()`
+/// when it is not there.
+fn turn_start(log: &[StoredMessage], record: &TurnRecord) -> usize {
+    if let Some(at) = log.iter().rposition(|m| m.id == record.message_id) {
+        return at;
+    }
     let mut start = log.len();
-    while start > 0 && log[start - 1].turn_id == turn_id {
+    while start > 0 && log[start - 1].turn_id == record.turn_id {
         start -= 1;
     }
     start
@@ -261,6 +268,25 @@ async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &TurnError) {
 /// Stop the session's unfinished turn at the user's request (`user.cancel`), with the agents
 /// it delegated to; the turn that was stopped and the child sessions told.
 pub async fn cancel(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    reason: &str,
+) -> crate::protocol::CancelAccepted {
+    // Turns parked while a newer one talked are stopped as well.
+    let parked: Vec<String> = task.parked.iter().map(|t| t.turn_id.clone()).collect();
+    let mut stopped = cancel_current(env, meta, task, reason).await;
+    for turn_id in parked {
+        if task.unpark(&turn_id) {
+            let more = cancel_current(env, meta, task, reason).await;
+            stopped.children.extend(more.children);
+            stopped.turn_id = stopped.turn_id.or(more.turn_id);
+        }
+    }
+    stopped
+}
+
+async fn cancel_current(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
@@ -527,8 +553,12 @@ pub async fn queue_extraction(
     let Some(record) = task.pending_extraction().cloned() else {
         return Ok(());
     };
-    let start = turn_start(log, &record.turn_id);
-    if let Some(answer) = log.last().filter(|_| start < log.len()) {
+    let start = turn_start(log, &record);
+    let own: Vec<&StoredMessage> = log[start.min(log.len())..]
+        .iter()
+        .filter(|m| m.turn_id == record.turn_id)
+        .collect();
+    if let Some(answer) = own.last().filter(|_| own.len() > 1) {
         Emitter::new(env.ports.clone(), meta, &record.trace_id)
             .emit(TurnEvent::Answer {
                 turn_id: record.turn_id.clone(),
@@ -536,7 +566,7 @@ pub async fn queue_extraction(
             })
             .await;
     }
-    let queued = match (log.get(start), log.last()) {
+    let queued = match (own.first(), own.last().filter(|_| own.len() > 1)) {
         (Some(user_message), Some(answer)) => {
             enqueue_extraction(env, meta, &record, user_message, &answer.message.content).await
         }
@@ -683,5 +713,7 @@ async fn enqueue_extraction(
 mod delegation_tests;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod talk_tests;
 #[cfg(test)]
 mod tests;

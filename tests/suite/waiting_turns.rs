@@ -404,3 +404,35 @@ fn hermes_send_confirm_resumes_a_paused_turn_from_another_process() {
     assert!(!ok, "nothing is left to decide");
     assert!(stderr.contains("nothing_to_confirm"), "{stderr}");
 }
+
+#[test]
+fn the_user_can_talk_while_a_job_runs_and_the_job_turn_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path(), &script());
+    config.mcp.servers.clear();
+    with_engine(config, |engine| async move {
+        let mut client = SessionClient::open(engine.bus.clone(), "assistant", "talk", "u1")
+            .await
+            .unwrap();
+        client.send("a slow report please", T).await.unwrap();
+        let report_turn = loop {
+            match client.next_event(T).await.unwrap() {
+                Some(TurnEvent::JobWaiting { turn_id, .. }) => break turn_id,
+                Some(_) => continue,
+                None => panic!("the report turn never waited for its job"),
+            }
+        };
+        // While the 3 s job runs, a new message is answered instead of refused.
+        let side = client.turn("how far along is it?", T, |_| {}).await.unwrap();
+        assert_eq!(side.answer.as_deref(), Some("Hello."), "{:?}", side.error);
+        let late = loop {
+            match client.next_event(T).await.unwrap() {
+                Some(TurnEvent::Answer { turn_id, text }) => break (turn_id, text),
+                Some(_) => continue,
+                None => panic!("the report turn never answered"),
+            }
+        };
+        assert_eq!(late.0, report_turn, "the late answer names its own turn");
+        assert_eq!(late.1, "Your report is ready.");
+    });
+}
