@@ -287,3 +287,99 @@ fn killing_the_process_while_delegated_agents_run_loses_and_repeats_nothing() {
         .count();
     assert!(triage_answers >= 1);
 }
+
+/// One event for `order`, with `crash` run once its triage turn has delegated both tasks;
+/// the events seen and the replies published until a few seconds after the first reply.
+async fn crash_mid_delegation(
+    bus: &SharedBus,
+    order: &str,
+    crash: impl FnOnce(),
+) -> (Vec<(String, String, TurnEvent)>, usize) {
+    let mut out = bus.subscribe("hermes.out.>").await.unwrap();
+    let mut replies = bus
+        .subscribe(&format!("shop.orders.{order}.reply"))
+        .await
+        .unwrap();
+    bus.publish(
+        &format!("shop.orders.{order}.delayed"),
+        event(&format!("evt-{order}")),
+    )
+    .await
+    .unwrap();
+    let mut events = Vec::new();
+    let session = format!("order-{order}");
+    let mut delegated = 0;
+    while delegated < 2 {
+        let m = tokio::time::timeout(Duration::from_secs(30), out.next())
+            .await
+            .expect("the triage turn delegates")
+            .unwrap();
+        if let Some(e) = turn_event(&m.subject, &m.payload) {
+            delegated +=
+                usize::from(e.1 == session && matches!(e.2, TurnEvent::AgentDelegated { .. }));
+            events.push(e);
+        }
+    }
+    crash();
+    let mut answers = 0;
+    let mut deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::select! {
+            m = out.next() => {
+                let m = m.unwrap();
+                if let Some(e) = turn_event(&m.subject, &m.payload) {
+                    events.push(e);
+                }
+            }
+            r = replies.next() => {
+                r.unwrap();
+                answers += 1;
+                // A second reply would come within a few seconds.
+                deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+            }
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    (events, answers)
+}
+
+#[test]
+fn killing_either_of_two_session_processes_mid_delegation_loses_nothing() {
+    let nats = NatsServer::start();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let configs: Vec<PathBuf> = dirs.iter().map(|d| team_file(d.path())).collect();
+    let url = nats.url();
+    let mut serves: Vec<Option<Serve>> = configs
+        .iter()
+        .map(|c| Some(Serve::start(c, &url, "all")))
+        .collect();
+    let rt = multi_thread(2);
+    let bus: SharedBus = rt.block_on(hermes::bus::connect(&url, None)).unwrap();
+    // Sessions are spread over both processes by partition: each round kills one of them
+    // while a triage turn and its two children are in flight, wherever they run.
+    for round in 0..2 {
+        let order = format!("JD-R{round}");
+        let (events, answers) = rt.block_on(crash_mid_delegation(&bus, &order, || {
+            serves[round].take().unwrap().kill9();
+        }));
+        serves[round] = Some(Serve::start(&configs[round], &url, "all"));
+        assert_eq!(answers, 1, "round {round}: exactly one reply");
+        let children: std::collections::BTreeSet<String> = events
+            .iter()
+            .filter(|(_, s, _)| s == &format!("order-{order}"))
+            .filter_map(|(_, _, e)| match e {
+                TurnEvent::AgentDelegated { session, .. } => Some(session.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(children.len(), 2, "round {round}: no task delegated twice");
+        for child in &children {
+            assert!(
+                events
+                    .iter()
+                    .any(|(_, s, e)| s == child && matches!(e, TurnEvent::Answer { .. })),
+                "round {round}: child {child} answered"
+            );
+        }
+    }
+}

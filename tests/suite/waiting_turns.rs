@@ -423,7 +423,10 @@ fn the_user_can_talk_while_a_job_runs_and_the_job_turn_still_answers() {
             }
         };
         // While the 3 s job runs, a new message is answered instead of refused.
-        let side = client.turn("how far along is it?", T, |_| {}).await.unwrap();
+        let side = client
+            .turn("how far along is it?", T, |_| {})
+            .await
+            .unwrap();
         assert_eq!(side.answer.as_deref(), Some("Hello."), "{:?}", side.error);
         let late = loop {
             match client.next_event(T).await.unwrap() {
