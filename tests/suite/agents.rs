@@ -383,3 +383,116 @@ fn killing_either_of_two_session_processes_mid_delegation_loses_nothing() {
         }
     }
 }
+
+#[test]
+fn a_handoff_sends_the_next_messages_to_care_and_sessions_show_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut config = Config::team().unwrap();
+    config.engine.data_dir = data.clone();
+    with_engine(config, |engine| async move {
+        let mut client =
+            hermes::client::SessionClient::open(engine.bus.clone(), "triage", "chat-1", "u-1001")
+                .await
+                .unwrap();
+        let first = client
+            .turn(
+                "Please let me talk to care",
+                Duration::from_secs(30),
+                |_| {},
+            )
+            .await
+            .unwrap();
+        assert!(first.events.iter().any(
+            |e| matches!(e, TurnEvent::Handoff { from, to, .. } if from == "triage" && to == "care")
+        ));
+        // Triage recalls no memories (memory.read = []); care does: its turn shows them.
+        assert!(!first
+            .events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::MemoryRecalled { .. })));
+        let second = client
+            .turn(
+                "How do I like to be contacted?",
+                Duration::from_secs(30),
+                |_| {},
+            )
+            .await
+            .unwrap();
+        assert!(
+            second
+                .events
+                .iter()
+                .any(|e| matches!(e, TurnEvent::MemoryRecalled { .. })),
+            "the second message was answered by care: {:?}",
+            second.events
+        );
+    });
+    let out = hermes()
+        .args(["--config", "config/team.toml", "sessions", "show", "chat-1"])
+        .args(["--agent", "triage", "--data-dir", data.to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("handoff  triage → care"), "{stdout}");
+    assert!(stdout.contains("answers  agent care now"), "{stdout}");
+}
+
+#[test]
+fn cancelling_a_delegating_turn_cancels_its_running_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::team().unwrap();
+    config.engine.data_dir = dir.path().join("data");
+    with_engine(config, |engine| async move {
+        let bus = engine.bus.clone();
+        let mut out = bus.subscribe("hermes.out.>").await.unwrap();
+        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-cancel"))
+            .await
+            .unwrap();
+        let mut delegated = 0;
+        while delegated < 2 {
+            let m = tokio::time::timeout(Duration::from_secs(30), out.next())
+                .await
+                .expect("the triage turn delegates")
+                .unwrap();
+            if let Some((_, _, e)) = turn_event(&m.subject, &m.payload) {
+                delegated += usize::from(matches!(e, TurnEvent::AgentDelegated { .. }));
+            }
+        }
+        let session = format!("order-{ORDER}");
+        let mut client =
+            hermes::client::SessionClient::open(bus.clone(), "triage", &session, "u-1001")
+                .await
+                .unwrap();
+        let stopped = client.cancel(Duration::from_secs(10)).await.unwrap();
+        assert!(stopped.turn_id.is_some(), "{stopped:?}");
+        assert!(
+            stopped.children.iter().any(|c| c.starts_with("logistics.")),
+            "logistics was still waiting on its carrier job: {stopped:?}"
+        );
+        // The child's turn ends as cancelled too, and no answer of triage follows.
+        let mut child_cancelled = false;
+        let mut triage_answered = false;
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while let Ok(Some(m)) = tokio::time::timeout_at(until, out.next()).await {
+            match turn_event(&m.subject, &m.payload) {
+                Some((a, _, TurnEvent::Error { code, .. })) if a == "logistics" => {
+                    child_cancelled |= code == "cancelled";
+                }
+                Some((a, _, TurnEvent::Answer { .. })) if a == "triage" => triage_answered = true,
+                _ => {}
+            }
+        }
+        assert!(
+            child_cancelled,
+            "the delegated logistics turn was cancelled"
+        );
+        assert!(!triage_answered, "a cancelled turn does not answer");
+    });
+}
