@@ -496,3 +496,54 @@ fn cancelling_a_delegating_turn_cancels_its_running_child() {
         assert!(!triage_answered, "a cancelled turn does not answer");
     });
 }
+
+#[test]
+fn on_nats_a_session_waiting_for_its_agents_still_answers_a_new_message() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = team_file(dir.path());
+    let _serve = Serve::start(&config, &nats.url(), "all");
+    let rt = multi_thread(2);
+    let url = nats.url();
+    rt.block_on(async move {
+        let bus: SharedBus = hermes::bus::connect(&url, None).await.unwrap();
+        let session = format!("order-{ORDER}");
+        let mut client =
+            hermes::client::SessionClient::open(bus.clone(), "triage", &session, "u-1001")
+                .await
+                .unwrap();
+        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-talk"))
+            .await
+            .unwrap();
+        let waiting_turn = loop {
+            match client.next_event(Duration::from_secs(30)).await.unwrap() {
+                Some(TurnEvent::AgentDelegated { turn_id, .. }) => break turn_id,
+                Some(_) => continue,
+                None => panic!("the triage turn never delegated"),
+            }
+        };
+        // Logistics' carrier job takes 2 s: the session answers this meanwhile.
+        let side = client
+            .turn(
+                "Is anyone looking at my order?",
+                Duration::from_secs(30),
+                |_| {},
+            )
+            .await
+            .unwrap();
+        assert!(
+            side.answer.is_some(),
+            "answered, not refused: {:?}",
+            side.error
+        );
+        let late = loop {
+            match client.next_event(Duration::from_secs(30)).await.unwrap() {
+                Some(TurnEvent::Answer { turn_id, text }) => break (turn_id, text),
+                Some(_) => continue,
+                None => panic!("the waiting triage turn never answered"),
+            }
+        };
+        assert_eq!(late.0, waiting_turn);
+        assert!(late.1.contains("SF1428837610295"), "{}", late.1);
+    });
+}
