@@ -449,52 +449,68 @@ fn cancelling_a_delegating_turn_cancels_its_running_child() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::team().unwrap();
     config.engine.data_dir = dir.path().join("data");
-    with_engine(config, |engine| async move {
-        let bus = engine.bus.clone();
-        let mut out = bus.subscribe("hermes.out.>").await.unwrap();
-        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-cancel"))
-            .await
-            .unwrap();
-        let mut delegated = 0;
-        while delegated < 2 {
-            let m = tokio::time::timeout(Duration::from_secs(30), out.next())
-                .await
-                .expect("the triage turn delegates")
-                .unwrap();
-            if let Some((_, _, e)) = turn_event(&m.subject, &m.payload) {
-                delegated += usize::from(matches!(e, TurnEvent::AgentDelegated { .. }));
-            }
-        }
-        let session = format!("order-{ORDER}");
-        let mut client =
-            hermes::client::SessionClient::open(bus.clone(), "triage", &session, "u-1001")
-                .await
-                .unwrap();
-        let stopped = client.cancel(Duration::from_secs(10)).await.unwrap();
-        assert!(stopped.turn_id.is_some(), "{stopped:?}");
-        assert!(
-            stopped.children.iter().any(|c| c.starts_with("logistics.")),
-            "logistics was still waiting on its carrier job: {stopped:?}"
-        );
-        // The child's turn ends as cancelled too, and no answer of triage follows.
-        let mut child_cancelled = false;
-        let mut triage_answered = false;
-        let until = tokio::time::Instant::now() + Duration::from_secs(5);
-        while let Ok(Some(m)) = tokio::time::timeout_at(until, out.next()).await {
-            match turn_event(&m.subject, &m.payload) {
-                Some((a, _, TurnEvent::Error { code, .. })) if a == "logistics" => {
-                    child_cancelled |= code == "cancelled";
-                }
-                Some((a, _, TurnEvent::Answer { .. })) if a == "triage" => triage_answered = true,
-                _ => {}
-            }
-        }
-        assert!(
-            child_cancelled,
-            "the delegated logistics turn was cancelled"
-        );
-        assert!(!triage_answered, "a cancelled turn does not answer");
+    with_engine(config, |engine| cancel_mid_delegation(engine.bus.clone()));
+}
+
+#[test]
+fn on_nats_cancelling_a_delegating_turn_cancels_its_running_child() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = team_file(dir.path());
+    let _serve = Serve::start(&config, &nats.url(), "all");
+    let rt = multi_thread(2);
+    let url = nats.url();
+    rt.block_on(async move {
+        let bus: SharedBus = hermes::bus::connect(&url, None).await.unwrap();
+        cancel_mid_delegation(bus).await;
     });
+}
+
+/// Publish an event, cancel the triage turn once it has delegated, and check that the
+/// still-running logistics child is cancelled and no answer follows.
+async fn cancel_mid_delegation(bus: SharedBus) {
+    let mut out = bus.subscribe("hermes.out.>").await.unwrap();
+    bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-cancel"))
+        .await
+        .unwrap();
+    let mut delegated = 0;
+    while delegated < 2 {
+        let m = tokio::time::timeout(Duration::from_secs(30), out.next())
+            .await
+            .expect("the triage turn delegates")
+            .unwrap();
+        if let Some((_, _, e)) = turn_event(&m.subject, &m.payload) {
+            delegated += usize::from(matches!(e, TurnEvent::AgentDelegated { .. }));
+        }
+    }
+    let session = format!("order-{ORDER}");
+    let mut client = hermes::client::SessionClient::open(bus.clone(), "triage", &session, "u-1001")
+        .await
+        .unwrap();
+    let stopped = client.cancel(Duration::from_secs(10)).await.unwrap();
+    assert!(stopped.turn_id.is_some(), "{stopped:?}");
+    assert!(
+        stopped.children.iter().any(|c| c.starts_with("logistics.")),
+        "logistics was still waiting on its carrier job: {stopped:?}"
+    );
+    // The child's turn ends as cancelled too, and no answer of triage follows.
+    let mut child_cancelled = false;
+    let mut triage_answered = false;
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Some(m)) = tokio::time::timeout_at(until, out.next()).await {
+        match turn_event(&m.subject, &m.payload) {
+            Some((a, _, TurnEvent::Error { code, .. })) if a == "logistics" => {
+                child_cancelled |= code == "cancelled";
+            }
+            Some((a, _, TurnEvent::Answer { .. })) if a == "triage" => triage_answered = true,
+            _ => {}
+        }
+    }
+    assert!(
+        child_cancelled,
+        "the delegated logistics turn was cancelled"
+    );
+    assert!(!triage_answered, "a cancelled turn does not answer");
 }
 
 #[test]
