@@ -32,6 +32,8 @@ pub const CAPTURE: &str = "hermes.triggers";
 const DEDUPE_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// When a session is busy with another turn, the event comes back after this long.
 const BUSY_RETRY: Duration = Duration::from_secs(3);
+/// Deliveries of one event before it is given up (with a warning): ten minutes of retries.
+const MAX_DELIVER: u64 = 200;
 
 /// One trigger with its templates parsed.
 struct Compiled {
@@ -98,7 +100,9 @@ impl Triggers {
         let options = CaptureOptions {
             durable: DurableOptions {
                 ack_wait: Duration::from_secs(self.config.engine.request_timeout_secs * 3),
-                max_deliver: 20,
+                // A session busy with a long turn gets the event again every few seconds
+                // for up to ten minutes.
+                max_deliver: MAX_DELIVER,
             },
             dedupe_window: DEDUPE_WINDOW,
         };
