@@ -214,6 +214,9 @@ pub struct TaskState {
     /// with the user; each goes on when its work ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parked: Vec<TurnRecord>,
+    /// A turn was ever parked: the log may hold turns whose messages interleave.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interleaved: bool,
     /// Identifiers pulled from tool results (`order_id=…`), shown to the model as key facts.
     #[serde(default)]
     pub key_facts: Vec<String>,
@@ -253,6 +256,7 @@ impl TaskState {
             .is_some_and(|t| matches!(t.phase, TurnPhase::WaitingJob | TurnPhase::WaitingAgents));
         if parkable {
             self.parked.extend(self.turn.take());
+            self.interleaved = true;
         }
         parkable
     }

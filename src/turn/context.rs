@@ -1,6 +1,8 @@
 //! Building the model's context for one planning step, and folding older turns into the
 //! summary when enough have piled up.
 
+use std::borrow::Cow;
+
 use super::{TurnEnv, TurnError, TurnState};
 use crate::config::AgentConfig;
 use crate::context::budget::{self, ContextParts, Counted};
@@ -103,7 +105,7 @@ pub(super) fn assemble(
     let facts_tokens = facts
         .as_ref()
         .map_or(0, |m| state.env.tokens.count_message(m));
-    let history = &history[..];
+    let history: &[StoredMessage] = &history;
     let parts = ContextParts {
         system: Counted {
             message: &fixed.system,
@@ -148,7 +150,11 @@ pub(super) fn assemble(
 /// The history as the model may see it: without the messages of turns that are not over
 /// (a turn waiting for its work has a tool call without its result), and each turn's
 /// messages together even where a newer turn talked while it waited.
-fn finished_turns(history: &[StoredMessage], task: &TaskState) -> Vec<StoredMessage> {
+fn finished_turns<'a>(history: &'a [StoredMessage], task: &TaskState) -> Cow<'a, [StoredMessage]> {
+    if !task.interleaved {
+        // Only the current turn can be open, and its messages come after the history.
+        return Cow::Borrowed(history);
+    }
     let open = task.open_turn_ids();
     let kept: Vec<&StoredMessage> = history
         .iter()
@@ -166,13 +172,15 @@ fn finished_turns(history: &[StoredMessage], task: &TaskState) -> Vec<StoredMess
         }
     }
     if !interleaved {
-        return kept.into_iter().cloned().collect();
+        return Cow::Owned(kept.into_iter().cloned().collect());
     }
-    order
-        .iter()
-        .flat_map(|id| kept.iter().filter(move |m| m.turn_id == *id))
-        .map(|m| (*m).clone())
-        .collect()
+    Cow::Owned(
+        order
+            .iter()
+            .flat_map(|id| kept.iter().filter(move |m| m.turn_id == *id))
+            .map(|m| (*m).clone())
+            .collect(),
+    )
 }
 
 /// What earlier turns of the session still wait for, so a turn that talks meanwhile can say
@@ -215,13 +223,21 @@ pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig) {
         .unwrap_or(usize::MAX)
         .min(state.log.len());
     // Only what lies before every open turn: a waiting turn's messages are not history yet.
-    let open = state.task.open_turn_ids();
-    let end = state
-        .log
-        .iter()
-        .position(|m| open.contains(&m.turn_id.as_str()))
-        .unwrap_or(state.log.len())
-        .max(start);
+    let end = if state.task.interleaved {
+        let open = state.task.open_turn_ids();
+        state
+            .log
+            .iter()
+            .position(|m| open.contains(&m.turn_id.as_str()))
+            .unwrap_or(state.log.len())
+    } else {
+        state
+            .task
+            .turn
+            .as_ref()
+            .map_or(state.log.len(), |t| super::turn_start(state.log, t))
+    }
+    .max(start);
     let history = &state.log[start..end];
     let Some(split) = compaction::fold_split(history, agent.recent_turns) else {
         return;
