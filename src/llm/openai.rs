@@ -14,6 +14,8 @@
 mod failure;
 pub mod probe;
 mod stream;
+#[cfg(test)]
+mod stream_props;
 mod wire;
 
 use std::time::Duration;

@@ -15,6 +15,8 @@
 
 pub mod chat;
 pub mod envelope;
+#[cfg(test)]
+mod envelope_props;
 pub mod kinds;
 pub mod mcp;
 pub mod memory;

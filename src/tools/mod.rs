@@ -24,6 +24,8 @@ pub mod scenes;
 pub mod stores;
 pub mod transform;
 pub mod validate;
+#[cfg(test)]
+mod validate_props;
 pub mod worker;
 
 use std::time::Duration;
