@@ -63,6 +63,8 @@ enum Command {
     /// second asks about that order and the brand's newest model. The trace shows memory
     /// recall, a repaired tool call, an MCP tool call to a real server process, the answer and
     /// the memory written afterwards. Uses the `replay` model unless --config names another.
+    ///
+    /// `hermes demo team` plays agents working together on an event instead (config/team.toml).
     Demo(demo::DemoArgs),
     /// Run actors as a service on a bus until Ctrl-C or SIGTERM.
     ///
