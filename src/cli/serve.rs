@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// in containers and process managers).
     #[arg(long, value_name = "PATH")]
     ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. `127.0.0.1:9464` (overrides
+    /// [http] listen).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
 }
 
 pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
@@ -37,6 +41,9 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(dir) = args.data_dir {
         config.engine.data_dir = dir;
     }
+    if let Some(listen) = args.http {
+        config.http.listen = Some(listen);
+    }
     let actors = ActorSet::parse(&args.actors).map_err(anyhow::Error::msg)?;
     if let Some(stale) = &args.ready_file {
         // Left behind by a killed process: not ready until this one is.
@@ -44,6 +51,8 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     }
     let config = Arc::new(config);
     with_engine_runtime(|io| async move {
+        // Before the engine starts, so its first turns and flushes are counted.
+        let _http = start_http(&config, &io).await?;
         let engine = Engine::start(config.clone(), actors, io.clone()).await?;
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
@@ -103,6 +112,22 @@ async fn start_mcp_http(
         .await?
         .map_err(anyhow::Error::msg)?;
     eprintln!("hermes: MCP server at {}", http.url());
+    Ok(Some(http))
+}
+
+/// Hermes' own HTTP endpoint (`/metrics`) when `--http` or `[http] listen` is set, on the I/O
+/// runtime.
+async fn start_http(
+    config: &Config,
+    io: &tokio::runtime::Handle,
+) -> anyhow::Result<Option<hermes::http::HttpServer>> {
+    let Some(listen) = config.http.listen.clone() else {
+        return Ok(None);
+    };
+    let http = io
+        .spawn(async move { hermes::http::start(&listen).await })
+        .await??;
+    eprintln!("hermes: metrics at {}", http.metrics_url());
     Ok(Some(http))
 }
 

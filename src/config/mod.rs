@@ -60,9 +60,21 @@ pub struct Config {
     pub tools: ToolsConfig,
     #[serde(default)]
     pub mcp: McpConfig,
+    /// Hermes' own HTTP endpoint (`/metrics`).
+    #[serde(default)]
+    pub http: HttpConfig,
     /// NATS subjects whose events start agent turns.
     #[serde(default)]
     pub triggers: Vec<TriggerConfig>,
+}
+
+/// `[http]`: Hermes' own HTTP endpoint while `hermes serve` runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address to serve `/metrics` on, e.g. `127.0.0.1:9464`; off when unset.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -530,6 +542,16 @@ mod tests {
         let c = Config::load(Some(&p)).unwrap();
         assert_eq!(c.bus.url, "nats://127.0.0.1:4222");
         assert!(c.agents.contains_key("assistant"));
+    }
+
+    #[test]
+    fn the_http_endpoint_is_off_by_default_and_set_by_http_listen() {
+        assert_eq!(Config::embedded().unwrap().http.listen, None);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[http]\nlisten = \"127.0.0.1:9464\"\n").unwrap();
+        let c = Config::load(Some(&p)).unwrap();
+        assert_eq!(c.http.listen.as_deref(), Some("127.0.0.1:9464"));
     }
 
     #[test]
