@@ -32,6 +32,7 @@ use crate::protocol::{
     AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
     McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
 };
+use crate::telemetry::metrics::{self, McpStatus};
 
 /// Owns the MCP connections: shuts them down when it stops.
 pub struct McpBridge {
@@ -305,10 +306,20 @@ impl CallContext<'_> {
             &body.tool,
         );
         let outcome = match pool.client(&body.server) {
-            Ok((client, timeout)) => client
-                .call_tool(&body.tool, body.arguments, timeout)
-                .await
-                .map_err(|e| e.to_string()),
+            Ok((client, timeout)) => {
+                let outcome = client
+                    .call_tool(&body.tool, body.arguments, timeout)
+                    .await
+                    .map_err(|e| e.to_string());
+                let status = match &outcome {
+                    Ok(result) if result.is_error => McpStatus::ToolError,
+                    Ok(_) => McpStatus::Ok,
+                    Err(_) => McpStatus::Error,
+                };
+                metrics::mcp_call(&body.server, status, started.elapsed());
+                outcome
+            }
+            // No call was made (unknown or down server): nothing to time.
             Err(e) => Err(e),
         };
         let error = match &outcome {

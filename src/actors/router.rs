@@ -271,8 +271,10 @@ impl SessionRouter {
     /// count one more message in flight for it.
     fn with_actor<T>(&self, key: SessionKey, f: impl FnOnce(&Addr<SessionActor>) -> T) -> T {
         let mut live = self.lock();
+        let before = live.len();
         let entry = live.entry(key.clone()).or_insert_with(|| {
             let (addr, cancel) = self.start_actor(&key);
+            crate::telemetry::metrics::sessions_live(before + 1);
             Live {
                 addr,
                 cancel,
@@ -332,13 +334,15 @@ impl SessionRouter {
     /// Stop actors that have been idle longer than `engine.session_idle_secs`.
     fn evict_idle(&self) {
         let idle = Duration::from_secs(self.inner.env.config.engine.session_idle_secs);
-        self.lock().retain(|_, live| {
+        let mut live = self.lock();
+        live.retain(|_, live| {
             let keep = live.in_flight > 0 || live.last_active.elapsed() < idle;
             if !keep {
                 live.addr.do_send(Retire);
             }
             keep
         });
+        crate::telemetry::metrics::sessions_live(live.len());
     }
 
     fn check(&self, msg: &BusMessage) -> Result<Checked, Refusal> {

@@ -311,6 +311,7 @@ impl MemoryService {
         let applied = self.store.apply(user, namespace, updates, source).await?;
         let mut change = Change::default();
         for a in &applied {
+            crate::telemetry::metrics::memory_write(a.op.as_str());
             match (a.op, &a.record) {
                 (super::AppliedOp::Added | super::AppliedOp::Updated, Some(r)) => {
                     change.upserts.push(r.clone());
@@ -449,6 +450,7 @@ impl MemoryService {
             }
         };
         if let Some(record) = &removed {
+            crate::telemetry::metrics::memory_write(super::AppliedOp::Deleted.as_str());
             let change = Change {
                 removed: vec![record.id.clone()],
                 ..Change::default()
@@ -492,6 +494,8 @@ impl MemoryService {
         let (store, refs) = (self.store.clone(), self.refs.clone());
         let report = blocking(move || store.sweep_at(&refs, now)).await?;
         self.store.flush().await?;
+        crate::telemetry::metrics::memory_writes("expired", report.demoted);
+        crate::telemetry::metrics::memory_writes("removed", report.removed.len());
         let (store, vectors) = (self.store.clone(), self.vectors.clone());
         let pruned = blocking(move || {
             vectors.prune(|user, id| matches!(store.get(user, id), Ok(Some(_)) | Err(_)))

@@ -275,7 +275,9 @@ fn flusher(
         let result = shared.db.flush();
         drop(shared);
         stats.flushes.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let took = started.elapsed();
+        crate::telemetry::metrics::flush(took);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         stats.flush_nanos.fetch_add(nanos, Ordering::Relaxed);
         match result {
             Ok(_) => {

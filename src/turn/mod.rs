@@ -15,6 +15,7 @@ pub mod delegation;
 mod emit;
 mod handoff;
 pub mod inbound;
+mod observe;
 pub mod ports;
 mod tool_calls;
 mod tool_step;
@@ -233,6 +234,9 @@ pub async fn run_turn(
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
         fail(&mut state, &record, e).await;
     }
+    if let Some(outcome) = observe::outcome(state.task, &record.turn_id, error.as_ref()) {
+        observe::record(state.meta.active_agent(), outcome, &state.current());
+    }
     TurnOutcome {
         messages: state.added,
         error,
@@ -317,6 +321,11 @@ async fn cancel_current(
         &TurnError::Cancelled(reason.to_string()),
     )
     .await;
+    // A waiting turn stopped: counted, not timed (its messages are not loaded here).
+    crate::telemetry::metrics::turn_counted(
+        state.meta.active_agent(),
+        crate::telemetry::metrics::TurnOutcome::Failed,
+    );
     crate::protocol::CancelAccepted {
         turn_id: Some(record.turn_id),
         children,
@@ -638,13 +647,16 @@ async fn recall(
         task: turn_id,
         namespaces: &agent.memory.read,
     };
-    match env.ports.recall(scope, recall).await {
+    let hits = match env.ports.recall(scope, recall).await {
         Ok(hits) => hits,
         Err(e) => {
             tracing::warn!(error = %e, "memory recall failed; the turn goes on without memories");
             Vec::new()
         }
-    }
+    };
+    // Every hit goes into the context's memory block (`context::Fixed`).
+    crate::telemetry::metrics::memory_recall(!hits.is_empty());
+    hits
 }
 
 /// Tokens the pinned goal costs in every context (counted once, when it is set).

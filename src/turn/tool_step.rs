@@ -430,6 +430,10 @@ async fn store(
                 })
                 .await;
         }
+        crate::telemetry::metrics::tool_call(
+            metric_tool_name(&result),
+            result.status == crate::protocol::ToolStatus::Ok,
+        );
         if delegation::is_delegation(&call) {
             // The child's tokens count in this task's budget.
             state.record().tokens_used += result.output["tokens"].as_u64().unwrap_or(0);
@@ -454,6 +458,15 @@ async fn store(
         state.save_task().await?;
     }
     Ok(())
+}
+
+/// The `tool` label of a result: its tool's name, or `unknown` for a name the model made up
+/// (so invented names cannot grow the metric without bound).
+fn metric_tool_name(result: &ToolCallResult) -> &str {
+    match &result.error {
+        Some(e) if e.code == crate::tools::ToolErrorCode::UnknownTool => "unknown",
+        _ => &result.name,
+    }
 }
 
 #[cfg(test)]

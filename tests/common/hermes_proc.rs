@@ -33,6 +33,11 @@ pub struct Serve {
 impl Serve {
     /// Start `hermes --config CONFIG serve --bus URL --actors ACTORS` and wait for `ready`.
     pub fn start(config: &Path, bus: &str, actors: &str) -> Serve {
+        Self::start_with(config, bus, actors, &[])
+    }
+
+    /// [`Serve::start`] with more `serve` arguments (e.g. `--http ADDR`).
+    pub fn start_with(config: &Path, bus: &str, actors: &str, extra: &[&str]) -> Serve {
         let mut child = hermes();
         child
             .args([
@@ -44,6 +49,7 @@ impl Serve {
                 "--actors",
                 actors,
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         // SAFETY: prctl is async-signal-safe. A test process killed before its destructors
@@ -84,6 +90,37 @@ impl Serve {
         }
         let _ = self.child.wait();
     }
+}
+
+/// A free loopback port (free when asked; bind it soon).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// `GET path` on `addr` over plain HTTP/1.1: (status code, headers, body).
+pub fn http_get(addr: &str, path: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the HTTP server");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream
+        .read_to_string(&mut raw)
+        .expect("read the HTTP response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    (status, head.to_string(), body.to_string())
 }
 
 impl Drop for Serve {

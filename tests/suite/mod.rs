@@ -9,6 +9,7 @@ mod mcp_client;
 mod mcp_server;
 mod mcp_shared_memory;
 mod memory;
+mod metrics;
 mod model_failures;
 mod multi_process;
 mod nats_auth;

@@ -18,6 +18,7 @@ use crate::bus::rpc;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::JobEvent;
+use crate::telemetry::metrics;
 use crate::tools::definition::{ToolDefinition, ToolEffect};
 use crate::tools::jobs::{new_job_id, JobRecord, JobStatus};
 use crate::tools::metrics::Counter;
@@ -102,6 +103,7 @@ pub(super) fn refusal(
 /// End `record` as failed with `reason`.
 pub(super) async fn fail(core: &ExecCore, mut record: JobRecord, reason: String) {
     core.metrics.bump(Counter::JobFailedOnRestart);
+    metrics::job_moved(None, Some(JobStatus::Failed));
     record.status = JobStatus::Failed;
     record.error = Some(
         ToolError::new(ToolErrorCode::ExecutionFailed, reason)
@@ -137,9 +139,14 @@ pub async fn resume(core: &ExecCore) -> (usize, usize) {
     (resumed, failed)
 }
 
+/// Run the job here: `submitted` in this process's gauge until its work starts.
 fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRecord) {
     let io = core.io.clone();
-    io.spawn(async move { run(core, tool, def, record).await });
+    metrics::job_moved(None, Some(JobStatus::Submitted));
+    io.spawn(async move {
+        metrics::job_moved(Some(JobStatus::Submitted), None);
+        run(core, tool, def, record).await
+    });
 }
 
 pub(super) async fn run(
@@ -150,6 +157,7 @@ pub(super) async fn run(
 ) {
     record.status = JobStatus::Running;
     record.attempts += 1;
+    metrics::job_moved(None, Some(JobStatus::Running));
     if let Err(e) = save(&core, &mut record).await {
         tracing::warn!(job = %record.job_id, error = %e, "job state not saved");
     }
@@ -187,6 +195,7 @@ pub(super) async fn run(
             record.error = Some(timeout_error(&record.tool, timeout, def.effect));
         }
     }
+    metrics::job_moved(Some(JobStatus::Running), Some(record.status));
     finish(&core, &mut record).await;
 }
 

@@ -1,0 +1,151 @@
+//! `/metrics`: `hermes serve --http ADDR` serves Prometheus text about the turns it ran.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::json;
+
+use crate::common::hermes_proc::{free_port, hermes, http_get, Serve};
+use crate::common::nats_server::NatsServer;
+use crate::common::scenario::*;
+
+fn script() -> Scenario {
+    Scenario::new("metrics")
+        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
+
+/// A serve config: data in `dir`, the scripted model for every role.
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let scenario = dir.join("scenario.toml");
+    std::fs::write(&scenario, script().to_toml()).unwrap();
+    let config = format!(
+        r#"
+[engine]
+data_dir = "{data}"
+[models.planner]
+provider = "replay"
+scenario = "{scenario}"
+[models.extractor]
+provider = "replay"
+scenario = "{scenario}"
+[models.summariser]
+provider = "replay"
+scenario = "{scenario}"
+"#,
+        data = dir.join("data").display(),
+        scenario = scenario.display()
+    );
+    let path = dir.join("hermes.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// The value of the sample line that starts with `series ` (name and labels exactly).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn one_turn_with_a_tool_call_shows_in_metrics_over_http() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let serve = Serve::start_with(
+        &write_config(dir.path()),
+        &nats.url(),
+        "all",
+        &["--http", &addr],
+    );
+    let out = hermes()
+        .args([
+            "send",
+            "--bus",
+            &nats.url(),
+            "--session",
+            "m1",
+            "--user",
+            "u1",
+            "--text",
+            "what is the sum?",
+            "--json",
+            "--timeout",
+            "60",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "hermes send failed: {stdout}");
+    assert!(stdout.contains("The sum is 42."), "{stdout}");
+
+    let (status, head, text) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200, "{head}\n{text}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"hermes_turns_total{agent="assistant",outcome="answered"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, r#"hermes_tool_calls_total{tool="add",status="ok"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hermes_task_tool_rounds_sum"),
+        Some(1.0),
+        "{text}"
+    );
+    for kind in ["prompt", "completion"] {
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"hermes_turn_tokens_count{{kind="{kind}"}}"#)
+            ),
+            Some(1.0),
+            "{text}"
+        );
+    }
+    assert!(
+        sample(&text, r#"hermes_turn_tokens_sum{kind="completion"}"#).unwrap_or(0.0) > 0.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hermes_turn_duration_seconds_count"),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "hermes_flush_duration_seconds_count").unwrap_or(0.0) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE hermes_flush_duration_seconds histogram"),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "hermes_sessions_live"), Some(1.0), "{text}");
+
+    let (status, _, _) = http_get(&addr, "/");
+    assert_eq!(status, 404);
+    serve.stop();
+}
