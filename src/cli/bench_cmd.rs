@@ -48,6 +48,14 @@ pub struct BenchArgs {
     /// scripts/bench-cluster.sh). CPU figures then cover this process only.
     #[arg(long, default_value = "all")]
     actors: String,
+    /// Serve this run's Prometheus metrics at http://ADDR/metrics while it runs (e.g.
+    /// `127.0.0.1:9464`); see --hold.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// With --http: keep serving /metrics this many seconds after the run, so a scraper (or
+    /// `curl`) reads the final figures.
+    #[arg(long, default_value_t = 0, requires = "http")]
+    hold: u64,
     /// Also count the CPU time of these processes (comma-separated pids: the deployment
     /// `--actors none` drives) in each row's `deployment_cpu_us_per_turn`.
     #[arg(long, value_delimiter = ',', value_name = "PID,...")]
@@ -80,8 +88,24 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         "none" => ActorSet::NONE,
         list => ActorSet::parse(list).map_err(anyhow::Error::msg)?,
     };
+    let (http, hold) = (args.http.clone(), args.hold);
     let rows = with_engine_runtime(|io| async move {
-        Ok(bench::run(config, actors, &workloads, io, !json).await?)
+        let server = match http {
+            Some(listen) => {
+                let server = io
+                    .spawn(async move { hermes::http::start(&listen).await })
+                    .await??;
+                eprintln!("hermes: metrics at {}", server.metrics_url());
+                Some(server)
+            }
+            None => None,
+        };
+        let rows = bench::run(config, actors, &workloads, io, !json).await?;
+        if server.is_some() && hold > 0 {
+            eprintln!("hermes: serving the final metrics for {hold} s");
+            tokio::time::sleep(std::time::Duration::from_secs(hold)).await;
+        }
+        Ok(rows)
     })?;
     for row in rows {
         if json {
