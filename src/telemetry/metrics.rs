@@ -105,6 +105,12 @@ pub fn install() -> Result<Metrics, MetricsError> {
     INSTALLED.get_or_init(build_and_install).clone()
 }
 
+/// Whether this process records metrics (`install` succeeded): callers skip gathering facts
+/// that only the metrics need when it does not.
+pub fn enabled() -> bool {
+    INSTALLED.get().is_some_and(Result::is_ok)
+}
+
 fn build_and_install() -> Result<Metrics, MetricsError> {
     let mut builder = PrometheusBuilder::new();
     for (name, bounds) in BUCKETS {

@@ -234,8 +234,11 @@ pub async fn run_turn(
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
         fail(&mut state, &record, e).await;
     }
-    if let Some(outcome) = observe::outcome(state.task, &record.turn_id, error.as_ref()) {
-        observe::record(state.meta.active_agent(), outcome, &state.current());
+    // Reading the turn's messages costs a copy: only when this process records metrics.
+    if crate::telemetry::metrics::enabled() {
+        if let Some(outcome) = observe::outcome(state.task, &record.turn_id, error.as_ref()) {
+            observe::record(state.meta.active_agent(), outcome, &state.current());
+        }
     }
     TurnOutcome {
         messages: state.added,
