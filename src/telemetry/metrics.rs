@@ -235,11 +235,19 @@ pub fn turn_finished(facts: &TurnFacts<'_>) {
 
 /// A run of a turn ended, with nothing known to time or tally (a waiting turn cancelled).
 pub fn turn_counted(agent: &str, outcome: TurnOutcome) {
+    // Owned label values cost an allocation: none when nothing records.
+    if !enabled() {
+        return;
+    }
     counter!(TURNS_TOTAL, "agent" => agent.to_owned(), "outcome" => outcome.as_str()).increment(1);
 }
 
 /// A tool call's result was stored in the conversation.
 pub fn tool_call(tool: &str, ok: bool) {
+    // Owned label values cost an allocation: none when nothing records.
+    if !enabled() {
+        return;
+    }
     counter!(TOOL_CALLS_TOTAL, "tool" => tool.to_owned(), "status" => status(ok)).increment(1);
 }
 
@@ -292,6 +300,10 @@ impl McpStatus {
 
 /// An MCP `tools/call` round trip to `server` ended.
 pub fn mcp_call(server: &str, status: McpStatus, duration: Duration) {
+    // Owned label values cost an allocation: none when nothing records.
+    if !enabled() {
+        return;
+    }
     histogram!(MCP_CALL_DURATION, "server" => server.to_owned(), "status" => status.as_str())
         .record(duration.as_secs_f64());
 }
