@@ -23,8 +23,8 @@ use crate::context::tokens::TokenCounter;
 use crate::llm::factory::build_model;
 use crate::memory::MemoryService;
 use crate::protocol::subjects;
-use crate::protocol::McpCatalog;
 use crate::protocol::SessionSearchRequest;
+use crate::protocol::{McpCatalog, ProcessStatus};
 use crate::store::durability::Durable;
 use crate::store::sessions::SessionStore;
 use crate::turn::ports::BusPorts;
@@ -152,10 +152,52 @@ impl Engine {
         if actors.session {
             engine.start_sessions(&deps).await?;
         }
+        engine.start_status(actors, &io).await?;
         // On NATS a subscription is live once the server has read it: a flush (PING/PONG)
         // after all of them makes a started engine reachable from any other connection.
         engine.bus.flush().await?;
         Ok(engine)
+    }
+
+    /// Answer `hermes.status` with what this process runs, its live sessions and metrics.
+    async fn start_status(&mut self, actors: ActorSet, io: &Handle) -> Result<(), EngineError> {
+        let names: Vec<String> = ActorSet::NAMES
+            .iter()
+            .zip([
+                actors.session,
+                actors.planner,
+                actors.tool_executor,
+                actors.mcp_bridge,
+                actors.memory_extractor,
+            ])
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let (id, started_at, host) = (
+            uuid::Uuid::new_v4().simple().to_string(),
+            chrono::Utc::now(),
+            host_name(),
+        );
+        let router = self.router.clone();
+        let report: crate::actors::status::Report = Arc::new(move || ProcessStatus {
+            id: id.clone(),
+            pid: std::process::id(),
+            host: host.clone(),
+            actors: names.clone(),
+            started_at,
+            sessions_live: router.as_ref().map(|r| r.live() as u64),
+            series: crate::telemetry::metrics::series(),
+        });
+        let (bus, max) = (self.bus.clone(), self.config.engine.max_envelope_bytes);
+        let answering = io
+            .spawn(async move { crate::actors::status::serve(bus, report, max).await })
+            .await
+            .map_err(|e| EngineError::Actor {
+                actor: "status",
+                reason: e.to_string(),
+            })??;
+        self.services.push(Serving::new(AbortOnDrop(answering)));
+        Ok(())
     }
 
     fn arbiter(&mut self) -> ArbiterHandle {
@@ -411,4 +453,14 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// This machine's host name, for `hermes status`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
 }

@@ -23,6 +23,7 @@ pub mod router;
 pub mod session;
 pub mod session_search;
 pub mod settle;
+pub mod status;
 pub mod tool_executor;
 pub mod triggers;
 

@@ -14,6 +14,7 @@ mod runtime;
 mod send;
 mod serve;
 mod sessions;
+mod status;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -124,6 +125,11 @@ enum Command {
     /// --suite FILE` (whole tasks against a model).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// The whole deployment over the bus: every process with its actors and live sessions,
+    /// and the metrics of those started with --http, summed.
+    ///
+    /// Example: hermes status --bus nats://127.0.0.1:4222
+    Status(status::StatusArgs),
     /// Show the resolved configuration — which model each role uses and where that came
     /// from — and probe each model endpoint.
     Doctor(doctor::DoctorArgs),
@@ -146,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Sessions(args) => all(true).and_then(|c| sessions::run(c, args)),
         Command::Tools(cmd) => all(true).and_then(|c| tools::run(c, cmd)),
         Command::Agents(cmd) => all(true).and_then(|c| agents::run(c, cmd)),
+        Command::Status(args) => all(true).and_then(|c| status::run(c, args)),
         Command::Memory(args) => all(true).and_then(|c| memory::run(c, args)),
         Command::Eval(cmd) => eval::run(cli.config.as_deref(), cli.model.clone(), cmd),
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),

@@ -43,3 +43,5 @@ pub const MCP_AUDIT_REQUEST: &str = "mcp.audit.request";
 pub const MCP_AUDIT: &str = "mcp.audit";
 pub const AUDIT_EVENT: &str = "audit.event";
 pub const TURN_EVENT: &str = "turn.event";
+pub const STATUS_REQUEST: &str = "status.request";
+pub const PROCESS_STATUS: &str = "status.process";

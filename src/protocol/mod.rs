@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod memory;
 pub mod request;
 pub mod session;
+pub mod status;
 pub mod subjects;
 pub mod tool;
 
@@ -29,4 +30,5 @@ pub use chat::*;
 pub use mcp::*;
 pub use memory::*;
 pub use session::*;
+pub use status::*;
 pub use tool::*;

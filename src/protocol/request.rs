@@ -27,6 +27,7 @@ use super::session::{
     SessionSearchReply, SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent,
     UserMessage,
 };
+use super::status::{ProcessStatus, StatusRequest};
 use super::subjects::{self, IdError};
 use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged};
 
@@ -172,6 +173,8 @@ event! {
     ToolsChanged => kinds::TOOLS_CHANGED,
     ExtractJob => kinds::EXTRACT_JOB,
     AuditEntry => kinds::AUDIT_EVENT,
+    StatusRequest => kinds::STATUS_REQUEST,
+    ProcessStatus => kinds::PROCESS_STATUS,
 }
 
 /// An `error` envelope's body answers any request that failed.

@@ -19,6 +19,7 @@
 //! | `hermes.memory.recall` / `.write` / `.forget` / `.list` | req/reply, queue `memory` | memory service (the memory-extractor); `.list`: a user's live memories, or one by id |
 //! | `hermes.memory.extract` | durable queue | finished turns to mine for memories |
 //! | `hermes.audit.<kind>` | pub | audit trail |
+//! | `hermes.status` | pub, every process | a status request; each process answers on its `reply_to` |
 
 /// Queue group names.
 pub mod groups {
@@ -55,6 +56,8 @@ pub const MEMORY_RECALL: &str = "hermes.memory.recall";
 pub const MEMORY_WRITE: &str = "hermes.memory.write";
 pub const MEMORY_FORGET: &str = "hermes.memory.forget";
 pub const MEMORY_EXTRACT: &str = "hermes.memory.extract";
+/// Every process answers a status request here (not a queue group: all of them answer).
+pub const STATUS: &str = "hermes.status";
 
 /// The `<kind>` of `hermes.audit.<kind>` subjects.
 pub mod audit_kinds {

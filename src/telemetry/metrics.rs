@@ -105,6 +105,31 @@ pub fn install() -> Result<Metrics, MetricsError> {
     INSTALLED.get_or_init(build_and_install).clone()
 }
 
+/// This process's series as `/metrics` shows them, histogram buckets and sums left out:
+/// `name{labels}` → value. Empty when it does not record metrics.
+pub fn series() -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(Ok(metrics)) = INSTALLED.get() else {
+        return out;
+    };
+    for line in metrics.render().lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        if name.ends_with("_bucket") || name.ends_with("_sum") {
+            continue;
+        }
+        if let Ok(value) = value.parse::<f64>() {
+            out.insert(series.to_string(), value);
+        }
+    }
+    out
+}
+
 /// Whether this process records metrics (`install` succeeded): callers skip gathering facts
 /// that only the metrics need when it does not.
 pub fn enabled() -> bool {

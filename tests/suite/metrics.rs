@@ -147,5 +147,48 @@ fn one_turn_with_a_tool_call_shows_in_metrics_over_http() {
 
     let (status, _, _) = http_get(&addr, "/");
     assert_eq!(status, 404);
+
+    // `hermes status` gathers every process of the deployment over the bus.
+    let planner = Serve::start(&write_config(dir.path()), &nats.url(), "planner");
+    let out = hermes()
+        .args(["status", "--bus", &nats.url(), "--json", "--wait", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let processes = status["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 2, "{status}");
+    let actors: Vec<String> = processes.iter().map(|p| p["actors"].to_string()).collect();
+    assert!(actors.iter().any(|a| a == r#"["planner"]"#), "{actors:?}");
+    assert!(
+        actors
+            .iter()
+            .any(|a| a.contains("session") && a.contains("tool-executor")),
+        "{actors:?}"
+    );
+    assert_eq!(
+        status["totals"][r#"hermes_turns_total{agent="assistant",outcome="answered"}"#], 1.0,
+        "{status}"
+    );
+    let table = hermes()
+        .args(["status", "--bus", &nats.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("2 processes; metrics from 1"), "{text}");
+    planner.stop();
     serve.stop();
+}
+
+#[test]
+fn status_on_the_embedded_bus_says_to_name_a_deployment() {
+    let out = hermes().args(["status"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--bus nats://"), "{err}");
 }
