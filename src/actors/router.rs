@@ -28,18 +28,20 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use async_trait::async_trait;
 use bytes::Bytes;
-use serde_json::json;
 
 use super::session::{CancelTurn, Decide, Deliver, JobFinished, Retire, SessionActor, Wake};
 use super::settle::Settle;
 use crate::bus::cluster::{Cluster, OwnedItem};
-use crate::bus::events::{self, EventScope};
 use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
 use crate::protocol::envelope::{error_envelope, Envelope};
 use crate::protocol::subjects;
-use crate::protocol::{kinds, Cancel, Confirmation, JobEvent, TurnEvent, UserMessage};
+use crate::protocol::JobEvent;
 use crate::turn::inbound::Inbound;
 use crate::turn::TurnEnv;
+
+mod check;
+
+use check::{refuse, Arrival, Checked};
 
 /// A session's key: agent and session id.
 pub type SessionKey = (String, String);
@@ -192,7 +194,12 @@ impl SessionRouter {
             }
             return;
         }
-        match self.check_envelope(item.agent.clone(), item.session.clone(), raw) {
+        match check::check_envelope(
+            &self.inner.env.config,
+            item.agent.clone(),
+            item.session.clone(),
+            raw,
+        ) {
             Ok(checked) => self.deliver(checked, item.reply, Some(settle), item.delivery > 1),
             Err(refusal) => {
                 // Checked at the gateway; the configuration changed since (an agent removed).
@@ -344,109 +351,6 @@ impl SessionRouter {
         });
         crate::telemetry::metrics::sessions_live(live.len());
     }
-
-    fn check(&self, msg: &BusMessage) -> Result<Checked, Refusal> {
-        let (agent, session) = subjects::parse_inbound(&msg.subject)
-            .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
-        let max = self.inner.env.config.engine.max_envelope_bytes;
-        let raw = Envelope::decode(&msg.payload, max).map_err(|e| {
-            Refusal::new(
-                "bad_envelope",
-                e.to_string(),
-                Some((agent.clone(), session.clone())),
-            )
-        })?;
-        self.check_envelope(agent, session, raw)
-    }
-
-    /// [`Self::check`] for an envelope already decoded, addressed to `agent`/`session`.
-    fn check_envelope(
-        &self,
-        agent: String,
-        session: String,
-        raw: Envelope<serde_json::Value>,
-    ) -> Result<Checked, Refusal> {
-        let at = Some((agent.clone(), session.clone()));
-        let config = &self.inner.env.config;
-        if raw.kind == kinds::CANCEL {
-            let envelope: Envelope<Cancel> = raw
-                .into_typed(kinds::CANCEL)
-                .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
-            let user = self.addressed(&envelope, &agent, &session)?;
-            return Ok(Checked {
-                key: (agent, session),
-                user,
-                arrival: Arrival::Cancel(envelope),
-            });
-        }
-        if raw.kind == kinds::CONFIRMATION {
-            let envelope: Envelope<Confirmation> = raw
-                .into_typed(kinds::CONFIRMATION)
-                .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
-            let user = self.addressed(&envelope, &agent, &session)?;
-            return Ok(Checked {
-                key: (agent, session),
-                user,
-                arrival: Arrival::Confirmation(envelope),
-            });
-        }
-        let envelope: Envelope<UserMessage> = raw
-            .into_typed(kinds::USER_MESSAGE)
-            .map_err(|e| Refusal::new("bad_envelope", e.to_string(), at.clone()))?;
-        let user = self.addressed(&envelope, &agent, &session)?;
-        if envelope.body.text.trim().is_empty() {
-            return Err(Refusal::new(
-                "empty_message",
-                "the message text is empty",
-                at,
-            ));
-        }
-        let chars = envelope.body.text.chars().count();
-        let limit = config.engine.max_message_chars;
-        if chars > limit {
-            return Err(Refusal::new(
-                "message_too_long",
-                format!("the message has {chars} characters; the limit is {limit} (engine.max_message_chars): split it or send a reference"),
-                at,
-            ));
-        }
-        Ok(Checked {
-            key: (agent, session),
-            user,
-            arrival: Arrival::Message(envelope),
-        })
-    }
-
-    /// The envelope agrees with its subject, names a configured agent and a user (returned).
-    fn addressed<B>(
-        &self,
-        envelope: &Envelope<B>,
-        agent: &str,
-        session: &str,
-    ) -> Result<String, Refusal> {
-        let at = Some((agent.to_string(), session.to_string()));
-        if envelope.agent.as_deref().is_some_and(|a| a != agent)
-            || envelope.session.as_deref().is_some_and(|s| s != session)
-        {
-            return Err(Refusal::new(
-                "address_mismatch",
-                "the envelope's agent/session differ from the subject's; send to hermes.in.<agent>.<session> of the envelope",
-                at,
-            ));
-        }
-        self.inner
-            .env
-            .config
-            .agent(agent)
-            .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
-        envelope.user.clone().ok_or_else(|| {
-            Refusal::new(
-                "missing_user",
-                "the envelope has no `user`; every message must name its user",
-                at,
-            )
-        })
-    }
 }
 
 /// The `hermes.in.>` service.
@@ -458,7 +362,7 @@ impl Handler for InboundService {
     /// persisted. A refused one is answered here.
     async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
         let router = &self.0;
-        match router.check(&msg) {
+        match check::check(&router.inner.env.config, &msg) {
             Ok(checked) => match &router.inner.cluster {
                 Some(cluster) => {
                     let (agent, session) = &checked.key;
@@ -546,72 +450,4 @@ impl Handler for JobEvents {
         });
         None
     }
-}
-
-/// An inbound message that passed the checks.
-struct Checked {
-    key: SessionKey,
-    user: String,
-    arrival: Arrival,
-}
-
-enum Arrival {
-    Message(Envelope<UserMessage>),
-    Confirmation(Envelope<Confirmation>),
-    Cancel(Envelope<Cancel>),
-}
-
-impl Checked {
-    fn envelope_id(&self) -> &str {
-        match &self.arrival {
-            Arrival::Message(e) => &e.id,
-            Arrival::Confirmation(e) => &e.id,
-            Arrival::Cancel(e) => &e.id,
-        }
-    }
-}
-
-struct Refusal {
-    code: &'static str,
-    message: String,
-    at: Option<SessionKey>,
-}
-
-impl Refusal {
-    fn new(code: &'static str, message: impl Into<String>, at: Option<SessionKey>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            at,
-        }
-    }
-}
-
-/// Publish the refusal as an `error` event of the session and an audit event; the error
-/// envelope returned is the reply.
-async fn refuse(bus: &SharedBus, msg: &BusMessage, refusal: &Refusal) -> Option<Bytes> {
-    if let Some((agent, session)) = &refusal.at {
-        let scope = EventScope {
-            agent: agent.clone(),
-            session: session.clone(),
-            user: None,
-            trace_id: uuid::Uuid::now_v7().to_string(),
-        };
-        let event = TurnEvent::Error {
-            turn_id: None,
-            code: refusal.code.into(),
-            message: refusal.message.clone(),
-        };
-        events::publish(bus.as_ref(), &scope, event).await;
-    }
-    let audit = Envelope::new(
-        "audit.bad_input",
-        json!({"subject": msg.subject, "code": refusal.code, "message": refusal.message, "bytes": msg.payload.len()}),
-    );
-    if let (Ok(subject), Ok(bytes)) = (subjects::audit("bad_input"), audit.encode()) {
-        let _ = bus.publish(&subject, bytes).await;
-    }
-    error_envelope(refusal.code, refusal.message.clone())
-        .encode()
-        .ok()
 }

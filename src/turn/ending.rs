@@ -1,0 +1,224 @@
+//! How a turn ends: answered ([`finish`]: stored, published — also on the subject its message
+//! asked for — reported to a parent turn, and queued for memory extraction), failed
+//! ([`fail`]: stored, announced, its delegated agents stopped and its parent told), or
+//! cancelled by the user ([`cancel`], with every turn of the session that still waits).
+
+use super::{delegation, turn_start, Emitter, TurnEnv, TurnError, TurnState};
+use crate::llm::ChatMessage;
+use crate::protocol::{CancelAccepted, ExtractJob, TurnEvent};
+use crate::store::sessions::{SessionMeta, StoredMessage};
+use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
+
+/// Store the turn as failed, say so, stop the agents it delegated to, and tell its parent.
+pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &TurnError) {
+    tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
+    state.set_phase(TurnPhase::Failed);
+    state.record().error = Some(e.to_string());
+    if let Err(se) = state.save_task().await {
+        tracing::error!(error = %se, "failed turn state not stored");
+    }
+    if let Err(se) = state.env.store.commit().await {
+        tracing::error!(error = %se, "failed turn state not committed");
+    }
+    state
+        .emitter
+        .emit(TurnEvent::Error {
+            turn_id: Some(record.turn_id.clone()),
+            code: e.code().into(),
+            message: e.to_string(),
+        })
+        .await;
+    let current = state.record().clone();
+    delegation::cancel_children(state.env, state.meta, &current, &e.to_string()).await;
+    if let Some(parent) = &current.parent {
+        delegation::report(state.env, state.meta, parent, &current, None).await;
+    }
+}
+
+/// Stop the session's unfinished turn at the user's request (`user.cancel`), with the agents
+/// it delegated to; the turn that was stopped and the child sessions told.
+pub async fn cancel(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    reason: &str,
+) -> CancelAccepted {
+    // Turns parked while a newer one talked are stopped as well.
+    let parked: Vec<String> = task.parked.iter().map(|t| t.turn_id.clone()).collect();
+    let mut stopped = cancel_current(env, meta, task, reason).await;
+    for turn_id in parked {
+        if task.unpark(&turn_id) {
+            let more = cancel_current(env, meta, task, reason).await;
+            stopped.children.extend(more.children);
+            stopped.turn_id = stopped.turn_id.or(more.turn_id);
+        }
+    }
+    stopped
+}
+
+async fn cancel_current(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    reason: &str,
+) -> CancelAccepted {
+    let Some(record) = task.unfinished_turn().cloned() else {
+        return CancelAccepted {
+            turn_id: None,
+            children: Vec::new(),
+        };
+    };
+    let children = record
+        .unfinished_children()
+        .map(|(_, c)| format!("{}.{}", c.agent, c.session))
+        .collect();
+    let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+    let mut state = TurnState {
+        env,
+        meta,
+        task,
+        log: &[],
+        added: Vec::new(),
+        emitter,
+    };
+    fail(
+        &mut state,
+        &record,
+        &TurnError::Cancelled(reason.to_string()),
+    )
+    .await;
+    // A waiting turn stopped: counted, not timed (its messages are not loaded here).
+    crate::telemetry::metrics::turn_counted(
+        state.meta.active_agent(),
+        crate::telemetry::metrics::TurnOutcome::Failed,
+    );
+    CancelAccepted {
+        turn_id: Some(record.turn_id),
+        children,
+    }
+}
+
+/// Store the turn as answered and commit, publish the answer, then queue the transcript for
+/// extraction and note that it is queued — so an answer that left is on disk, and an answered
+/// turn whose extraction a crash cut off is queued at start-up ([`queue_extraction`]; the
+/// extractor skips a turn it already mined).
+pub(super) async fn finish(
+    state: &mut TurnState<'_>,
+    record: &TurnRecord,
+    text: &str,
+) -> Result<(), TurnError> {
+    state.set_phase(TurnPhase::Answered);
+    state.record().extraction_queued = false;
+    state.save_task().await?;
+    state.env.store.commit().await?;
+    let answer = TurnEvent::Answer {
+        turn_id: record.turn_id.clone(),
+        text: text.to_string(),
+    };
+    state.emitter.emit(answer.clone()).await;
+    let current = state.record().clone();
+    if let Some(to) = &current.answer_to {
+        answer_elsewhere(state.env, &state.emitter, to, answer).await;
+    }
+    if let Some(parent) = &current.parent {
+        delegation::report(state.env, state.meta, parent, &current, Some(text)).await;
+    }
+    let current = state.current();
+    let queued = match current.first() {
+        Some(user_message) => {
+            enqueue_extraction(state.env, state.meta, record, user_message, text).await
+        }
+        None => true,
+    };
+    state.record().extraction_queued = queued;
+    state.save_task().await
+}
+
+/// Finish an answered turn a crash cut off after its answer was stored: send the answer again
+/// (the crash may have come before it left the process; the event keeps its id, see
+/// [`crate::bus::events::answer_event_id`]) and queue the transcript for extraction.
+pub async fn queue_extraction(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    log: &[StoredMessage],
+) -> Result<(), TurnError> {
+    let Some(record) = task.pending_extraction().cloned() else {
+        return Ok(());
+    };
+    let start = turn_start(log, &record);
+    let own: Vec<&StoredMessage> = log[start.min(log.len())..]
+        .iter()
+        .filter(|m| m.turn_id == record.turn_id)
+        .collect();
+    if let Some(answer) = own.last().filter(|_| own.len() > 1) {
+        Emitter::new(env.ports.clone(), meta, &record.trace_id)
+            .emit(TurnEvent::Answer {
+                turn_id: record.turn_id.clone(),
+                text: answer.message.content.clone(),
+            })
+            .await;
+    }
+    let queued = match (own.first(), own.last().filter(|_| own.len() > 1)) {
+        (Some(user_message), Some(answer)) => {
+            enqueue_extraction(env, meta, &record, user_message, &answer.message.content).await
+        }
+        _ => true,
+    };
+    if let Some(turn) = task.turn.as_mut() {
+        turn.extraction_queued = queued;
+    }
+    env.store.save(meta, &[], task).await?;
+    Ok(())
+}
+
+/// Publish the answer on the subject its message asked for (a trigger's `reply_subject`).
+async fn answer_elsewhere(env: &TurnEnv, emitter: &Emitter, to: &str, answer: TurnEvent) {
+    let scope = emitter.scope();
+    let envelope =
+        crate::protocol::envelope::Envelope::new(crate::protocol::kinds::TURN_EVENT, answer)
+            .for_session(&scope.agent, &scope.session, scope.user.as_deref())
+            .in_trace(&scope.trace_id);
+    match envelope.encode() {
+        Ok(payload) => env.ports.reply(to, payload).await,
+        Err(e) => tracing::error!(error = %e, "answer not encoded for {to}"),
+    }
+}
+
+/// Put the turn's transcript on the extraction queue; false when it could not be queued.
+async fn enqueue_extraction(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    record: &TurnRecord,
+    user_message: &StoredMessage,
+    answer: &str,
+) -> bool {
+    // An agent that writes no memories still queues the job: it releases the turn's holds
+    // on the memories it recalled.
+    let write = env
+        .config
+        .agents
+        .get(meta.active_agent())
+        .and_then(|a| a.memory.writes().map(str::to_string));
+    let job = ExtractJob {
+        write: write.is_some(),
+        namespace: write.unwrap_or_else(|| crate::protocol::DEFAULT_NAMESPACE.into()),
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: meta.user.clone(),
+        turn_id: record.turn_id.clone(),
+        message_id: record.message_id.clone(),
+        source_time: user_message.ts,
+        transcript: vec![
+            user_message.message.clone(),
+            ChatMessage::assistant(answer.to_string()),
+        ],
+    };
+    let scope = crate::bus::events::EventScope {
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: Some(meta.user.clone()),
+        trace_id: record.trace_id.clone(),
+    };
+    env.ports.enqueue_extraction(&scope, job).await
+}
