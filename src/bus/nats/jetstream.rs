@@ -218,6 +218,21 @@ pub async fn consume(
     options: DurableOptions,
 ) -> Result<DurableConsumer, BusError> {
     let stream = ensure_stream(context, queue, replicas).await?;
+    let messages = pull_shared(&stream, queue, options).await?;
+    let queue = queue.to_string();
+    Ok(DurableConsumer::new(messages.map(move |item| match item {
+        Ok(message) => Ok(durable_message(message, &queue, options.max_deliver)),
+        Err(err) => Err(pulling_failed("durable queue", &queue, err)),
+    })))
+}
+
+/// Create (or update, so a changed ack_wait / max_deliver takes effect) the shared durable
+/// pull consumer of `stream` and start pulling from it, one message at a time.
+async fn pull_shared(
+    stream: &async_nats::jetstream::stream::Stream,
+    name: &str,
+    options: DurableOptions,
+) -> Result<async_nats::jetstream::consumer::pull::Stream, BusError> {
     let max_deliver = i64::try_from(options.max_deliver)
         .ok()
         .filter(|n| *n > 0)
@@ -229,28 +244,26 @@ pub async fn consume(
         max_deliver,
         ..Default::default()
     };
-    // Create-or-update, so a changed ack_wait / max_deliver takes effect.
     let consumer = while_forming("creating a durable consumer", || {
         stream.create_consumer(config.clone())
     })
     .await
-    .map_err(|e| jetstream_error("cannot create the durable consumer", queue, e))?;
-    let messages = consumer
+    .map_err(|e| jetstream_error("cannot create the durable consumer", name, e))?;
+    consumer
         .stream()
         .max_messages_per_batch(1)
         .expires(PULL_EXPIRES)
         .heartbeat(PULL_HEARTBEAT)
         .messages()
         .await
-        .map_err(|e| jetstream_error("cannot start pulling", queue, e))?;
-    let queue = queue.to_string();
-    Ok(DurableConsumer::new(messages.map(move |item| match item {
-        Ok(message) => Ok(durable_message(message, &queue, options.max_deliver)),
-        Err(err) => Err(BusError::Io(format!(
-            "durable queue `{queue}`: pulling failed: {err}; the consumer keeps retrying, \
-             check that nats-server is reachable"
-        ))),
-    })))
+        .map_err(|e| jetstream_error("cannot start pulling", name, e))
+}
+
+fn pulling_failed(what: &str, name: &str, err: impl std::fmt::Display) -> BusError {
+    BusError::Io(format!(
+        "{what} `{name}`: pulling failed: {err}; the consumer keeps retrying, check that \
+         nats-server is reachable"
+    ))
 }
 
 /// Capture `subjects` into the work-queue stream `name` (created, or updated when the
@@ -272,12 +285,11 @@ pub async fn capture(
         duplicate_window: options.dedupe_window,
         ..Default::default()
     };
-    let stream = while_forming("creating a capture stream", || {
+    let mut stream = while_forming("creating a capture stream", || {
         context.get_or_create_stream(config.clone())
     })
     .await
     .map_err(|e| jetstream_error("cannot create or open the stream", name, e))?;
-    let mut stream = stream;
     let current = stream
         .info()
         .await
@@ -290,30 +302,7 @@ pub async fn capture(
             .await
             .map_err(|e| jetstream_error("cannot update the stream's subjects", name, e))?;
     }
-    let max_deliver = i64::try_from(options.durable.max_deliver)
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or(-1);
-    let consumer_config = pull::Config {
-        durable_name: Some(DURABLE_NAME.to_string()),
-        ack_policy: AckPolicy::Explicit,
-        ack_wait: options.durable.ack_wait,
-        max_deliver,
-        ..Default::default()
-    };
-    let consumer = while_forming("creating a capture consumer", || {
-        stream.create_consumer(consumer_config.clone())
-    })
-    .await
-    .map_err(|e| jetstream_error("cannot create the durable consumer", name, e))?;
-    let messages = consumer
-        .stream()
-        .max_messages_per_batch(1)
-        .expires(PULL_EXPIRES)
-        .heartbeat(PULL_HEARTBEAT)
-        .messages()
-        .await
-        .map_err(|e| jetstream_error("cannot start pulling", name, e))?;
+    let messages = pull_shared(&stream, name, options.durable).await?;
     let (name, max) = (name.to_string(), options.durable.max_deliver);
     Ok(DurableConsumer::new(messages.map(move |item| match item {
         Ok(message) => {
@@ -325,10 +314,7 @@ pub async fn capture(
                 .map(|v| v.as_str().to_string());
             Ok(durable_message(message, &name, max).with_origin(subject, msg_id))
         }
-        Err(err) => Err(BusError::Io(format!(
-            "captured subjects `{name}`: pulling failed: {err}; the consumer keeps retrying, \
-             check that nats-server is reachable"
-        ))),
+        Err(err) => Err(pulling_failed("captured subjects", &name, err)),
     })))
 }
 
