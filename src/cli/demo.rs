@@ -55,15 +55,7 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
     if let Some(Story::Team) = args.story.take() {
         return super::demo_team::run(args);
     }
-    let _temp;
-    config.engine.data_dir = match args.data_dir {
-        Some(d) => d,
-        None => {
-            _temp = tempfile::tempdir().context("cannot create a temporary data directory")?;
-            _temp.path().join("hermes")
-        }
-    };
-    config.bus.url = "embedded".into();
+    let _temp = on_embedded_bus(&mut config, args.data_dir)?;
     let scripted = config.models.planner.is_demo_script();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
@@ -101,6 +93,22 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Point `config` at the embedded bus and at `data_dir`, or at a fresh temporary directory
+/// (removed when the returned guard drops).
+pub(super) fn on_embedded_bus(
+    config: &mut Config,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<Option<tempfile::TempDir>> {
+    config.bus.url = "embedded".into();
+    if let Some(dir) = data_dir {
+        config.engine.data_dir = dir;
+        return Ok(None);
+    }
+    let temp = tempfile::tempdir().context("cannot create a temporary data directory")?;
+    config.engine.data_dir = temp.path().join("hermes");
+    Ok(Some(temp))
 }
 
 async fn wait_memory(client: &mut SessionClient, printer: &mut Printer, timeout: Duration) -> bool {

@@ -37,15 +37,7 @@ struct Seen {
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut config = Config::team().context("the team demo's configuration")?;
-    let _temp;
-    config.engine.data_dir = match args.data_dir {
-        Some(d) => d,
-        None => {
-            _temp = tempfile::tempdir().context("cannot create a temporary data directory")?;
-            _temp.path().join("hermes")
-        }
-    };
-    config.bus.url = "embedded".into();
+    let _temp = super::demo::on_embedded_bus(&mut config, args.data_dir)?;
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
     with_engine_runtime(|io| async move {
