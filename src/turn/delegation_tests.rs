@@ -295,16 +295,8 @@ async fn a_child_past_its_deadline_is_cancelled_and_the_parent_goes_on() {
     assert!(answer.contains("did not answer within"), "{answer}");
 }
 
-#[tokio::test]
-async fn a_delegation_cycle_is_refused_with_a_clear_error() {
-    let ports = FakePorts::new(|r| {
-        if last_is_user(r) {
-            calls("agent__triage", json!({"task": "decide for me"}))
-        } else {
-            says(&r.messages.last().unwrap().content.clone())
-        }
-    });
-    let mut s = session_of("logistics", ports);
+/// Accept `text` as a task that triage delegated to this session.
+async fn accept_from_triage(s: &mut Session, text: &str) {
     let delegation = Delegation {
         parent_agent: "triage".into(),
         parent_session: "p".into(),
@@ -318,7 +310,7 @@ async fn a_delegation_cycle_is_refused_with_a_clear_error() {
     let message = Inbound {
         envelope: Envelope::request(UserMessage {
             delegation: Some(Box::new(delegation)),
-            ..UserMessage::text("where is it")
+            ..UserMessage::text(text)
         }),
         user: "u1".into(),
         reply: None,
@@ -328,6 +320,19 @@ async fn a_delegation_cycle_is_refused_with_a_clear_error() {
         .stored()
         .unwrap();
     s.log.push(stored);
+}
+
+#[tokio::test]
+async fn a_delegation_cycle_is_refused_with_a_clear_error() {
+    let ports = FakePorts::new(|r| {
+        if last_is_user(r) {
+            calls("agent__triage", json!({"task": "decide for me"}))
+        } else {
+            says(&r.messages.last().unwrap().content.clone())
+        }
+    });
+    let mut s = session_of("logistics", ports);
+    accept_from_triage(&mut s, "where is it").await;
     s.resume().await;
     assert_eq!(s.phase(), TurnPhase::Answered);
     assert!(
@@ -359,29 +364,7 @@ async fn delegation_deeper_than_the_limit_is_refused() {
     });
     let mut s = Session::with_config(ports, config);
     s.meta.agent = "logistics".into();
-    let delegation = Delegation {
-        parent_agent: "triage".into(),
-        parent_session: "p".into(),
-        parent_turn: "t".into(),
-        call_id: "c".into(),
-        job_id: "j".into(),
-        chain: vec!["triage".into()],
-        token_budget: None,
-        deadline: Utc::now() + ChronoDuration::seconds(60),
-    };
-    let message = Inbound {
-        envelope: Envelope::request(UserMessage {
-            delegation: Some(Box::new(delegation)),
-            ..UserMessage::text("where is it")
-        }),
-        user: "u1".into(),
-        reply: None,
-    };
-    let stored = inbound::accept(&s.env, &mut s.meta, &mut s.task, &message)
-        .await
-        .stored()
-        .unwrap();
-    s.log.push(stored);
+    accept_from_triage(&mut s, "where is it").await;
     s.resume().await;
     assert!(s.answer().unwrap().contains("depth limit"));
 }

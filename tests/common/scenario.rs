@@ -145,3 +145,35 @@ impl Scenario {
         toml::to_string(&doc).expect("a scenario renders as TOML")
     }
 }
+
+/// A config file for a `hermes serve` process: data in `<dir>/<name>-data`, `script` as the
+/// model of every role. Returns the file's path (`<dir>/<name>.toml`).
+pub fn write_serve_config(
+    dir: &std::path::Path,
+    name: &str,
+    script: &Scenario,
+) -> std::path::PathBuf {
+    let scenario = dir.join(format!("{name}-scenario.toml"));
+    std::fs::write(&scenario, script.to_toml()).unwrap();
+    let data = dir.join(format!("{name}-data"));
+    let config = format!(
+        r#"
+[engine]
+data_dir = "{data}"
+[models.planner]
+provider = "replay"
+scenario = "{scenario}"
+[models.extractor]
+provider = "replay"
+scenario = "{scenario}"
+[models.summariser]
+provider = "replay"
+scenario = "{scenario}"
+"#,
+        data = data.display(),
+        scenario = scenario.display()
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    path
+}

@@ -198,70 +198,19 @@ fn killing_the_process_while_delegated_agents_run_loses_and_repeats_nothing() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let config = team_file(dir.path());
-    let serve = Serve::start(&config, &nats.url(), "all");
+    let mut serve = Some(Serve::start(&config, &nats.url(), "all"));
     let rt = multi_thread(2);
     let url = nats.url();
-    let (events, answers) = rt.block_on(async move {
-        let bus: SharedBus = hermes::bus::connect(&url, None).await.unwrap();
-        let mut out = bus.subscribe("hermes.out.>").await.unwrap();
-        let mut replies = bus.subscribe("shop.orders.*.reply").await.unwrap();
-        bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-kill"))
-            .await
-            .unwrap();
-        let mut events = Vec::new();
-        // Wait until both children have their task, then kill -9 the process that runs them
-        // and their parent (logistics' carrier job takes 2 s, so both are mid-way).
-        let mut delegated = 0;
-        while delegated < 2 {
-            let m = tokio::time::timeout(Duration::from_secs(30), out.next())
-                .await
-                .expect("the triage turn delegates")
-                .unwrap();
-            if let Some(e) = turn_event(&m.subject, &m.payload) {
-                delegated += usize::from(matches!(e.2, TurnEvent::AgentDelegated { .. }));
-                events.push(e);
-            }
+    let bus: SharedBus = rt.block_on(hermes::bus::connect(&url, None)).unwrap();
+    // Once both children have their task, kill -9 the process that runs them and their parent
+    // (logistics' carrier job takes 2 s, so both are mid-way), and start it again.
+    let (events, answers) = rt.block_on(crash_mid_delegation(&bus, ORDER, || {
+        if let Some(running) = serve.take() {
+            running.kill9();
         }
-        serve.kill9();
-        let restart_url = url.clone();
-        let restarted =
-            tokio::task::spawn_blocking(move || Serve::start(&config, &restart_url, "all"));
-        let mut answers = Vec::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            tokio::select! {
-                m = out.next() => {
-                    let m = m.unwrap();
-                    if let Some(e) = turn_event(&m.subject, &m.payload) {
-                        events.push(e);
-                    }
-                }
-                r = replies.next() => answers.push(r.unwrap().payload),
-                _ = tokio::time::sleep_until(deadline) => break,
-            }
-            if !answers.is_empty() {
-                // Anything more (a second answer) would come within a few seconds.
-                let extra = tokio::time::sleep(Duration::from_secs(4));
-                tokio::pin!(extra);
-                loop {
-                    tokio::select! {
-                        r = replies.next() => answers.push(r.unwrap().payload),
-                        m = out.next() => {
-                            let m = m.unwrap();
-                            if let Some(e) = turn_event(&m.subject, &m.payload) {
-                                events.push(e);
-                            }
-                        }
-                        _ = &mut extra => break,
-                    }
-                }
-                break;
-            }
-        }
-        drop(restarted.await.unwrap());
-        (events, answers)
-    });
-    assert_eq!(answers.len(), 1, "exactly one reply after the crash");
+        serve = Some(Serve::start(&config, &url, "all"));
+    }));
+    assert_eq!(answers, 1, "exactly one reply after the crash");
     let children: std::collections::BTreeSet<String> = events
         .iter()
         .filter_map(|(_, _, e)| match e {
@@ -288,6 +237,27 @@ fn killing_the_process_while_delegated_agents_run_loses_and_repeats_nothing() {
     assert!(triage_answers >= 1);
 }
 
+/// Turn events from `out` until triage's session `session` has delegated both tasks.
+async fn until_delegated(
+    out: &mut hermes::bus::Subscription,
+    session: &str,
+) -> Vec<(String, String, TurnEvent)> {
+    let mut events = Vec::new();
+    let mut delegated = 0;
+    while delegated < 2 {
+        let m = tokio::time::timeout(Duration::from_secs(30), out.next())
+            .await
+            .expect("the triage turn delegates")
+            .unwrap();
+        if let Some(e) = turn_event(&m.subject, &m.payload) {
+            delegated +=
+                usize::from(e.1 == session && matches!(e.2, TurnEvent::AgentDelegated { .. }));
+            events.push(e);
+        }
+    }
+    events
+}
+
 /// One event for `order`, with `crash` run once its triage turn has delegated both tasks;
 /// the events seen and the replies published until a few seconds after the first reply.
 async fn crash_mid_delegation(
@@ -306,20 +276,7 @@ async fn crash_mid_delegation(
     )
     .await
     .unwrap();
-    let mut events = Vec::new();
-    let session = format!("order-{order}");
-    let mut delegated = 0;
-    while delegated < 2 {
-        let m = tokio::time::timeout(Duration::from_secs(30), out.next())
-            .await
-            .expect("the triage turn delegates")
-            .unwrap();
-        if let Some(e) = turn_event(&m.subject, &m.payload) {
-            delegated +=
-                usize::from(e.1 == session && matches!(e.2, TurnEvent::AgentDelegated { .. }));
-            events.push(e);
-        }
-    }
+    let mut events = until_delegated(&mut out, &format!("order-{order}")).await;
     crash();
     let mut answers = 0;
     let mut deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -473,16 +430,7 @@ async fn cancel_mid_delegation(bus: SharedBus) {
     bus.publish(&format!("shop.orders.{ORDER}.delayed"), event("evt-cancel"))
         .await
         .unwrap();
-    let mut delegated = 0;
-    while delegated < 2 {
-        let m = tokio::time::timeout(Duration::from_secs(30), out.next())
-            .await
-            .expect("the triage turn delegates")
-            .unwrap();
-        if let Some((_, _, e)) = turn_event(&m.subject, &m.payload) {
-            delegated += usize::from(matches!(e, TurnEvent::AgentDelegated { .. }));
-        }
-    }
+    until_delegated(&mut out, &format!("order-{ORDER}")).await;
     let session = format!("order-{ORDER}");
     let mut client = hermes::client::SessionClient::open(bus.clone(), "triage", &session, "u-1001")
         .await

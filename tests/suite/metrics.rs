@@ -23,28 +23,7 @@ fn script() -> Scenario {
 
 /// A serve config: data in `dir`, the scripted model for every role.
 fn write_config(dir: &Path) -> std::path::PathBuf {
-    let scenario = dir.join("scenario.toml");
-    std::fs::write(&scenario, script().to_toml()).unwrap();
-    let config = format!(
-        r#"
-[engine]
-data_dir = "{data}"
-[models.planner]
-provider = "replay"
-scenario = "{scenario}"
-[models.extractor]
-provider = "replay"
-scenario = "{scenario}"
-[models.summariser]
-provider = "replay"
-scenario = "{scenario}"
-"#,
-        data = dir.join("data").display(),
-        scenario = scenario.display()
-    );
-    let path = dir.join("hermes.toml");
-    std::fs::write(&path, config).unwrap();
-    path
+    write_serve_config(dir, "metrics", &script())
 }
 
 /// The value of the sample line that starts with `series ` (name and labels exactly).

@@ -28,29 +28,7 @@ fn script() -> Scenario {
 
 /// A config file for a serve process: data in `dir`, the scripted model, the catalog server.
 fn write_config(dir: &Path, name: &str) -> std::path::PathBuf {
-    let scenario = dir.join(format!("{name}-scenario.toml"));
-    std::fs::write(&scenario, script().to_toml()).unwrap();
-    let data = dir.join(format!("{name}-data"));
-    let config = format!(
-        r#"
-[engine]
-data_dir = "{data}"
-[models.planner]
-provider = "replay"
-scenario = "{scenario}"
-[models.extractor]
-provider = "replay"
-scenario = "{scenario}"
-[models.summariser]
-provider = "replay"
-scenario = "{scenario}"
-"#,
-        data = data.display(),
-        scenario = scenario.display()
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, config).unwrap();
-    path
+    write_serve_config(dir, name, &script())
 }
 
 #[test]
