@@ -153,12 +153,13 @@ impl Triggers {
         let timeout = Duration::from_secs(self.config.engine.request_timeout_secs);
         match retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence).await {
             Ok(_) => Handled::Accepted,
-            Err(RpcError::Envelope(EnvelopeError::Body { reason, .. }))
-                if ["busy:", "awaiting_job:", "awaiting_confirmation:"]
-                    .iter()
-                    .any(|code| reason.contains(code)) =>
+            Err(RpcError::Envelope(EnvelopeError::Answered { code, message, .. }))
+                if matches!(
+                    code.as_str(),
+                    "busy" | "awaiting_job" | "awaiting_confirmation"
+                ) =>
             {
-                Handled::Later(reason)
+                Handled::Later(format!("{code}: {message}"))
             }
             Err(RpcError::Bus(e)) => Handled::Later(e.to_string()),
             Err(e) => Handled::Refused(format!("the session refused the event: {e}")),

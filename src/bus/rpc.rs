@@ -73,12 +73,10 @@ async fn local<R: Request>(
         Ok(reply) => match reply.downcast::<LocalAnswer<R>>() {
             Ok(answer) => match *answer {
                 Ok(reply) => Ok(Local::Answered(reply)),
-                Err(e) => Err(RpcError::Envelope(EnvelopeError::Body {
+                Err(e) => Err(RpcError::Envelope(EnvelopeError::Answered {
                     kind: <R::Reply as Reply>::KIND.to_string(),
-                    reason: format!(
-                        "the service answered with an error: {}: {}",
-                        e.code, e.message
-                    ),
+                    code: e.code.to_string(),
+                    message: e.message,
                 })),
             },
             Err(_) => Err(mismatch().into()),

@@ -47,6 +47,13 @@ pub enum EnvelopeError {
     Kind { found: String, expected: String },
     #[error("envelope body is not a valid `{kind}`: {reason}")]
     Body { kind: String, reason: String },
+    /// The service answered with an `error` envelope instead of a `kind`.
+    #[error("envelope body is not a valid `{kind}`: the service answered with an error: {code}: {message}")]
+    Answered {
+        kind: String,
+        code: String,
+        message: String,
+    },
     #[error("cannot encode envelope: {0}")]
     Encode(String),
 }
@@ -118,13 +125,19 @@ impl Envelope<Value> {
     /// Turn an `error` envelope into `Err`, anything else into its typed body.
     pub fn into_typed<B: DeserializeOwned>(self, kind: &str) -> Result<Envelope<B>, EnvelopeError> {
         if self.kind == ERROR_KIND && kind != ERROR_KIND {
-            let reason = serde_json::from_value::<ErrorBody>(self.body.clone())
-                .map(|e| format!("{}: {}", e.code, e.message))
-                .unwrap_or_else(|_| self.body.to_string());
-            return Err(EnvelopeError::Body {
-                kind: kind.to_string(),
-                reason: format!("the service answered with an error: {reason}"),
-            });
+            return Err(
+                match serde_json::from_value::<ErrorBody>(self.body.clone()) {
+                    Ok(e) => EnvelopeError::Answered {
+                        kind: kind.to_string(),
+                        code: e.code,
+                        message: e.message,
+                    },
+                    Err(_) => EnvelopeError::Body {
+                        kind: kind.to_string(),
+                        reason: format!("the service answered with an error: {}", self.body),
+                    },
+                },
+            );
         }
         if self.kind != kind {
             return Err(EnvelopeError::Kind {
