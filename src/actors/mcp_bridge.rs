@@ -305,8 +305,11 @@ impl CallContext<'_> {
             "tools/call",
             &body.tool,
         );
+        let call = uuid::Uuid::new_v4().to_string();
         let outcome = match pool.client(&body.server) {
             Ok((client, timeout)) => {
+                // In the trail before the server can act: a kill mid-call leaves `started`.
+                self.audited(record.started(&call)).await;
                 let outcome = client
                     .call_tool(&body.tool, body.arguments, timeout)
                     .await
@@ -330,7 +333,8 @@ impl CallContext<'_> {
             Ok(_) => None,
             Err(e) => Some(e.clone()),
         };
-        self.audited(record.outcome(started, error)).await;
+        self.audited(record.for_call(&call).outcome(started, error))
+            .await;
         match outcome {
             Ok(result) => McpCallReply {
                 result: Some(result),

@@ -24,6 +24,28 @@ use crate::protocol::subjects;
 /// The sled tree of audit records.
 pub const TREE: &str = "mcp_audit";
 
+/// Status of a call's record written before the call.
+pub const STARTED: &str = "started";
+
+/// Drop each `started` record whose call has an outcome among `records`, so a finished call
+/// reads as one line and only a call interrupted mid-way still shows `started`.
+pub fn fold_started<T>(records: Vec<T>, key: impl Fn(&T) -> (&str, Option<&str>)) -> Vec<T> {
+    let finished: std::collections::HashSet<String> = records
+        .iter()
+        .filter_map(|r| match key(r) {
+            (status, Some(call)) if status != STARTED => Some(call.to_owned()),
+            _ => None,
+        })
+        .collect();
+    records
+        .into_iter()
+        .filter(|r| match key(r) {
+            (STARTED, Some(call)) => !finished.contains(call),
+            _ => true,
+        })
+        .collect()
+}
+
 /// One audited MCP operation, as stored in the `mcp_audit` tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
@@ -39,10 +61,14 @@ pub struct AuditRecord {
     /// The tool name or resource URI.
     pub target: String,
     pub duration_ms: u64,
-    /// `ok`, `error` or `denied`.
+    /// `ok`, `error` or `denied`; `started` for a `tools/call` whose outcome was never
+    /// recorded (the bridge stopped mid-call, so the server may have run it).
     pub status: String,
     #[serde(default)]
     pub error: Option<String>,
+    /// Links a call's `started` record to its outcome record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }
 
 impl From<AuditRecord> for AuditEntry {
@@ -57,6 +83,7 @@ impl From<AuditRecord> for AuditEntry {
             duration_ms: r.duration_ms,
             status: r.status,
             error: r.error,
+            call: r.call,
         }
     }
 }
@@ -73,6 +100,7 @@ impl From<AuditEntry> for AuditRecord {
             duration_ms: e.duration_ms,
             status: e.status,
             error: e.error,
+            call: e.call,
         }
     }
 }
@@ -90,7 +118,25 @@ impl AuditRecord {
             duration_ms: 0,
             status: "ok".to_owned(),
             error: None,
+            call: None,
         }
+    }
+
+    /// The record written before an effectful call leaves: durable before the server can act,
+    /// so a bridge killed mid-call still leaves the call in the trail. Its outcome record
+    /// carries the same `call` id and hides it (see [`fold_started`]).
+    pub fn started(&self, call: &str) -> Self {
+        Self {
+            status: STARTED.to_owned(),
+            call: Some(call.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// This record as the outcome of call `call`.
+    pub fn for_call(mut self, call: &str) -> Self {
+        self.call = Some(call.to_owned());
+        self
     }
 
     /// Set the outcome: `Ok` → `ok`, `Err` → `error` with the message.
@@ -145,11 +191,13 @@ impl AuditLog {
         Ok(())
     }
 
-    /// The newest `limit` records, newest first (undecodable ones are skipped with a warning).
+    /// The newest `limit` records, newest first, a finished call's `started` record folded
+    /// into its outcome (undecodable ones are skipped with a warning).
     pub fn latest(&self, limit: usize) -> Result<Vec<AuditRecord>, AuditError> {
         let mut out = Vec::new();
+        // Twice the limit read, so folding the started records still leaves `limit`.
         for entry in self.tree.iter().rev() {
-            if out.len() >= limit {
+            if out.len() >= limit.saturating_mul(2) {
                 break;
             }
             let (_, value) = entry?;
@@ -158,6 +206,10 @@ impl AuditLog {
                 Err(error) => tracing::warn!(%error, "undecodable MCP audit record skipped"),
             }
         }
+        let mut out = fold_started(out, |r: &AuditRecord| {
+            (r.status.as_str(), r.call.as_deref())
+        });
+        out.truncate(limit);
         Ok(out)
     }
 }
@@ -189,13 +241,14 @@ pub async fn publish(bus: &dyn Bus, kind: &str, record: &AuditRecord) {
 }
 
 /// The newest `limit` records of the deployment's shared audit trail (NATS cluster), newest
-/// first; undecodable ones are skipped with a warning.
+/// first, a finished call's `started` record folded into its outcome; undecodable ones are
+/// skipped with a warning.
 pub async fn latest_shared(
     trail: &dyn crate::bus::cluster::AuditTrail,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, crate::bus::BusError> {
-    let payloads = trail.latest(limit).await?;
-    Ok(payloads
+    let payloads = trail.latest(limit.saturating_mul(2)).await?;
+    let entries: Vec<AuditEntry> = payloads
         .iter()
         .filter_map(|payload| {
             match Envelope::<AuditEntry>::decode_event(payload, crate::bus::DEFAULT_MAX_PAYLOAD) {
@@ -206,7 +259,12 @@ pub async fn latest_shared(
                 }
             }
         })
-        .collect())
+        .collect();
+    let mut entries = fold_started(entries, |e: &AuditEntry| {
+        (e.status.as_str(), e.call.as_deref())
+    });
+    entries.truncate(limit);
+    Ok(entries)
 }
 
 #[cfg(test)]
@@ -241,5 +299,23 @@ mod tests {
         let denied = AuditRecord::new("server", Some("bob"), "hermes", "tools/call", "t")
             .denied("role lacks the tool");
         assert_eq!(denied.status, "denied");
+    }
+
+    #[test]
+    fn a_finished_call_reads_as_one_record_and_an_interrupted_one_stays_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let log = AuditLog::open(&db).unwrap();
+        let call = AuditRecord::new("client", Some("alice"), "srv", "tools/call", "pay");
+        log.record(&call.started("c1")).unwrap();
+        log.record(&call.clone().for_call("c1")).unwrap();
+        let cut = AuditRecord::new("client", Some("alice"), "srv", "tools/call", "refund");
+        log.record(&cut.started("c2")).unwrap();
+        let latest = log.latest(10).unwrap();
+        let shown: Vec<_> = latest
+            .iter()
+            .map(|r| (r.target.as_str(), r.status.as_str()))
+            .collect();
+        assert_eq!(shown, vec![("refund", STARTED), ("pay", "ok")]);
     }
 }

@@ -210,8 +210,12 @@ pub struct AuditEntry {
     /// The tool name or resource URI.
     pub target: String,
     pub duration_ms: u64,
-    /// `ok`, `error` or `denied`.
+    /// `ok`, `error` or `denied`; `started` for a `tools/call` whose outcome was never
+    /// recorded (the bridge stopped mid-call, so the server may have run it).
     pub status: String,
     #[serde(default)]
     pub error: Option<String>,
+    /// Links a call's `started` record to its outcome record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }

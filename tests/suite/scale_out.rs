@@ -262,7 +262,12 @@ async fn count_lost_audit_records(bus: &SharedBus, ledger: &ledger_mcp::Counts) 
             .body
             .records
             .iter()
-            .filter(|r| r.server == "ledger" && r.target == "record" && r.status == "ok")
+            // A call cut off by the kill shows `started`: in the trail, outcome unknown.
+            .filter(|r| {
+                r.server == "ledger"
+                    && r.target == "record"
+                    && (r.status == "ok" || r.status == "started")
+            })
             .count();
         worst = worst.max(executed.saturating_sub(audited));
     }
