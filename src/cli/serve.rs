@@ -54,6 +54,9 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         // Before the engine starts, so its first turns and flushes are counted.
         let _http = start_http(&config, &io).await?;
         let engine = Engine::start(config.clone(), actors, io.clone()).await?;
+        if let Some(http) = &_http {
+            show_live(http, &engine, &io).await?;
+        }
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
         eprintln!(
@@ -117,7 +120,7 @@ async fn start_mcp_http(
 
 /// Hermes' own HTTP endpoint (`/metrics`) when `--http` or `[http] listen` is set, on the I/O
 /// runtime.
-async fn start_http(
+pub(super) async fn start_http(
     config: &Config,
     io: &tokio::runtime::Handle,
 ) -> anyhow::Result<Option<hermes::http::HttpServer>> {
@@ -129,6 +132,17 @@ async fn start_http(
         .await??;
     eprintln!("hermes: metrics at {}", http.metrics_url());
     Ok(Some(http))
+}
+
+/// The status page at `/` of `http`, fed from the engine's bus.
+pub async fn show_live(
+    http: &hermes::http::HttpServer,
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> anyhow::Result<()> {
+    io.spawn(http.show_live(engine.bus.clone())).await??;
+    eprintln!("hermes: status page at {}", http.page_url());
+    Ok(())
 }
 
 /// Say loudly which MCP servers failed to start.

@@ -1,6 +1,7 @@
 //! `hermes status`: the whole deployment at a glance, gathered over the bus — every process
 //! with what it runs and its live sessions, and the deployment's metrics summed over the
-//! processes that record them (`hermes serve --http`).
+//! processes that record them (`hermes serve --http`). With `--serve ADDR`, the live status
+//! page of the deployment instead, from a process that runs no actors.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,6 +24,10 @@ pub struct StatusArgs {
     /// Print one JSON object: the processes and the summed series.
     #[arg(long)]
     json: bool,
+    /// Serve the deployment's live status page at http://ADDR/ (e.g. `127.0.0.1:8080`) until
+    /// Ctrl-C, instead of printing once. Every `hermes serve --http` shows the same page.
+    #[arg(long, value_name = "ADDR", conflicts_with = "json")]
+    serve: Option<String>,
 }
 
 pub fn run(config: Config, args: StatusArgs) -> anyhow::Result<()> {
@@ -31,13 +36,25 @@ pub fn run(config: Config, args: StatusArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "hermes status reads a running deployment over NATS: pass --bus nats://host:4222 \
              (on the embedded bus every command runs an engine of its own; `hermes serve --http` \
-             shows one process's metrics)"
+             shows that process's status page and metrics)"
         );
     }
     let credentials = config.bus.auth.resolve().map_err(anyhow::Error::msg)?;
     let cluster = config.cluster.options();
     let wait = Duration::from_secs_f64(args.wait.max(0.1));
     let runtime = io_runtime()?;
+    if let Some(listen) = args.serve {
+        return runtime.block_on(async move {
+            let bus = hermes::bus::connect_with(&url, None, cluster, &credentials).await?;
+            let http = hermes::http::start(&listen).await?;
+            http.show_live(bus).await?;
+            eprintln!(
+                "hermes: status page of the deployment on {url} at {}; Ctrl-C stops",
+                http.page_url()
+            );
+            super::serve::wait_for_stop_signal().await
+        });
+    }
     let processes = runtime.block_on(async move {
         let bus = hermes::bus::connect_with(&url, None, cluster, &credentials).await?;
         anyhow::Ok(gather(&bus, wait).await?)

@@ -1,14 +1,22 @@
-//! Hermes' own HTTP endpoint (`hermes serve --http ADDR`, `[http] listen`): `GET /metrics`
-//! serves this process's Prometheus text ([`crate::telemetry::metrics`]); any other path is a
-//! 404. A small hyper server on the I/O runtime, never on an actix arbiter; the metrics
-//! exporter's own listener stays off.
+//! Hermes' own HTTP endpoint (`hermes serve --http ADDR`, `[http] listen`):
+//! - `GET /metrics`: this process's Prometheus text ([`crate::telemetry::metrics`]);
+//! - `GET /`: the live status page of the whole deployment ([`live`]), once
+//!   [`HttpServer::show_live`] gave it the bus; `GET /events` streams its updates and
+//!   `GET /api/live` answers one snapshot.
+//!
+//! A small hyper server on the I/O runtime, never on an actix arbiter; the metrics exporter's
+//! own listener stays off.
+
+pub mod live;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -16,10 +24,19 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::bus::SharedBus;
 use crate::telemetry::metrics::{self, Metrics};
 
 /// The metrics path.
 pub const METRICS_PATH: &str = "/metrics";
+/// The status page's event stream.
+pub const EVENTS_PATH: &str = "/events";
+/// One snapshot of the status page's data, as JSON.
+pub const SNAPSHOT_PATH: &str = "/api/live";
+
+type Body = BoxBody<Bytes, Infallible>;
+/// The live view's snapshots, once the bus is known.
+type LiveSlot = Arc<OnceLock<live::Snapshots>>;
 
 /// How often histogram samples are folded into their buckets between scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
@@ -33,6 +50,10 @@ pub enum HttpError {
     },
     #[error(transparent)]
     Metrics(#[from] metrics::MetricsError),
+    #[error(
+        "the status page cannot follow the deployment's events: {0}; check the bus connection"
+    )]
+    Live(#[from] crate::bus::BusError),
 }
 
 /// A running HTTP endpoint; stops when [`HttpServer::stop`] is called or it is dropped.
@@ -40,12 +61,36 @@ pub enum HttpError {
 pub struct HttpServer {
     pub addr: SocketAddr,
     cancel: CancellationToken,
+    live: LiveSlot,
 }
 
 impl HttpServer {
     /// `http://<addr>/metrics`.
     pub fn metrics_url(&self) -> String {
         format!("http://{}{METRICS_PATH}", self.addr)
+    }
+
+    /// `http://<addr>/`, the status page.
+    pub fn page_url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Start the status page's feed from `bus` (the deployment's events, status and MCP
+    /// catalog). The future must run on the I/O runtime; a second start is a no-op.
+    pub fn show_live(
+        &self,
+        bus: SharedBus,
+    ) -> impl std::future::Future<Output = Result<(), HttpError>> + Send + 'static {
+        let live = self.live.clone();
+        let cancel = self.cancel.clone();
+        async move {
+            if live.get().is_some() {
+                return Ok(());
+            }
+            let snapshots = live::feed::start(bus, cancel).await?;
+            let _ = live.set(snapshots);
+            Ok(())
+        }
     }
 
     pub fn stop(&self) {
@@ -74,10 +119,11 @@ pub async fn start(listen: &str) -> Result<HttpServer, HttpError> {
         source,
     })?;
     let cancel = CancellationToken::new();
+    let live = LiveSlot::default();
     tokio::spawn(upkeep(metrics.clone(), cancel.clone()));
-    tokio::spawn(accept(listener, metrics, cancel.clone()));
+    tokio::spawn(accept(listener, metrics, live.clone(), cancel.clone()));
     tracing::info!(url = %format!("http://{addr}{METRICS_PATH}"), "HTTP server listening");
-    Ok(HttpServer { addr, cancel })
+    Ok(HttpServer { addr, cancel, live })
 }
 
 async fn upkeep(metrics: Metrics, cancel: CancellationToken) {
@@ -90,7 +136,12 @@ async fn upkeep(metrics: Metrics, cancel: CancellationToken) {
     }
 }
 
-async fn accept(listener: TcpListener, metrics: Metrics, cancel: CancellationToken) {
+async fn accept(
+    listener: TcpListener,
+    metrics: Metrics,
+    live: LiveSlot,
+    cancel: CancellationToken,
+) {
     loop {
         let (stream, _) = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -103,10 +154,11 @@ async fn accept(listener: TcpListener, metrics: Metrics, cancel: CancellationTok
             },
         };
         let metrics = metrics.clone();
+        let live = live.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
-                let response = respond(&metrics, request.method(), request.uri().path());
+                let response = respond(&metrics, &live, request.method(), request.uri().path());
                 async move { Ok::<_, Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
@@ -124,18 +176,52 @@ async fn accept(listener: TcpListener, metrics: Metrics, cancel: CancellationTok
 }
 
 /// The answer to `method path`.
-fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Bytes>> {
+fn respond(metrics: &Metrics, live: &LiveSlot, method: &Method, path: &str) -> Response<Body> {
+    let not_started = || {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "the status page starts once the engine is connected to its bus; retry in a moment\n"
+                .into(),
+        )
+    };
     match route(method, path) {
         Route::Metrics => text(StatusCode::OK, metrics::CONTENT_TYPE, metrics.render()),
+        Route::Page => text(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            live::page::HTML.into(),
+        ),
+        Route::Snapshot => match live.get().map(|s| s.borrow().clone()) {
+            Some(Some(json)) => text(StatusCode::OK, "application/json", json.to_string()),
+            _ => not_started(),
+        },
+        Route::Events => match live.get() {
+            Some(snapshots) => {
+                let stream = live::page::event_stream(snapshots.clone());
+                let mut response = Response::new(StreamBody::new(stream).boxed());
+                let headers = response.headers_mut();
+                headers.insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/event-stream"),
+                );
+                headers.insert(
+                    hyper::header::CACHE_CONTROL,
+                    hyper::header::HeaderValue::from_static("no-cache"),
+                );
+                response
+            }
+            None => not_started(),
+        },
         Route::NotAllowed => text(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            format!("{METRICS_PATH} answers GET only\n"),
+            "Hermes' HTTP endpoint answers GET only\n".into(),
         ),
         Route::NotFound => text(
             StatusCode::NOT_FOUND,
             "text/plain",
-            format!("Hermes serves its metrics at {METRICS_PATH}\n"),
+            format!("Hermes serves its status page at / and its metrics at {METRICS_PATH}\n"),
         ),
     }
 }
@@ -143,20 +229,29 @@ fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Byte
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     Metrics,
+    Page,
+    Snapshot,
+    Events,
     NotAllowed,
     NotFound,
 }
 
 fn route(method: &Method, path: &str) -> Route {
-    match (path, method) {
-        (METRICS_PATH, &Method::GET | &Method::HEAD) => Route::Metrics,
-        (METRICS_PATH, _) => Route::NotAllowed,
-        _ => Route::NotFound,
+    let known = match path {
+        METRICS_PATH => Route::Metrics,
+        "/" | "/index.html" => Route::Page,
+        SNAPSHOT_PATH => Route::Snapshot,
+        EVENTS_PATH => Route::Events,
+        _ => return Route::NotFound,
+    };
+    match method {
+        &Method::GET | &Method::HEAD => known,
+        _ => Route::NotAllowed,
     }
 }
 
-fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -170,11 +265,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_get_metrics_is_served() {
+    fn only_get_of_known_paths_is_served() {
         assert_eq!(route(&Method::GET, "/metrics"), Route::Metrics);
         assert_eq!(route(&Method::HEAD, "/metrics"), Route::Metrics);
         assert_eq!(route(&Method::POST, "/metrics"), Route::NotAllowed);
-        assert_eq!(route(&Method::GET, "/"), Route::NotFound);
+        assert_eq!(route(&Method::GET, "/"), Route::Page);
+        assert_eq!(route(&Method::GET, "/events"), Route::Events);
+        assert_eq!(route(&Method::GET, "/api/live"), Route::Snapshot);
+        assert_eq!(route(&Method::POST, "/"), Route::NotAllowed);
         assert_eq!(route(&Method::GET, "/metrics/x"), Route::NotFound);
     }
 }

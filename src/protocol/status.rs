@@ -27,7 +27,7 @@ pub struct ProcessStatus {
     /// Session actors in memory, when this process runs sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions_live: Option<u64>,
-    /// The `/metrics` series of this process (histogram buckets and sums left out) by their
+    /// The `/metrics` series of this process (histogram buckets left out; `_sum` and `_count` kept, so means can be taken) by their
     /// full name with labels; empty when it does not record metrics (`--http`).
     #[serde(default)]
     pub series: BTreeMap<String, f64>,

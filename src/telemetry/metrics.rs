@@ -105,7 +105,7 @@ pub fn install() -> Result<Metrics, MetricsError> {
     INSTALLED.get_or_init(build_and_install).clone()
 }
 
-/// This process's series as `/metrics` shows them, histogram buckets and sums left out:
+/// This process's series as `/metrics` shows them, histogram buckets left out (sums and counts kept):
 /// `name{labels}` → value. Empty when it does not record metrics.
 pub fn series() -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
@@ -120,7 +120,7 @@ pub fn series() -> std::collections::BTreeMap<String, f64> {
             continue;
         };
         let name = series.split('{').next().unwrap_or(series);
-        if name.ends_with("_bucket") || name.ends_with("_sum") {
+        if name.ends_with("_bucket") {
             continue;
         }
         if let Ok(value) = value.parse::<f64>() {

@@ -124,7 +124,7 @@ fn one_turn_with_a_tool_call_shows_in_metrics_over_http() {
     );
     assert_eq!(sample(&text, "hermes_sessions_live"), Some(1.0), "{text}");
 
-    let (status, _, _) = http_get(&addr, "/");
+    let (status, _, _) = http_get(&addr, "/nothing-here");
     assert_eq!(status, 404);
 
     // `hermes status` gathers every process of the deployment over the bus.

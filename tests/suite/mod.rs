@@ -20,6 +20,7 @@ mod real_model_cli;
 mod scale_out;
 mod sessions;
 mod shared_tool_state;
+mod status_page;
 mod tool_jobs;
 mod tool_worker;
 mod turn_loop;
