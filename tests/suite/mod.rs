@@ -22,5 +22,6 @@ mod sessions;
 mod shared_tool_state;
 mod tool_jobs;
 mod tool_worker;
+mod traces;
 mod turn_loop;
 mod waiting_turns;
