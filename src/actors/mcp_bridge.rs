@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use super::ActorDeps;
 use crate::bus::service::{typed, Service, ServiceError};
@@ -194,9 +195,14 @@ impl McpRequests {
         &self,
         work: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, ServiceError> {
-        self.deps.io.spawn(work).await.map_err(|e| {
-            ServiceError::new("mcp_crashed", format!("the MCP bridge task failed: {e}"))
-        })
+        // The call's span (and so its trace) goes along to the I/O runtime.
+        self.deps
+            .io
+            .spawn(work.in_current_span())
+            .await
+            .map_err(|e| {
+                ServiceError::new("mcp_crashed", format!("the MCP bridge task failed: {e}"))
+            })
     }
 
     fn context(&self) -> OwnedContext {

@@ -11,15 +11,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use super::ActorDeps;
 use crate::bus::events::{self, EventScope};
 use crate::bus::service::{typed, Service, ServiceError};
 use crate::bus::{BusError, Serving};
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role, Usage};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
+use crate::telemetry::spans;
 
 /// The planning service: the planner and summariser models, and the named models agents
 /// choose (`[agents.<name>] model`).
@@ -101,7 +103,7 @@ impl Planner {
         }
         self.deps
             .io
-            .spawn(call)
+            .spawn(call.in_current_span())
             .await
             .map_err(|e| ServiceError::new("planner_crashed", e.to_string()))
     }
@@ -111,10 +113,15 @@ impl Planner {
 impl Service<PlanRequest> for Planner {
     async fn call(&self, request: Envelope<PlanRequest>) -> Result<PlanReply, ServiceError> {
         let model = self.model_for(request.body.model.as_deref())?.clone();
+        let span = chat_span(&model);
         let call = plan(self.deps.clone(), model.clone(), request);
-        self.run_model(&model, call)
-            .await?
-            .map_err(|e| ServiceError::new("model_failed", e))
+        let reply = self
+            .run_model(&model, call)
+            .instrument(span.clone())
+            .await
+            .and_then(|r| r.map_err(|e| ServiceError::new("model_failed", e)));
+        record_chat(&span, reply.as_ref().map(|r| r.usage));
+        reply
     }
 }
 
@@ -126,15 +133,40 @@ impl Service<SummariseRequest> for Planner {
     ) -> Result<SummariseReply, ServiceError> {
         let chat = summary_chat(&request.body);
         let model = self.summariser.clone();
+        let span = chat_span(&model);
         let reply = self
             .run_model(&self.summariser, async move {
                 model.complete(&chat, None).await
             })
-            .await?
-            .map_err(|e| ServiceError::new("model_failed", e.to_string()))?;
+            .instrument(span.clone())
+            .await
+            .and_then(|r| r.map_err(|e| ServiceError::new("model_failed", e.to_string())));
+        record_chat(&span, reply.as_ref().map(|r| r.usage));
+        let reply = reply?;
         Ok(SummariseReply {
             summary: reply.text.trim().to_string(),
         })
+    }
+}
+
+/// The `chat {model}` span of one call of `model`.
+fn chat_span(model: &Arc<dyn ChatModel>) -> tracing::Span {
+    let span = spans::chat();
+    if !span.is_disabled() {
+        spans::record_model(&span, &model.id());
+    }
+    span
+}
+
+/// A model call's token usage, or its failure, on its `chat` span.
+fn record_chat(span: &tracing::Span, outcome: Result<Option<Usage>, &ServiceError>) {
+    match outcome {
+        Ok(Some(usage)) => {
+            let (input, output) = (usage.prompt_tokens, usage.completion_tokens);
+            spans::record_usage(span, input.into(), output.into());
+        }
+        Ok(None) => {}
+        Err(e) => spans::record_error(span, e.code),
     }
 }
 

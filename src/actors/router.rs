@@ -200,29 +200,33 @@ impl SessionRouter {
             item.session.clone(),
             raw,
         ) {
-            Ok(checked) => self.deliver(checked, item.reply, Some(settle), item.delivery > 1),
+            Ok(checked) => self.deliver(
+                checked,
+                item.reply,
+                Some(settle),
+                item.delivery > 1,
+                item.traceparent,
+            ),
             Err(refusal) => {
                 // Checked at the gateway; the configuration changed since (an agent removed).
                 settle.ack();
                 if let Ok(subject) = subjects::inbound(&item.agent, &item.session) {
-                    let message = BusMessage {
-                        subject,
-                        reply: item.reply,
-                        payload: item.payload,
-                    };
+                    let message = BusMessage::new(subject, item.reply, item.payload);
                     refuse(&self.inner.bus, &message, &refusal).await;
                 }
             }
         }
     }
 
-    /// Give a checked message to its session's actor.
+    /// Give a checked message to its session's actor; `traceparent` is the context of the span
+    /// that received it (the turn's span continues that trace).
     fn deliver(
         &self,
         checked: Checked,
         reply: Option<String>,
         settle: Option<Settle>,
         redelivered: bool,
+        traceparent: Option<String>,
     ) {
         let user = checked.user;
         if matches!(checked.arrival, Arrival::Cancel(_)) {
@@ -239,6 +243,7 @@ impl SessionRouter {
                 },
                 settle,
                 redelivered,
+                traceparent,
             }),
             Arrival::Confirmation(envelope) => addr.do_send(Decide {
                 inbound: Inbound {
@@ -390,7 +395,8 @@ impl Handler for InboundService {
                     }
                 }
                 None => {
-                    router.deliver(checked, msg.reply, None, false);
+                    let traceparent = crate::telemetry::trace_context::current();
+                    router.deliver(checked, msg.reply, None, false, traceparent);
                     None
                 }
             },

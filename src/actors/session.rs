@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
+use tracing::Instrument;
 
 use super::router::SessionRouter;
 use super::settle::Settle;
@@ -23,8 +24,9 @@ use crate::protocol::{Accepted, Cancel, CancelAccepted, Confirmation, JobEvent, 
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
 use crate::store::tasks::TurnPhase;
+use crate::telemetry::{spans, trace_context};
 use crate::turn::inbound::{self, Inbound};
-use crate::turn::{self, TurnEnv};
+use crate::turn::{self, TurnEnv, TurnOutcome};
 
 /// Tells an idle actor to stop (the router no longer routes to it).
 #[derive(Message)]
@@ -44,6 +46,8 @@ pub struct SessionActor {
     /// Parked turns to look at once after a (re)start: their work may have ended while the
     /// session was not running.
     to_poll: Vec<String>,
+    /// The trace context the message that starts the next turn arrived with.
+    arrived_trace: Option<String>,
 }
 
 impl SessionActor {
@@ -58,6 +62,7 @@ impl SessionActor {
             router,
             settling: Vec::new(),
             to_poll: Vec::new(),
+            arrived_trace: None,
         }
     }
 
@@ -90,16 +95,20 @@ impl SessionActor {
             return;
         };
         let env = self.env.clone();
+        let span = self.turn_span(&meta);
         let mut task = std::mem::take(&mut self.task);
         let history = self.history.clone();
+        let turn_span = span.clone();
         let fut = async move {
             let outcome = turn::run_turn(&env, &mut meta, &mut task, history).await;
+            record_outcome(&turn_span, &outcome);
             let handed_back = outcome
                 .error
                 .as_ref()
                 .is_some_and(turn::TurnError::hands_back);
             (meta, task, outcome.messages, handed_back)
-        };
+        }
+        .instrument(span);
         ctx.wait(
             fut.into_actor(self)
                 .map(|(meta, task, added, handed_back), act, ctx| {
@@ -115,6 +124,25 @@ impl SessionActor {
                     act.after_turn(ctx);
                 }),
         );
+    }
+
+    /// The `invoke_agent` span of the turn about to run. It continues the trace the turn's
+    /// message arrived in, or — for a turn that resumes — the trace of its first run, whose
+    /// context the turn record keeps.
+    fn turn_span(&mut self, meta: &SessionMeta) -> tracing::Span {
+        let arrived = self.arrived_trace.take();
+        let Some(record) = self.task.unfinished_turn_mut() else {
+            return tracing::Span::none();
+        };
+        let span = spans::invoke_agent(meta.active_agent(), &meta.session, &record.turn_id);
+        if span.is_disabled() || !trace_context::enabled() {
+            return span;
+        }
+        trace_context::follow(&span, record.traceparent.as_deref().or(arrived.as_deref()));
+        if record.traceparent.is_none() {
+            record.traceparent = trace_context::of_span(&span);
+        }
+        span
     }
 
     /// A turn stopped (answered, failed or waiting): a parked turn whose work ended
@@ -202,6 +230,30 @@ pub struct Deliver {
     pub settle: Option<Settle>,
     /// Delivered before (to an owner that may have accepted it before it died).
     pub redelivered: bool,
+    /// The trace context it arrived with (its turn's span continues that trace).
+    pub traceparent: Option<String>,
+}
+
+/// Token usage and failure of a turn's run, on its `invoke_agent` span.
+fn record_outcome(span: &tracing::Span, outcome: &TurnOutcome) {
+    if span.is_disabled() {
+        return;
+    }
+    let (input, output) =
+        outcome
+            .messages
+            .iter()
+            .filter_map(|m| m.usage)
+            .fold((0u64, 0u64), |(i, o), u| {
+                (
+                    i + u64::from(u.prompt_tokens),
+                    o + u64::from(u.completion_tokens),
+                )
+            });
+    spans::record_usage(span, input, output);
+    if let Some(error) = outcome.error.as_ref().filter(|e| !e.hands_back()) {
+        spans::record_error(span, error.code());
+    }
 }
 
 /// The user's decision on the high-risk call(s) the session's turn waits on.
@@ -240,6 +292,7 @@ impl Handler<Deliver> for SessionActor {
             return;
         }
         self.env.cancel.store(false, Ordering::Release);
+        self.arrived_trace = msg.traceparent;
         let env = self.env.clone();
         let mut meta = self
             .meta

@@ -19,6 +19,7 @@ pub mod run;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use super::ActorDeps;
 use crate::bus::service::{typed, Service, ServiceError};
@@ -28,6 +29,7 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::request::{ToolsListRequest, ToolsMetricsRequest};
 use crate::protocol::subjects;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog};
+use crate::telemetry::spans;
 use crate::tools::builtin::{self, BuiltinData};
 use crate::tools::definition::ToolDefinition;
 use crate::tools::metrics::ExecutorMetrics;
@@ -153,7 +155,14 @@ impl Service<ToolCallRequest> for ToolExecutor {
             session: request.session.clone(),
             user: request.user.clone(),
         };
-        Ok(execute(&self.core, request.body, caller).await)
+        let span = spans::execute_tool(&request.body.name, &request.body.call_id);
+        let result = execute(&self.core, request.body, caller)
+            .instrument(span.clone())
+            .await;
+        if let Some(error) = &result.error {
+            spans::record_error(&span, error.code.as_str());
+        }
+        Ok(result)
     }
 }
 

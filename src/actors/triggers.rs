@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::bus::retry::{self, Repeat};
 use crate::bus::rpc::RpcError;
@@ -25,6 +26,7 @@ use crate::config::triggers::{RenderError, Template};
 use crate::config::{Config, TriggerConfig};
 use crate::protocol::envelope::{Envelope, EnvelopeError};
 use crate::protocol::{subjects, UserMessage};
+use crate::telemetry::spans;
 
 /// The durable queue the trigger subjects are captured into (stream `HERMES_TRIGGERS`).
 pub const CAPTURE: &str = "hermes.triggers";
@@ -111,7 +113,12 @@ impl Triggers {
         Ok(tokio::spawn(async move {
             while let Some(item) = events.next().await {
                 match item {
-                    Ok(event) => self.settle(event).await,
+                    Ok(event) => {
+                        // An event published with a trace context starts its turn in that
+                        // trace.
+                        let span = spans::process_message(CAPTURE, event.traceparent.as_deref());
+                        self.settle(event).instrument(span).await
+                    }
                     Err(e) => tracing::warn!(error = %e, "trigger event not readable"),
                 }
             }

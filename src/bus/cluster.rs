@@ -69,6 +69,8 @@ pub struct OwnedItem {
     /// 1 on first delivery; more when a previous owner did not settle it.
     pub delivery: u64,
     pub acker: Arc<dyn Acker>,
+    /// The W3C trace context of the span that enqueued it, when this process exports traces.
+    pub traceparent: Option<String>,
 }
 
 /// Every partition's items for this process, as the cluster assigns partitions to it.
@@ -107,7 +109,8 @@ pub trait Cluster: Send + Sync + 'static {
     fn options(&self) -> &ClusterOptions;
 
     /// Store an inbound item in its session's partition inbox; returns once it is stored.
-    /// `dedupe_id` (the envelope id) makes a publisher's retry a no-op.
+    /// `dedupe_id` (the envelope id) makes a publisher's retry a no-op. The current span's
+    /// trace context goes along (see [`OwnedItem::traceparent`]).
     async fn enqueue(
         &self,
         agent: &str,

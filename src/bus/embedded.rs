@@ -126,11 +126,7 @@ impl EmbeddedBus {
             let fanout = fanout.clone();
             async move {
                 if !inboxes.deliver(&to, answer.clone()) {
-                    let message = Message {
-                        subject: to,
-                        reply: None,
-                        payload: answer,
-                    };
+                    let message = Message::new(to, None, answer);
                     fanout.publish(message, |_, _| async {}).await;
                 }
             }
@@ -148,6 +144,7 @@ impl EmbeddedBus {
             subject: subject.to_string(),
             reply: Some(inbox),
             payload,
+            traceparent: crate::telemetry::trace_context::current(),
         };
         if self.route(message).await == 0 {
             return Err(BusError::NoResponders {
@@ -177,10 +174,13 @@ impl Bus for EmbeddedBus {
     async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
+        // Services run in this task (the span goes along by itself); a subscriber reading
+        // from its channel gets the context with the message.
         let message = Message {
             subject: subject.to_string(),
             reply: None,
             payload,
+            traceparent: crate::telemetry::trace_context::current(),
         };
         self.route(message).await;
         Ok(())
@@ -267,7 +267,8 @@ impl Bus for EmbeddedBus {
         }
         let merged = futures::stream::select_all(streams).map(|message| {
             Ok(DurableMessage::new(message.payload, 1, Box::new(Settled))
-                .with_origin(message.subject, None))
+                .with_origin(message.subject, None)
+                .with_traceparent(message.traceparent))
         });
         Ok(DurableConsumer::new(merged))
     }

@@ -35,6 +35,21 @@ pub struct Message {
     /// Where to send the answer, when the publisher used request/reply.
     pub reply: Option<String>,
     pub payload: Bytes,
+    /// The W3C trace context of the publisher's span, when this process exports traces and
+    /// the publisher sent one (a NATS header; in-process, the publisher's current span).
+    pub traceparent: Option<String>,
+}
+
+impl Message {
+    /// A message without a trace context.
+    pub fn new(subject: String, reply: Option<String>, payload: Bytes) -> Self {
+        Self {
+            subject,
+            reply,
+            payload,
+            traceparent: None,
+        }
+    }
 }
 
 /// A live subscription; dropping it unsubscribes.
@@ -116,6 +131,9 @@ pub struct DurableMessage {
     pub subject: Option<String>,
     /// The publisher's `Nats-Msg-Id` header, if it set one.
     pub msg_id: Option<String>,
+    /// The publisher's W3C trace context, when this process exports traces and the
+    /// publisher sent one.
+    pub traceparent: Option<String>,
     acker: Box<dyn Acker>,
 }
 
@@ -126,8 +144,15 @@ impl DurableMessage {
             delivery,
             subject: None,
             msg_id: None,
+            traceparent: None,
             acker,
         }
+    }
+
+    /// The trace context its publisher sent along.
+    pub fn with_traceparent(mut self, traceparent: Option<String>) -> Self {
+        self.traceparent = traceparent;
+        self
     }
 
     /// Where the message was published and the id its publisher gave it.

@@ -21,6 +21,7 @@ mod jetstream;
 mod kv;
 mod local;
 mod log;
+mod trace;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
+use tracing::Instrument;
 
 use super::auth::NatsAuth;
 use super::cluster::{Cluster, ClusterOptions};
@@ -39,6 +41,7 @@ use super::{
     Bus, BusError, CaptureOptions, DurableConsumer, DurableOptions, Handler, Message, Serving,
     Subscription,
 };
+use crate::telemetry::spans;
 
 /// How long the first connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -76,13 +79,14 @@ impl NatsBus {
             jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
             self.set_stream_known(queue, true);
         }
-        match jetstream::publish(&self.jetstream, queue, payload.clone()).await {
+        let headers = trace::headers();
+        match jetstream::publish(&self.jetstream, queue, payload.clone(), headers.clone()).await {
             Err(jetstream::PublishFailure::StreamMissing) => {
                 // Deleted behind our back (or the server lost its store): recreate, retry once.
                 self.set_stream_known(queue, false);
                 jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
                 self.set_stream_known(queue, true);
-                jetstream::publish(&self.jetstream, queue, payload)
+                jetstream::publish(&self.jetstream, queue, payload, headers)
                     .await
                     .map_err(|e| e.into_bus_error(queue))
             }
@@ -190,6 +194,7 @@ impl NatsBus {
         Subscription::new(subscriber.map(|m| Message {
             subject: m.subject.to_string(),
             reply: m.reply.map(|r| r.to_string()),
+            traceparent: trace::received(m.headers.as_ref()),
             payload: m.payload,
         }))
     }
@@ -225,10 +230,15 @@ impl Bus for NatsBus {
     async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
-        self.client
-            .publish(subject.to_string(), payload)
-            .await
-            .map_err(|e| self.io_error("publish failed", e))
+        let sent = match trace::headers() {
+            Some(headers) => {
+                self.client
+                    .publish_with_headers(subject.to_string(), headers, payload)
+                    .await
+            }
+            None => self.client.publish(subject.to_string(), payload).await,
+        };
+        sent.map_err(|e| self.io_error("publish failed", e))
     }
 
     async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError> {
@@ -253,7 +263,8 @@ impl Bus for NatsBus {
     }
 
     /// Each message is handled in a task of its own on the connection's runtime, so a slow
-    /// request never holds up the next.
+    /// request never holds up the next. A message with a trace context is handled in a
+    /// `process <pattern>` span whose parent is the sender's span.
     async fn serve(
         &self,
         pattern: &str,
@@ -273,19 +284,25 @@ impl Bus for NatsBus {
         let task = self.runtime.spawn(async move {
             while let Some(m) = subscriber.next().await {
                 let (handler, client) = (handler.clone(), client.clone());
-                tokio::spawn(async move {
-                    let reply = m.reply.clone();
-                    let message = Message {
-                        subject: m.subject.to_string(),
-                        reply: m.reply.map(|r| r.to_string()),
-                        payload: m.payload,
-                    };
-                    if let (Some(answer), Some(to)) = (handler.handle(message).await, reply) {
-                        if let Err(e) = client.publish(to, answer).await {
-                            tracing::warn!(error = %e, "reply not sent");
+                let traceparent = trace::received(m.headers.as_ref());
+                let span = spans::process_message(&pattern, traceparent.as_deref());
+                tokio::spawn(
+                    async move {
+                        let reply = m.reply.clone();
+                        let message = Message {
+                            subject: m.subject.to_string(),
+                            reply: m.reply.map(|r| r.to_string()),
+                            payload: m.payload,
+                            traceparent,
+                        };
+                        if let (Some(answer), Some(to)) = (handler.handle(message).await, reply) {
+                            if let Err(e) = client.publish(to, answer).await {
+                                tracing::warn!(error = %e, "reply not sent");
+                            }
                         }
                     }
-                });
+                    .instrument(span),
+                );
             }
             tracing::debug!(pattern, "service subscription closed");
         });
@@ -305,9 +322,12 @@ impl Bus for NatsBus {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
         let size = payload.len();
-        let request = async_nats::Request::new()
+        let mut request = async_nats::Request::new()
             .payload(payload)
             .timeout(Some(timeout));
+        if let Some(headers) = trace::headers() {
+            request = request.headers(headers);
+        }
         match self.client.send_request(subject.to_string(), request).await {
             Ok(reply) => Ok(reply.payload),
             Err(err) => Err(match err.kind() {

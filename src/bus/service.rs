@@ -127,6 +127,7 @@ mod tests {
             subject: "hermes.memory.recall".into(),
             reply: None,
             payload: Envelope::request(body).encode().unwrap(),
+            traceparent: None,
         }
     }
 
@@ -143,6 +144,7 @@ mod tests {
                 subject: "hermes.memory.recall".into(),
                 reply: None,
                 payload: sent.encode().unwrap(),
+                traceparent: None,
             })
             .await
             .unwrap();
@@ -164,6 +166,7 @@ mod tests {
             subject: "x".into(),
             reply: None,
             payload: Bytes::from_static(b"{nope"),
+            traceparent: None,
         };
         let err = Envelope::decode(&handler.handle(garbage).await.unwrap(), 1024).unwrap();
         assert_eq!(err.body["code"], "bad_request");

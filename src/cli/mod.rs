@@ -137,7 +137,11 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    runtime::init_tracing(&cli.log, cli.log_json);
+    let (traces, traces_failed) = runtime::start_traces(cli.config.as_deref(), cli.command.name());
+    runtime::init_tracing(&cli.log, cli.log_json, traces.as_ref());
+    if let Some(error) = traces_failed {
+        tracing::warn!("{error}");
+    }
     // chat, send, serve and doctor honour OPENAI_* / HERMES_MODEL; the demo keeps its script
     // unless --model or a file says otherwise; the bench brings its own model.
     let (path, model) = (cli.config.clone(), cli.model.clone());
@@ -158,11 +162,36 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
     };
+    // The spans of the run (a one-shot command, or `serve` after Ctrl-C) leave before exit.
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+impl Command {
+    /// The subcommand's name, as recorded on the process's traces.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Demo(_) => "demo",
+            Command::Serve(_) => "serve",
+            Command::Send(_) => "send",
+            Command::Chat(_) => "chat",
+            Command::Bench(_) => "bench",
+            Command::Sessions(_) => "sessions",
+            Command::Mcp(_) => "mcp",
+            Command::Tools(_) => "tools",
+            Command::Agents(_) => "agents",
+            Command::Memory(_) => "memory",
+            Command::Eval(_) => "eval",
+            Command::Status(_) => "status",
+            Command::Doctor(_) => "doctor",
         }
     }
 }

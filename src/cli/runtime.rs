@@ -4,17 +4,53 @@
 use std::future::Future;
 
 use anyhow::Context;
-use tracing_subscriber::EnvFilter;
+use hermes::telemetry::otel::Exporting;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-pub fn init_tracing(filter: &str, json: bool) {
+/// Logs to stderr filtered by `filter`; with `traces`, Hermes' spans are exported as well
+/// (the log filter does not apply to them).
+pub fn init_tracing(filter: &str, json: bool, traces: Option<&Exporting>) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
+    let Some(traces) = traces else {
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        if json {
+            builder.json().init();
+        } else {
+            builder.init();
+        }
+        return;
+    };
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs: Box<dyn Layer<Registry> + Send + Sync> = if json {
+        logs.json().with_filter(filter).boxed()
     } else {
-        builder.init();
+        logs.with_filter(filter).boxed()
+    };
+    tracing_subscriber::registry()
+        .with(vec![logs, traces.layer().boxed()])
+        .init();
+}
+
+/// The trace exporter of this run, when `[telemetry]` of the `--config` file (or the
+/// `OTEL_*` environment) names a receiver. A config file that does not load is reported by
+/// the command itself; here it only means no endpoint from the file.
+pub fn start_traces(
+    config: Option<&std::path::Path>,
+    command: &str,
+) -> (Option<Exporting>, Option<String>) {
+    let telemetry = hermes::config::load::load_file(config)
+        .map(|(config, _)| config.telemetry)
+        .unwrap_or_default();
+    let Some(export) = telemetry.resolve(|name| std::env::var(name).ok()) else {
+        return (None, None);
+    };
+    match hermes::telemetry::otel::start(&export, command) {
+        Ok(exporting) => (Some(exporting), None),
+        Err(e) => (None, Some(e.to_string())),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod bus_auth;
 pub mod cluster;
 pub mod load;
 pub mod models;
+pub mod telemetry;
 pub mod tools;
 pub mod triggers;
 
@@ -17,6 +18,7 @@ pub use agents::{AgentConfig, AgentMemoryConfig};
 pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
 pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
+pub use telemetry::TelemetryConfig;
 pub use tools::ToolDefineConfig;
 pub use triggers::TriggerConfig;
 
@@ -66,6 +68,9 @@ pub struct Config {
     /// NATS subjects whose events start agent turns.
     #[serde(default)]
     pub triggers: Vec<TriggerConfig>,
+    /// Where trace spans are exported (OTLP over HTTP).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
 }
 
 /// `[http]`: Hermes' own HTTP endpoint while `hermes serve` runs.

@@ -10,6 +10,7 @@ mod handler;
 mod http;
 mod link;
 mod process;
+mod traced;
 
 use std::future::Future;
 use std::path::Path;
@@ -24,6 +25,7 @@ use rmcp::{Peer, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use self::handler::Notifier;
 use self::link::Link;
@@ -273,11 +275,15 @@ impl McpClient for RmcpClient {
         timeout: Duration,
     ) -> Result<McpToolResult, McpError> {
         let arguments = convert::arguments_object(&self.server, tool, "tools/call", arguments)?;
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let span = traced::span(&self.server, "tools/call", tool);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        traced::carry(&mut params, &span);
         let result = self
             .request("tools/call", timeout, self.peer.call_tool(params))
-            .await?;
-        Ok(convert::result_from_rmcp(result))
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &result);
+        Ok(convert::result_from_rmcp(result?))
     }
 
     async fn list_resources(&self) -> Result<Vec<McpResource>, McpError> {
@@ -302,11 +308,15 @@ impl McpClient for RmcpClient {
         uri: &str,
         timeout: Duration,
     ) -> Result<Vec<McpResourceContent>, McpError> {
-        let params = ReadResourceRequestParams::new(uri);
+        let span = traced::span(&self.server, "resources/read", uri);
+        let mut params = ReadResourceRequestParams::new(uri);
+        traced::carry(&mut params, &span);
         let result = self
             .request("resources/read", timeout, self.peer.read_resource(params))
-            .await?;
-        Ok(result
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &result);
+        Ok(result?
             .contents
             .into_iter()
             .map(convert::content_from_rmcp)
@@ -342,10 +352,14 @@ impl McpClient for RmcpClient {
                 arguments,
             )?);
         }
+        let span = traced::span(&self.server, "prompts/get", name);
+        traced::carry(&mut params, &span);
         let result = self
             .request("prompts/get", timeout, self.peer.get_prompt(params))
-            .await?;
-        Ok(convert::prompt_result_from_rmcp(result))
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &result);
+        Ok(convert::prompt_result_from_rmcp(result?))
     }
 
     async fn closed(&self) -> String {

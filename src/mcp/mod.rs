@@ -41,6 +41,19 @@ pub enum McpError {
     },
 }
 
+impl McpError {
+    /// A stable short code for what went wrong (a span's `error.type`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            McpError::Spawn { .. } => "spawn_failed",
+            McpError::Handshake { .. } => "handshake_failed",
+            McpError::Dead { .. } => "server_dead",
+            McpError::Timeout { .. } => "timeout",
+            McpError::Protocol { .. } => "protocol_error",
+        }
+    }
+}
+
 /// A connected MCP server.
 #[async_trait]
 pub trait McpClient: Send + Sync {

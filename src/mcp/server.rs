@@ -13,6 +13,7 @@ mod exposed;
 mod handler;
 pub mod http;
 pub mod memory;
+mod traced;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,6 +28,21 @@ pub enum ToolErrorCode {
     DeclinedByUser,
 }
 
+impl ToolErrorCode {
+    /// The code as it is written on the wire (`unknown_tool`, `timeout`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownTool => "unknown_tool",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::ExecutionFailed => "execution_failed",
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+            Self::ConfirmationRequired => "confirmation_required",
+            Self::DeclinedByUser => "declined_by_user",
+        }
+    }
+}
+
 /// A structured error the model can act on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code:?}: {message}")]
@@ -333,4 +348,28 @@ pub struct JobEvent {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolErrorCode;
+
+    #[test]
+    fn error_codes_read_as_on_the_wire() {
+        use ToolErrorCode::*;
+        for code in [
+            UnknownTool,
+            InvalidArguments,
+            ExecutionFailed,
+            Timeout,
+            Unavailable,
+            ConfirmationRequired,
+            DeclinedByUser,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::json!(code.as_str())
+            );
+        }
+    }
 }

@@ -73,6 +73,10 @@ pub struct TurnRecord {
     /// A subject the answer is published on as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_to: Option<String>,
+    /// The W3C trace context of the turn's first `invoke_agent` span, when traces are
+    /// exported: a resumed turn (a job ended, the user confirmed, a restart) continues it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -116,6 +120,7 @@ impl TurnRecord {
             tokens_used: 0,
             parent: None,
             answer_to: None,
+            traceparent: None,
         }
     }
 

@@ -38,7 +38,19 @@ impl Serve {
 
     /// [`Serve::start`] with more `serve` arguments (e.g. `--http ADDR`).
     pub fn start_with(config: &Path, bus: &str, actors: &str, extra: &[&str]) -> Serve {
+        Self::start_with_env(config, bus, actors, extra, &[])
+    }
+
+    /// [`Serve::start_with`] with more environment variables.
+    pub fn start_with_env(
+        config: &Path,
+        bus: &str,
+        actors: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let mut child = hermes();
+        child.envs(env.iter().copied());
         child
             .args([
                 "--config",

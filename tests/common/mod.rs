@@ -1,6 +1,6 @@
 #![allow(dead_code)]
-//! Test helpers: real nats-server, real MCP servers, a fake OpenAI-compatible server, the
-//! engine in-process and `hermes` as a child process.
+//! Test helpers: real nats-server, real MCP servers, a fake OpenAI-compatible server, a local
+//! OTLP trace receiver, the engine in-process and `hermes` as a child process.
 
 pub mod dynamic_mcp;
 pub mod engine;
@@ -10,6 +10,8 @@ pub mod hermes_proc;
 pub mod ledger_mcp;
 pub mod mcp_servers;
 pub mod nats_server;
+pub mod otlp_receiver;
 pub mod python_worker;
 pub mod runtime;
 pub mod scenario;
+pub mod trace_probe_mcp;

@@ -23,5 +23,6 @@ mod shared_tool_state;
 mod status_page;
 mod tool_jobs;
 mod tool_worker;
+mod traces;
 mod turn_loop;
 mod waiting_turns;

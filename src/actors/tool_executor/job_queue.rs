@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use tracing::Instrument;
 
 use super::jobs;
 use super::run::ExecCore;
@@ -48,7 +49,14 @@ pub async fn serve(core: ExecCore, ack_wait: Duration) {
         match next {
             Ok(message) => {
                 let core = core.clone();
-                core.io.clone().spawn(run_queued(core, message, ack_wait));
+                // Continues the trace of the call that queued the job.
+                let span = crate::telemetry::spans::process_message(
+                    subjects::JOB_QUEUE,
+                    message.traceparent.as_deref(),
+                );
+                core.io
+                    .clone()
+                    .spawn(run_queued(core, message, ack_wait).instrument(span));
             }
             Err(e) => tracing::warn!(error = %e, "job queue error"),
         }

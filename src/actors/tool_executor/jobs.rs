@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::run::{timeout_error, Caller, ExecCore};
 use crate::bus::rpc;
@@ -143,10 +144,14 @@ pub async fn resume(core: &ExecCore) -> (usize, usize) {
 fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRecord) {
     let io = core.io.clone();
     metrics::job_moved(None, Some(JobStatus::Submitted));
-    io.spawn(async move {
-        metrics::job_moved(Some(JobStatus::Submitted), None);
-        run(core, tool, def, record).await
-    });
+    // In the span of the call that submitted it (if any): the job's work is part of its trace.
+    io.spawn(
+        async move {
+            metrics::job_moved(Some(JobStatus::Submitted), None);
+            run(core, tool, def, record).await
+        }
+        .in_current_span(),
+    );
 }
 
 pub(super) async fn run(

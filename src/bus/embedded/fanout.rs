@@ -357,6 +357,7 @@ mod tests {
             subject: subject.to_string(),
             reply: None,
             payload: Bytes::from_static(b"x"),
+            traceparent: None,
         }
     }
 

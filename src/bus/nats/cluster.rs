@@ -155,6 +155,7 @@ impl Cluster for NatsCluster {
         if let Some(reply) = reply {
             headers.insert(REPLY_HEADER, reply);
         }
+        super::trace::add(&mut headers);
         let subject = self.inbox_subject(agent, session);
         // Retried through a failover: the message id makes a repeat of a stored item a no-op.
         through_failover("storing an inbox item", || async {
@@ -470,6 +471,7 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         .as_ref()
         .and_then(|h| h.get(REPLY_HEADER))
         .map(|v| v.to_string());
+    let traceparent = super::trace::received(message.headers.as_ref());
     let subject = message.subject.to_string();
     // hermes.inbox.<partition>.<agent>.<session>
     let mut tokens = subject.splitn(5, '.').skip(3);
@@ -491,5 +493,6 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         reply,
         delivery,
         acker: Arc::new(JetStreamAcker::new(message)),
+        traceparent,
     })
 }

@@ -196,16 +196,27 @@ impl PublishFailure {
     }
 }
 
-/// Publish and wait for the server's PubAck (the message is stored when this returns).
-pub async fn publish(context: &Context, queue: &str, payload: Bytes) -> Result<(), PublishFailure> {
+/// Publish (with `headers`, if any) and wait for the server's PubAck (the message is stored
+/// when this returns).
+pub async fn publish(
+    context: &Context,
+    queue: &str,
+    payload: Bytes,
+    headers: Option<async_nats::HeaderMap>,
+) -> Result<(), PublishFailure> {
     let classify = |err: async_nats::jetstream::context::PublishError| match err.kind() {
         PublishErrorKind::StreamNotFound => PublishFailure::StreamMissing,
         _ => PublishFailure::Other(err.to_string()),
     };
-    let ack = context
-        .publish(queue.to_string(), payload)
-        .await
-        .map_err(classify)?;
+    let ack = match headers {
+        Some(headers) => {
+            context
+                .publish_with_headers(queue.to_string(), headers, payload)
+                .await
+        }
+        None => context.publish(queue.to_string(), payload).await,
+    }
+    .map_err(classify)?;
     ack.await.map_err(classify)?;
     Ok(())
 }
@@ -336,7 +347,9 @@ fn durable_message(
         );
     }
     let payload = message.payload.clone();
+    let traceparent = super::trace::received(message.headers.as_ref());
     DurableMessage::new(payload, delivery, Box::new(JetStreamAcker { message }))
+        .with_traceparent(traceparent)
 }
 
 /// Settles one JetStream delivery.

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use rmcp::model::RequestParamsMeta;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
@@ -17,10 +18,11 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::auth::{Denied, Principal};
 use super::memory::{self, ForgetArgs, MemoryClient, SearchArgs, WriteArgs};
-use super::{exposed, ServerDeps, SERVER_NAME};
+use super::{exposed, traced, ServerDeps, SERVER_NAME};
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
 use crate::protocol::{MemoryForgetRequest, MemoryListRequest, RecallRequest};
@@ -341,43 +343,13 @@ impl ServerHandler for HermesMcpServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let who = self.principal(&ctx)?;
-        let name = request.name.to_string();
-        let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
-            || self.deps.expose_tools.contains(&name);
-        if !known {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{name}`; call tools/list"),
-                None,
-            ));
-        }
-        if let Err(denied) = who.check_tool(&name) {
-            return Err(self.deny(&who, "tools/call", &name, denied).await);
-        }
-        let started = Instant::now();
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let outcome = match self.run_tool(&who, &name, arguments).await {
-            Ok(outcome) => outcome,
-            Err(denied) => return Err(self.deny(&who, "tools/call", &name, denied).await),
-        };
-        self.audited(
-            &who,
-            "tools/call",
-            &name,
-            started,
-            outcome.as_ref().err().cloned(),
-        )
-        .await;
-        Ok(match outcome {
-            Ok(value) => {
-                let mut result =
-                    CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
-                result.structured_content = Some(value);
-                result
-            }
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(e)]),
-        }
-        .into())
+        let span = traced::span(&ctx, request.traceparent(), "tools/call", &request.name);
+        let answer = self
+            .answer_call_tool(request, ctx)
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &answer);
+        answer
     }
 
     async fn list_resources(
@@ -423,6 +395,96 @@ impl ServerHandler for HermesMcpServer {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let span = traced::span(&ctx, request.traceparent(), "resources/read", &request.uri);
+        let answer = self
+            .answer_read_resource(request, ctx)
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &answer);
+        answer
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let question = PromptArgument::new("question")
+            .with_description("The question about the user to answer from memory")
+            .with_required(true);
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            QA_PROMPT,
+            Some("Answer a question about the calling user from their recalled memories"),
+            Some(vec![question]),
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let span = traced::span(&ctx, request.traceparent(), "prompts/get", &request.name);
+        let answer = self
+            .answer_get_prompt(request, ctx)
+            .instrument(span.clone())
+            .await;
+        traced::record(&span, &answer);
+        answer
+    }
+}
+
+/// The answers behind the traced [`ServerHandler`] methods.
+impl HermesMcpServer {
+    async fn answer_call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let who = self.principal(&ctx)?;
+        let name = request.name.to_string();
+        let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
+            || self.deps.expose_tools.contains(&name);
+        if !known {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`; call tools/list"),
+                None,
+            ));
+        }
+        if let Err(denied) = who.check_tool(&name) {
+            return Err(self.deny(&who, "tools/call", &name, denied).await);
+        }
+        let started = Instant::now();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let outcome = match self.run_tool(&who, &name, arguments).await {
+            Ok(outcome) => outcome,
+            Err(denied) => return Err(self.deny(&who, "tools/call", &name, denied).await),
+        };
+        self.audited(
+            &who,
+            "tools/call",
+            &name,
+            started,
+            outcome.as_ref().err().cloned(),
+        )
+        .await;
+        Ok(match outcome {
+            Ok(value) => {
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+                result.structured_content = Some(value);
+                result
+            }
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e)]),
+        }
+        .into())
+    }
+
+    async fn answer_read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let who = self.principal(&ctx)?;
         let started = Instant::now();
         let outcome = match self.read_memory(&who, &request.uri).await {
@@ -446,22 +508,7 @@ impl ServerHandler for HermesMcpServer {
             .map_err(|e| ErrorData::resource_not_found(e, None))
     }
 
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        let question = PromptArgument::new("question")
-            .with_description("The question about the user to answer from memory")
-            .with_required(true);
-        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
-            QA_PROMPT,
-            Some("Answer a question about the calling user from their recalled memories"),
-            Some(vec![question]),
-        )]))
-    }
-
-    async fn get_prompt(
+    async fn answer_get_prompt(
         &self,
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
