@@ -5,8 +5,9 @@
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
 #     distilled from it (scripts/fetch-embedder.sh)
-#   - for the status page's browser test: Debian's chromium (apt-get; the one system-wide
-#     install, skipped when /usr/bin/chromium exists) and playwright-core (npm, pinned) to drive it
+#   - for the status page's browser test: Debian's chromium and fonts-noto-cjk (apt-get; the one
+#     system-wide install, skipped when present; the seeds' Chinese must render in its
+#     screenshot) and playwright-core (npm, pinned) to drive it
 # Prints the environment to export; scripts/test.sh sources it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,12 +47,12 @@ if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ]; then
     "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
 fi
 
-if [ ! -x /usr/bin/chromium ]; then
-  echo "setup: installing Debian's chromium for the status page's browser test" >&2
+if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then
+  echo "setup: installing Debian's chromium and CJK fonts for the status page's browser test" >&2
   as_root=()
   [ "$(id -u)" -eq 0 ] || as_root=(sudo)
   if ! { "${as_root[@]}" apt-get update -qq && \
-         DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq chromium; } >&2; then
+         DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq chromium fonts-noto-cjk; } >&2; then
     echo "setup: could not install chromium with apt-get; install Debian's chromium package" \
          "(/usr/bin/chromium) by hand and run this again" >&2
     exit 1
