@@ -66,7 +66,10 @@ async fn run(
         tokio::select! {
             _ = cancel.cancelled() => return,
             message = events.next() => {
-                let Some(message) = message else { return };
+                let Some(message) = message else {
+                    tracing::warn!("status page: the bus ended the event subscription; the page stops updating until the process restarts");
+                    return;
+                };
                 match Envelope::<TurnEvent>::decode_event(&message.payload, max_payload) {
                     Ok(event) => {
                         state.apply(&event);
