@@ -12,6 +12,7 @@ pub mod events;
 pub mod kv;
 
 pub mod nats;
+pub mod paging;
 pub mod pattern;
 pub mod retry;
 pub mod rpc;
