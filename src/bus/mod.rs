@@ -17,6 +17,7 @@ pub mod pattern;
 pub mod retry;
 pub mod rpc;
 pub mod service;
+pub mod socket;
 
 use std::pin::Pin;
 use std::sync::Arc;
