@@ -12,20 +12,18 @@ use crate::actors::memory_extractor::MemoryExtractor;
 use crate::actors::memory_service::MemoryRequests;
 use crate::actors::planner::Planner;
 use crate::actors::router::SessionRouter;
-use crate::actors::session_search::SessionSearch;
+use crate::actors::session_query::SessionQueries;
 use crate::actors::tool_executor::{self, ToolExecutor};
 use crate::actors::triggers::Triggers;
 use crate::actors::{ActorDeps, ActorSet};
-use crate::bus::service::typed;
 use crate::bus::{self, Serving, SharedBus};
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::llm::factory::build_model;
 use crate::memory::MemoryService;
-use crate::protocol::subjects;
-use crate::protocol::SessionSearchRequest;
 use crate::protocol::{McpCatalog, ProcessStatus};
 use crate::store::durability::Durable;
+use crate::store::session_reader::SessionReader;
 use crate::store::sessions::SessionStore;
 use crate::turn::ports::BusPorts;
 use crate::turn::TurnEnv;
@@ -368,17 +366,9 @@ impl Engine {
             tokens,
             cancel: Arc::default(),
         };
-        let search = Arc::new(SessionSearch {
-            store: env.store.clone(),
-        });
-        self.services.push(
-            deps.bus
-                .serve(
-                    subjects::SESSIONS_SEARCH,
-                    subjects::groups::SESSION,
-                    typed::<SessionSearchRequest, _>(search, self.config.engine.max_envelope_bytes),
-                )
-                .await?,
+        let reader = SessionReader::of(&env.store);
+        self.services.extend(
+            SessionQueries::serve(reader, &deps.bus, self.config.engine.max_envelope_bytes).await?,
         );
         let count = match self.config.engine.session_arbiters {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get()),

@@ -1,14 +1,17 @@
 //! The memory service of the bus (queue group `memory`), answered from the store the
 //! memory-extractor owns: `hermes.memory.recall` ([`RecallRequest`] → [`RecallReply`]),
 //! `hermes.memory.write` and `.forget` (→ [`MemoryWriteReply`], committed before the answer)
-//! and `hermes.memory.list` (→ [`MemoryListReply`], a user's live records). Each request runs
-//! where it arrives; record scans run in `spawn_blocking` inside [`MemoryService`].
+//! and `hermes.memory.list` (→ [`MemoryListReply`], a user's live records — or all of them,
+//! a page at a time). Each request runs where it arrives; record scans run in
+//! `spawn_blocking` inside [`MemoryService`]. Every request names its user, and only that
+//! user's records are read or changed.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::memory_extractor::changes;
+use crate::bus::paging;
 use crate::bus::service::{typed, Service, ServiceError};
 use crate::bus::{BusError, Serving, SharedBus};
 use crate::config::Config;
@@ -17,9 +20,13 @@ use crate::memory::{AppliedOp, MemoryError, MemoryService, RecallFilter, RecallQ
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{
-    MemoryChange, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
-    MemoryWriteRequest, RecallReply, RecallRequest,
+    Memory, MemoryChange, MemoryForgetRequest, MemoryListReply, MemoryListRequest,
+    MemoryWriteReply, MemoryWriteRequest, RecallReply, RecallRequest,
 };
+
+/// Most memories one recall returns, whatever it asks for (a turn asks for
+/// `memory.recall_limit`; `hermes memory search --limit` for what its user wants to see).
+pub const MAX_RECALL_HITS: usize = 50;
 
 /// Answers memory requests.
 pub struct MemoryRequests {
@@ -91,8 +98,8 @@ impl Service<RecallRequest> for MemoryRequests {
                 kinds: body.kinds,
                 topics: body.topics,
             },
-            limit: body.limit.min(memory.recall_limit),
-            min_score: memory.min_score,
+            limit: body.limit.min(MAX_RECALL_HITS),
+            min_score: body.min_score.unwrap_or(memory.min_score),
             weights: None,
             now: chrono::Utc::now(),
         };
@@ -109,6 +116,7 @@ impl Service<RecallRequest> for MemoryRequests {
         }
         Ok(RecallReply {
             hits: hits_to_wire(&hits),
+            embedder: self.service.embedder_id().map(str::to_owned),
         })
     }
 }
@@ -168,18 +176,36 @@ impl Service<MemoryListRequest> for MemoryRequests {
         request: Envelope<MemoryListRequest>,
     ) -> Result<MemoryListReply, ServiceError> {
         let b = &request.body;
-        let records = self
-            .service
-            .list(
-                &b.user,
-                b.namespace.as_deref(),
-                b.id.as_deref(),
-                chrono::Utc::now(),
-            )
-            .await
-            .map_err(|e| refused(e, "list_failed"))?;
+        let (namespace, id) = (b.namespace.as_deref(), b.id.as_deref());
+        let records = if b.include_inactive {
+            self.service
+                .list_including_inactive(&b.user, namespace, id)
+                .await
+        } else {
+            self.service
+                .list(&b.user, namespace, id, chrono::Utc::now())
+                .await
+        }
+        .map_err(|e| refused(e, "list_failed"))?;
+        let total = records.len();
+        let Some(limit) = b.limit else {
+            return Ok(MemoryListReply {
+                records: to_wire(&records[b.offset.min(total)..]),
+                total,
+                next_offset: None,
+            });
+        };
+        let budget = paging::page_budget(self.config.engine.max_envelope_bytes);
+        let wire = records.iter().skip(b.offset).map(Memory::from);
+        let (page, more) = paging::fit(wire, limit.max(1), budget);
         Ok(MemoryListReply {
-            records: to_wire(&records),
+            next_offset: more.then_some(b.offset + page.len()),
+            records: page,
+            total,
         })
     }
 }
+
+#[cfg(test)]
+#[path = "memory_service_tests.rs"]
+mod tests;

@@ -12,10 +12,12 @@ pub mod events;
 pub mod kv;
 
 pub mod nats;
+pub mod paging;
 pub mod pattern;
 pub mod retry;
 pub mod rpc;
 pub mod service;
+pub mod socket;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -11,17 +11,17 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use hermes::actors::ActorSet;
-use hermes::bus::{rpc, SharedBus};
+use hermes::bus::SharedBus;
 use hermes::config::{Config, McpServerConfig};
 use hermes::engine::Engine;
 use hermes::mcp::audit::{AuditLog, AuditRecord};
 use hermes::mcp::client::RmcpClient;
 use hermes::mcp::server::{self, Principal, ServerDeps};
 use hermes::mcp::McpClient;
-use hermes::protocol::envelope::Envelope;
 use hermes::protocol::request::McpCatalogRequest;
 use hermes::protocol::{McpAuditRequest, McpCatalog};
 
+use super::reach::{self, Asker, ReachArgs, Way};
 use super::runtime::{io_runtime, with_engine_runtime};
 
 #[derive(Subcommand)]
@@ -37,8 +37,15 @@ pub enum McpCommand {
     Serve(ServeArgs),
     /// Show the MCP servers the bridge mounted: status, tools, resources, prompts, errors.
     /// Exits with 1 if any server is not ready.
-    Status(BusArgs),
-    /// Show the latest MCP audit records (tools/call, resources/read, refusals).
+    ///
+    /// Asks a running deployment (`--bus nats://…`, or `[bus] url`) or the `hermes serve`
+    /// holding the data directory; with neither running, mounts the configured servers here
+    /// to try them.
+    Status(StatusArgs),
+    /// Show the latest MCP audit records (tools/call, resources/read, refusals), newest first.
+    ///
+    /// Asks a running deployment (`--bus nats://…`, or `[bus] url`: the shared audit stream)
+    /// or the `hermes serve` holding the data directory; else reads the data directory.
     Audit(AuditArgs),
     /// Connect to a Streamable HTTP MCP server, list its tools and call one (the conformance
     /// suite's client: it appends the URL and sets MCP_CONFORMANCE_SCENARIO).
@@ -74,9 +81,18 @@ pub struct ServeArgs {
 }
 
 #[derive(Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    reach: ReachArgs,
+    /// Print the catalog as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 pub struct AuditArgs {
     #[command(flatten)]
-    bus: BusArgs,
+    reach: ReachArgs,
     /// How many records, newest first.
     #[arg(long, default_value_t = 20)]
     limit: usize,
@@ -110,8 +126,16 @@ pub fn run(config: Option<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::from)
         }),
         McpCommand::Serve(args) => serve(load(&config, &args.bus)?, args),
-        McpCommand::Status(args) => status(load(&config, &args)?),
-        McpCommand::Audit(args) => audit(load(&config, &args.bus)?, &args),
+        McpCommand::Status(args) => {
+            let mut config = Config::load(config.as_deref())?;
+            args.reach.apply(&mut config);
+            status(config, args.json)
+        }
+        McpCommand::Audit(args) => {
+            let mut config = Config::load(config.as_deref())?;
+            args.reach.apply(&mut config);
+            audit(config, &args)
+        }
         McpCommand::Probe(args) => io_runtime()?.block_on(probe(args)),
     }
 }
@@ -207,22 +231,41 @@ const BRIDGE_ONLY: ActorSet = ActorSet {
     memory_extractor: false,
 };
 
-fn status(config: Config) -> anyhow::Result<()> {
+/// The catalog of the running bridge (over NATS, or through the control socket of the serve
+/// holding the data directory); with none running, of a bridge started here for the purpose.
+fn status(config: Config, json: bool) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let catalog = with_engine_runtime(|io| async move {
-        let (bus, engine) = bus_for(config.clone(), BRIDGE_ONLY, io.clone()).await?;
-        let request = Envelope::request(McpCatalogRequest);
-        let timeout = Duration::from_secs(config.engine.request_timeout_secs);
-        let reply = io
-            .spawn(async move { rpc::request(bus.as_ref(), request, timeout).await })
-            .await?
-            .context("no MCP bridge answered on hermes.mcp.catalog; is `hermes serve` with the mcp-bridge running on this bus?")?;
-        if let Some(engine) = engine {
-            engine.shutdown().await;
+        let asking = config.clone();
+        let (way, remote) = io
+            .spawn(async move {
+                let way = reach::pick(&asking).await;
+                let remote = Asker::remote(&asking, &way).await?;
+                anyhow::Ok((way, remote))
+            })
+            .await??;
+        if let Some(asker) = remote {
+            return io
+                .spawn(async move { asker.ask(McpCatalogRequest).await })
+                .await?;
         }
-        Ok(reply.body)
+        let Way::Directory(dir) = way else {
+            anyhow::bail!("no way to reach an MCP bridge");
+        };
+        // Nobody serves the data directory: mount the configured servers here to try them.
+        let engine = Engine::start(config.clone(), BRIDGE_ONLY, io.clone()).await?;
+        let asker = Asker::local(engine.bus.clone(), &config, &dir, Vec::new());
+        let reply = io
+            .spawn(async move { asker.ask(McpCatalogRequest).await })
+            .await?;
+        engine.shutdown().await;
+        reply
     })?;
-    print_status(&catalog);
+    if json {
+        println!("{}", serde_json::to_string(&catalog)?);
+    } else {
+        print_status(&catalog);
+    }
     let down: Vec<_> = catalog
         .servers
         .iter()
@@ -261,33 +304,22 @@ fn print_status(catalog: &McpCatalog) {
     }
 }
 
-/// Over the bus when it is NATS (a running bridge answers); from the data directory's sled
-/// store when the bus is embedded (no other process may hold it then).
+/// From the running bridge (over NATS: the shared audit stream; or through the control
+/// socket of the serve holding the data directory); else from the data directory's sled store.
 fn audit(config: Config, args: &AuditArgs) -> anyhow::Result<()> {
-    let records = if config.bus.url == "embedded" {
-        let db = hermes::store::open(&config.engine.data_dir).with_context(|| {
-            format!("cannot open {} to read the MCP audit (is a `hermes serve` using it? then ask it with --bus nats://…)", config.engine.data_dir.display())
-        })?;
-        AuditLog::open(&db)?.latest(args.limit)?
-    } else {
-        let limit = args.limit;
-        io_runtime()?.block_on(async move {
-            let credentials = config.bus.auth.resolve().map_err(anyhow::Error::msg)?;
-            let bus = hermes::bus::connect_with(
-                &config.bus.url,
-                None,
-                config.cluster.options(),
-                &credentials,
-            )
-            .await?;
-            let request = Envelope::request(McpAuditRequest { limit });
-            let timeout = Duration::from_secs(config.engine.request_timeout_secs);
-            let reply = rpc::request(bus.as_ref(), request, timeout)
-                .await
-                .context("no MCP bridge answered on hermes.mcp.audit")?;
-            anyhow::Ok(reply.body.records.into_iter().map(Into::into).collect())
-        })?
-    };
+    let limit = args.limit;
+    let records = io_runtime()?.block_on(async move {
+        let way = reach::pick(&config).await;
+        if let Some(asker) = Asker::remote(&config, &way).await? {
+            let reply = asker.ask(McpAuditRequest { limit }).await?;
+            return anyhow::Ok(reply.records.into_iter().map(Into::into).collect());
+        }
+        let Way::Directory(dir) = way else {
+            anyhow::bail!("no way to reach the MCP audit");
+        };
+        let db = reach::open_directory(&dir).await?;
+        anyhow::Ok(AuditLog::open(&db)?.latest(limit)?)
+    })?;
     print_audit(&records, args.json);
     Ok(())
 }

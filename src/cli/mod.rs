@@ -9,11 +9,14 @@ mod eval;
 mod eval_tasks;
 mod mcp;
 mod memory;
+mod memory_print;
 mod print;
+mod reach;
 mod runtime;
 mod send;
 mod serve;
 mod sessions;
+mod sessions_print;
 mod status;
 mod tools;
 
@@ -107,7 +110,8 @@ enum Command {
     Chat(send::ChatArgs),
     /// Measure the engine itself: the workloads of shared/bench/WORKLOAD.md.
     Bench(bench_cmd::BenchArgs),
-    /// Inspect and search stored sessions (stop the serve process that owns the data first).
+    /// Inspect and search stored sessions: of a running deployment (`--bus nats://…`), of the
+    /// `hermes serve` holding the data directory, or of a stopped data directory.
     Sessions(sessions::SessionsArgs),
     /// MCP: Hermes' own MCP server, mounted servers' status, the audit trail.
     #[command(subcommand)]
@@ -119,7 +123,8 @@ enum Command {
     /// memory namespaces, limits and triggers.
     #[command(subcommand)]
     Agents(agents::AgentsCommand),
-    /// Look at and tidy the memory store (stop `hermes serve` on that data directory first).
+    /// Look at and tidy a user's memories: of a running deployment (`--bus nats://…`), of the
+    /// `hermes serve` holding the data directory, or of a stopped data directory.
     Memory(memory::MemoryArgs),
     /// Evaluations: `hermes eval memory --dataset FILE` (memory recall), `hermes eval tasks
     /// --suite FILE` (whole tasks against a model).

@@ -59,6 +59,7 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         }
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
+        let socket = start_control_socket(&engine, &io).await;
         eprintln!(
             "hermes: serving [{}] on {} (data: {}); Ctrl-C stops",
             args.actors,
@@ -70,6 +71,7 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         wait_for_stop_signal().await?;
         eprintln!("hermes: stopping");
         drop(ready_file);
+        drop(socket);
         engine.shutdown().await;
         Ok(())
     })
@@ -116,6 +118,33 @@ async fn start_mcp_http(
         .map_err(anyhow::Error::msg)?;
     eprintln!("hermes: MCP server at {}", http.url());
     Ok(Some(http))
+}
+
+/// The control socket in the data directory (`hermes.sock`), through which `hermes
+/// sessions|memory|mcp` reach this process while it holds the directory. Without it this
+/// process still serves; those commands then say how to reach it.
+async fn start_control_socket(
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> Option<hermes::bus::socket::ControlSocket> {
+    engine.db.as_ref()?;
+    let bus = engine.bus.clone();
+    let dir = engine.config.engine.data_dir.clone();
+    let max = engine.config.engine.max_envelope_bytes;
+    match io
+        .spawn(async move { hermes::bus::socket::listen(bus, &dir, max).await })
+        .await
+    {
+        Ok(Ok(socket)) => Some(socket),
+        Ok(Err(e)) => {
+            eprintln!("hermes: {e}");
+            None
+        }
+        Err(e) => {
+            eprintln!("hermes: the control socket did not start: {e}");
+            None
+        }
+    }
 }
 
 /// Hermes' own HTTP endpoint (`/metrics`) when `--http` or `[http] listen` is set, on the I/O

@@ -1,195 +1,170 @@
-//! `hermes sessions ls|show|search`: read the conversation layer of a data directory.
+//! `hermes sessions ls|show|search`: read the conversation layer — of a running deployment
+//! over the bus, or of a data directory (see [`super::reach`] for which, picked by itself).
 //!
-//! These open the sled directory directly, so the `hermes serve` that owns it must be stopped
-//! first (sled allows one process per directory; the error says so). Agents can search a
-//! running service with the `session_search` tool instead.
+//! Every way sends `hermes.sessions.list|show|search` and prints the replies
+//! ([`super::sessions_print`]); a stopped data directory is answered by the same session
+//! services, run here. Long lists and long sessions come in pages and are printed whole.
 
-use std::path::PathBuf;
-
-use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use hermes::actors::session_query::SessionQueries;
 use hermes::config::Config;
-use hermes::context::search;
-use hermes::llm::Role;
-use hermes::store::durability::{Durable, Mode};
+use hermes::protocol::{
+    SessionListRequest, SessionSearchRequest, SessionShowReply, SessionShowRequest, SessionSummary,
+};
+use hermes::store::session_reader::SessionReader;
 use hermes::store::sessions::SessionStore;
 
+use super::reach::{self, Asker, ReachArgs, Way};
+use super::runtime::io_runtime;
+use super::sessions_print as print;
+
 #[derive(Args)]
+#[command(after_long_help = "\
+Where the answers come from:
+  --bus nats://HOST:4222   a running deployment (any session process answers for every session)
+  --data-dir DIR           a data directory: through the `hermes serve` holding it, or read here
+  neither                  [bus] url when it is NATS, else [engine] data_dir as above
+
+Examples:
+  hermes sessions ls --user u-1001
+  hermes sessions show s1 --json > s1.json
+  hermes sessions search --user u-1001 \"耳机 订单\" --bus nats://127.0.0.1:4222")]
 pub struct SessionsArgs {
-    /// Data directory (overrides [engine].data_dir).
+    #[command(flatten)]
+    reach: ReachArgs,
+    /// Print JSON instead of a table: one object per line for `ls` and `search`, one object
+    /// (`{session, messages}`) for `show`.
     #[arg(long, global = true)]
-    data_dir: Option<PathBuf>,
+    json: bool,
     #[command(subcommand)]
     command: SessionsCommand,
 }
 
 #[derive(Subcommand)]
 enum SessionsCommand {
-    /// List sessions, newest first.
+    /// List sessions, newest first, with their last turn's state.
     Ls {
         /// Only this user's sessions.
         #[arg(long)]
         user: Option<String>,
+        /// Only this agent's sessions.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Most sessions to list (0: all of them).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
     },
-    /// Print a session's messages, its pinned goal, summary and turn state.
+    /// Print a session's messages, its pinned goal, summary, handoffs and turn state.
     Show {
+        /// The session id.
         session: String,
+        /// The agent whose session it is.
         #[arg(long, default_value = "assistant")]
         agent: String,
     },
     /// Search all of a user's past messages (BM25; Chinese and English).
     Search {
+        /// Whose messages.
         #[arg(long)]
         user: String,
+        /// Words to look for (Chinese is matched by character pairs).
         query: String,
+        /// Most hits (at most 20).
         #[arg(long, default_value_t = 10)]
         limit: usize,
     },
 }
 
-fn short(text: &str, max: usize) -> String {
-    let one_line = text.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(max).collect::<String>())
+/// Sessions asked for per page (a page may hold fewer when they do not fit one reply).
+const PAGE: usize = 200;
+
+pub fn run(mut config: Config, args: SessionsArgs) -> anyhow::Result<()> {
+    args.reach.apply(&mut config);
+    io_runtime()?.block_on(async move {
+        let asker = asker(&config).await?;
+        match args.command {
+            SessionsCommand::Ls { user, agent, limit } => {
+                let (sessions, total) = list(&asker, user, agent, limit).await?;
+                print::list(&sessions, total, args.json);
+            }
+            SessionsCommand::Show { session, agent } => {
+                let shown = show(&asker, agent, session).await?;
+                print::show(&shown, args.json)?;
+            }
+            SessionsCommand::Search { user, query, limit } => {
+                let reply = asker
+                    .ask(SessionSearchRequest { user, query, limit })
+                    .await?;
+                print::search(&reply.hits, args.json);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Ask the deployment or the serve holding the directory; or serve the directory here.
+async fn asker(config: &Config) -> anyhow::Result<Asker> {
+    let way = reach::pick(config).await;
+    if let Some(asker) = Asker::remote(config, &way).await? {
+        return Ok(asker);
+    }
+    let Way::Directory(dir) = way else {
+        anyhow::bail!("no way to reach the sessions");
+    };
+    let db = reach::open_directory(&dir).await?;
+    let store = SessionStore::open(&db)?;
+    let bus = hermes::bus::connect("embedded", Some(db)).await?;
+    let serving = SessionQueries::serve(
+        SessionReader::Local(store),
+        &bus,
+        config.engine.max_envelope_bytes,
+    )
+    .await?;
+    Ok(Asker::local(bus, config, &dir, serving))
+}
+
+/// Up to `limit` sessions (0: all), newest first, page by page; and how many match in all.
+async fn list(
+    asker: &Asker,
+    user: Option<String>,
+    agent: Option<String>,
+    limit: usize,
+) -> anyhow::Result<(Vec<SessionSummary>, usize)> {
+    let want = if limit == 0 { usize::MAX } else { limit };
+    let mut sessions = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = asker
+            .ask(SessionListRequest {
+                user: user.clone(),
+                agent: agent.clone(),
+                offset,
+                limit: (want - sessions.len()).min(PAGE),
+            })
+            .await?;
+        sessions.extend(page.sessions);
+        match page.next_offset {
+            Some(next) if sessions.len() < want => offset = next,
+            _ => return Ok((sessions, page.total)),
+        }
     }
 }
 
-pub fn run(config: Config, args: SessionsArgs) -> anyhow::Result<()> {
-    let dir = args.data_dir.unwrap_or(config.engine.data_dir);
-    let db = hermes::store::open(&dir).with_context(|| {
-        format!(
-            "opening {} (stop the hermes serve that uses it first)",
-            dir.display()
-        )
-    })?;
-    let store = SessionStore::open(&Durable::new(db, Mode::Sync))?;
-    match args.command {
-        SessionsCommand::Ls { user } => {
-            let list = store.list(user.as_deref())?;
-            println!(
-                "{:<14} {:<28} {:<12} {:>8}  UPDATED",
-                "AGENT", "SESSION", "USER", "MESSAGES"
-            );
-            for m in &list {
-                println!(
-                    "{:<14} {:<28} {:<12} {:>8}  {}",
-                    m.agent,
-                    m.session,
-                    m.user,
-                    m.next_seq,
-                    m.updated_at.format("%Y-%m-%d %H:%M:%S")
-                );
-            }
-            println!("{} sessions", list.len());
-        }
-        SessionsCommand::Show { session, agent } => {
-            let meta = store.meta(&agent, &session)?.with_context(|| {
-                format!("no session `{session}` of agent `{agent}`; see `hermes sessions ls`")
-            })?;
-            let task = store.task(&agent, &session)?;
-            println!(
-                "session {} (agent {}, user {})",
-                meta.session, meta.agent, meta.user
-            );
-            if let Some(goal) = &task.goal {
-                println!("goal     {}", short(goal, 100));
-            }
-            if !task.summary.is_empty() {
-                println!(
-                    "summary  (messages before #{}) {}",
-                    task.summary_upto,
-                    short(&task.summary, 200)
-                );
-            }
-            for h in &meta.handoffs {
-                println!(
-                    "handoff  {} → {} at {} (turn {}){}",
-                    h.from,
-                    h.to,
-                    h.at.format("%Y-%m-%d %H:%M:%S"),
-                    h.turn_id,
-                    if h.reason.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", h.reason)
-                    }
-                );
-            }
-            if !meta.handoffs.is_empty() {
-                println!("answers  agent {} now", meta.active_agent());
-            }
-            if let Some(t) = &task.turn {
-                println!("turn     {} {:?} step {}", t.turn_id, t.phase, t.step);
-                if let Some(p) = &t.parent {
-                    println!(
-                        "parent   delegated by {} (session {}, turn {}; chain {})",
-                        p.agent,
-                        p.session,
-                        p.turn_id,
-                        p.chain.join(" → ")
-                    );
-                }
-                for job in &t.jobs {
-                    let state = if job.result.is_some() {
-                        "done"
-                    } else {
-                        "waiting"
-                    };
-                    match &job.child {
-                        Some(c) => println!(
-                            "child    {} session {} ({state}, deadline {})",
-                            c.agent,
-                            c.session,
-                            c.deadline.format("%H:%M:%S")
-                        ),
-                        None => println!("job      {} of {} ({state})", job.job_id, job.tool),
-                    }
-                }
-                if t.tokens_used > 0 {
-                    println!(
-                        "tokens   {} used by this task (its delegated agents included)",
-                        t.tokens_used
-                    );
-                }
-            }
-            for m in store.messages(&agent, &session)? {
-                let role = match m.message.role {
-                    Role::User => "user",
-                    Role::Assistant => "assistant",
-                    Role::Tool => "tool",
-                    Role::System => "system",
-                };
-                let calls: Vec<_> = m
-                    .message
-                    .tool_calls
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect();
-                let text = if calls.is_empty() {
-                    short(&m.message.content, 110)
-                } else {
-                    format!("→ {} {}", calls.join(", "), short(&m.message.content, 60))
-                };
-                println!("#{:<4} {:<9} {:>5} tok  {}", m.seq, role, m.tokens, text);
-            }
-        }
-        SessionsCommand::Search { user, query, limit } => {
-            let hits = search::search(&store, &user, &query, limit)?;
-            println!("{:>6}  {:<24} {:>5}  TEXT", "SCORE", "SESSION", "#");
-            for h in &hits {
-                println!(
-                    "{:>6.2}  {:<24} {:>5}  {}",
-                    h.score,
-                    h.session,
-                    h.seq,
-                    short(&h.text, 90)
-                );
-            }
-            println!("{} hits", hits.len());
-        }
+/// The session with all its messages, page by page.
+async fn show(asker: &Asker, agent: String, session: String) -> anyhow::Result<SessionShowReply> {
+    let mut request = SessionShowRequest {
+        agent,
+        session,
+        from_seq: 0,
+        limit: 0,
+    };
+    let mut whole = asker.ask(request.clone()).await?;
+    while let Some(next) = whole.next_seq.take() {
+        request.from_seq = next;
+        let page = asker.ask(request.clone()).await?;
+        whole.messages.extend(page.messages);
+        whole.next_seq = page.next_seq;
     }
-    Ok(())
+    Ok(whole)
 }

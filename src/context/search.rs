@@ -6,7 +6,7 @@ use crate::llm::Role;
 use crate::memory::{bm25, tokenize};
 use crate::protocol::SessionHit;
 
-use crate::store::sessions::SessionStore;
+use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::StoreError;
 
 /// Characters of a hit's text returned.
@@ -19,14 +19,29 @@ pub fn search(
     query: &str,
     limit: usize,
 ) -> Result<Vec<SessionHit>, StoreError> {
+    let mut sessions = Vec::new();
+    for meta in store.list(Some(user))? {
+        let messages = store.messages(&meta.agent, &meta.session)?;
+        sessions.push((meta, messages));
+    }
+    Ok(rank(sessions, query, limit))
+}
+
+/// The `limit` best matches for `query` among the messages of `sessions` (one user's), best
+/// first.
+pub fn rank(
+    sessions: Vec<(SessionMeta, Vec<StoredMessage>)>,
+    query: &str,
+    limit: usize,
+) -> Vec<SessionHit> {
     let query_tokens = tokenize::tokenize(query);
     if query_tokens.is_empty() {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     let mut candidates = Vec::new();
     let mut docs = Vec::new();
-    for meta in store.list(Some(user))? {
-        for m in store.messages(&meta.agent, &meta.session)? {
+    for (meta, messages) in sessions {
+        for m in messages {
             if !matches!(m.message.role, Role::User | Role::Assistant)
                 || m.message.content.is_empty()
             {
@@ -53,7 +68,7 @@ pub fn search(
         .collect();
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.ts.cmp(&a.ts)));
     hits.truncate(limit);
-    Ok(hits)
+    hits
 }
 
 #[cfg(test)]

@@ -354,6 +354,7 @@ async fn list_memories(bus: &SharedBus, user: &str) -> Result<Vec<Memory>, Strin
         user: user.to_string(),
         namespace: None,
         id: None,
+        ..MemoryListRequest::default()
     });
     rpc::request(bus.as_ref(), request, LIST_TIMEOUT)
         .await

@@ -469,6 +469,28 @@ impl MemoryService {
         id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        self.list_where(user, namespace, id, Some(now)).await
+    }
+
+    /// [`Self::list`] with expired and demoted records too (`hermes memory ls --all`).
+    pub async fn list_including_inactive(
+        &self,
+        user: &str,
+        namespace: Option<&str>,
+        id: Option<&str>,
+    ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        self.list_where(user, namespace, id, None).await
+    }
+
+    /// `user`'s records of `namespace` (all when none) or the one with `id`, newest first;
+    /// only those live at `live_at` when it is given.
+    async fn list_where(
+        &self,
+        user: &str,
+        namespace: Option<&str>,
+        id: Option<&str>,
+        live_at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<MemoryRecord>, MemoryError> {
         self.catch_up(user).await?;
         let store = self.store.clone();
         let (user, id) = (user.to_owned(), id.map(str::to_owned));
@@ -483,7 +505,13 @@ impl MemoryService {
             };
             Ok(records
                 .into_iter()
-                .filter(|r| filter.admits(r, now))
+                .filter(|r| match live_at {
+                    Some(now) => filter.admits(r, now),
+                    None => filter
+                        .namespace
+                        .as_deref()
+                        .is_none_or(|ns| r.namespace == ns),
+                })
                 .collect())
         })
         .await

@@ -102,8 +102,9 @@ pub struct RecallHit {
     pub score: f64,
 }
 
-/// A user's memories, or the one with `id`, on `hermes.memory.list` (read-only).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A user's memories, newest first, or the one with `id`, on `hermes.memory.list`
+/// (read-only). Live records only, unless `include_inactive`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MemoryListRequest {
     pub user: String,
     /// Only this namespace (all when none).
@@ -111,11 +112,27 @@ pub struct MemoryListRequest {
     pub namespace: Option<String>,
     #[serde(default)]
     pub id: Option<String>,
+    /// Also expired and demoted records (`hermes memory ls --all`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_inactive: bool,
+    /// Records to skip: the previous page's `next_offset`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: usize,
+    /// Ask for a page: at most this many records, fewer when they would not fit in one
+    /// reply. None: every record at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MemoryListReply {
     pub records: Vec<Memory>,
+    /// Records that match, on every page.
+    #[serde(default)]
+    pub total: usize,
+    /// Where the next page starts (a paged request only); none when this page is the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
 }
 
 /// Ask memory for what it knows about the current message. Besides the user, recall can be
@@ -138,11 +155,18 @@ pub struct RecallRequest {
     /// expiry sweep until the turn's extraction job releases them.
     #[serde(default)]
     pub task: Option<String>,
+    /// A score threshold of the caller's own instead of `memory.min_score` (`hermes memory
+    /// search --no-threshold` sends 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecallReply {
     pub hits: Vec<RecallHit>,
+    /// The embedder whose vectors were fused with BM25; none: BM25 alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<String>,
 }
 
 /// A finished turn to mine for memories (durable queue `hermes.memory.extract`).
@@ -200,6 +224,10 @@ pub struct MemoryForgetRequest {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MemoryWriteReply {
     pub changes: Vec<MemoryChange>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn yes() -> bool {

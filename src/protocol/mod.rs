@@ -8,7 +8,8 @@
 //!   encoding, decoding and dispatch follow from the type.
 //! - The bodies, by concern: [`chat`] (messages, tool calls, usage), [`session`] (inbound
 //!   messages, planning, turn events), [`tool`] (definitions, calls, results, jobs), [`memory`]
-//!   (recall, writes, extraction), [`mcp`] (mounted servers, calls, audit).
+//!   (recall, writes, extraction), [`mcp`] (mounted servers, calls, audit), [`session_view`]
+//!   (stored sessions as `hermes sessions` reads them).
 //!
 //! Wire types are not storage formats: records kept in sled have types of their own in the
 //! module that owns the tree, converted at the edge.
@@ -22,6 +23,7 @@ pub mod mcp;
 pub mod memory;
 pub mod request;
 pub mod session;
+pub mod session_view;
 pub mod status;
 pub mod subjects;
 pub mod tool;
@@ -30,5 +32,6 @@ pub use chat::*;
 pub use mcp::*;
 pub use memory::*;
 pub use session::*;
+pub use session_view::*;
 pub use status::*;
 pub use tool::*;

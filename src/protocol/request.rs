@@ -27,6 +27,9 @@ use super::session::{
     SessionSearchReply, SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent,
     UserMessage,
 };
+use super::session_view::{
+    SessionListReply, SessionListRequest, SessionShowReply, SessionShowRequest,
+};
 use super::status::{ProcessStatus, StatusRequest};
 use super::subjects::{self, IdError};
 use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged};
@@ -85,6 +88,8 @@ reply! {
     PlanReply => kinds::PLAN_REPLY,
     SummariseReply => kinds::SUMMARISE_REPLY,
     SessionSearchReply => kinds::SESSIONS_FOUND,
+    SessionListReply => kinds::SESSIONS_LISTED,
+    SessionShowReply => kinds::SESSIONS_SHOWN,
     ToolCallResult => kinds::TOOL_RESULT,
     ToolsCatalog => kinds::TOOLS_CATALOG,
     ToolMetrics => kinds::TOOLS_METRICS,
@@ -102,6 +107,8 @@ request! {
     PlanRequest => subjects::PLAN, kinds::PLAN_REQUEST, PlanReply;
     SummariseRequest => subjects::SUMMARISE, kinds::SUMMARISE_REQUEST, SummariseReply;
     SessionSearchRequest => subjects::SESSIONS_SEARCH, kinds::SESSIONS_SEARCH, SessionSearchReply;
+    SessionListRequest => subjects::SESSIONS_LIST, kinds::SESSIONS_LIST, SessionListReply;
+    SessionShowRequest => subjects::SESSIONS_SHOW, kinds::SESSIONS_SHOW, SessionShowReply;
     ToolsListRequest => subjects::TOOLS_LIST, kinds::TOOLS_LIST, ToolsCatalog;
     ToolsMetricsRequest => subjects::TOOLS_METRICS, kinds::TOOLS_METRICS_REQUEST, ToolMetrics;
     McpCallRequest => subjects::MCP_CALL, kinds::MCP_CALL, McpCallReply;

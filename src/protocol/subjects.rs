@@ -7,6 +7,7 @@
 //! | `hermes.plan` | req/reply, queue `planner` | one planning step |
 //! | `hermes.summarise` | req/reply, queue `planner` | fold older turns into the history summary |
 //! | `hermes.sessions.search` | req/reply, queue `session` | BM25 search over a user's past messages |
+//! | `hermes.sessions.list` / `.show` | req/reply, queue `session` | stored sessions, newest first / one session with its messages, paged (read-only) |
 //! | `hermes.tool.<name>` | req/reply, queue `tool` | execute one validated call |
 //! | `hermes.tools.list` | req/reply | the tool catalog (names, descriptions, schemas, definitions, metrics) |
 //! | `hermes.tools.metrics` | req/reply | the tool-executor's counters |
@@ -41,6 +42,8 @@ pub const JOB_QUEUE: &str = "hermes.jobqueue";
 pub const PLAN: &str = "hermes.plan";
 pub const SUMMARISE: &str = "hermes.summarise";
 pub const SESSIONS_SEARCH: &str = "hermes.sessions.search";
+pub const SESSIONS_LIST: &str = "hermes.sessions.list";
+pub const SESSIONS_SHOW: &str = "hermes.sessions.show";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
 pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
 /// The tool-executor's catalog changed (MCP tools mounted or unmounted).

@@ -6,11 +6,17 @@
 //! - `bus.queue.<name>` — the embedded bus' durable queues
 //!
 //! sled is single-process: other processes ask the owner over the bus, never open the files.
+//! [`session_reader`] reads sessions for those who ask (`hermes sessions`), [`session_wire`]
+//! gives them their wire form.
 
 pub mod durability;
 pub mod replica;
+pub mod session_reader;
+pub mod session_wire;
 pub mod sessions;
 pub mod tasks;
+#[cfg(test)]
+pub mod test_log;
 pub mod tool_result;
 
 use std::path::Path;

@@ -59,4 +59,8 @@ pub trait SessionLog: Send + Sync + 'static {
         session: &str,
         after: u64,
     ) -> Result<Vec<(u64, Bytes)>, LogError>;
+
+    /// The last record of every session in the log — of `agent`'s sessions only, when given —
+    /// with its sequence, in no particular order. What `hermes sessions ls` reads on a cluster.
+    async fn last_of_each(&self, agent: Option<&str>) -> Result<Vec<(u64, Bytes)>, LogError>;
 }

@@ -159,6 +159,11 @@ impl SessionStore {
         self.log.is_some()
     }
 
+    /// The replicated log saves go to, if any.
+    pub fn log(&self) -> Option<Arc<dyn SessionLog>> {
+        self.log.clone()
+    }
+
     /// [`Self::load`], after bringing the local cache up to date with the replicated log (the
     /// records other owners appended since this process last held the session).
     pub async fn load_synced(
@@ -275,9 +280,15 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
+        let now = Utc::now();
         if let Some(log) = &self.log {
+            // The record carries the metadata as this save leaves it, so a reader of the log
+            // alone (`hermes sessions ls` over the bus) sees what the local trees hold.
+            let mut after = meta.clone();
+            after.updated_at = now;
+            after.next_seq = next_seq_after(after.next_seq, messages);
             let record = LogRecord {
-                meta: meta.clone(),
+                meta: after,
                 messages: messages.to_vec(),
                 task: task.clone(),
             };
@@ -288,7 +299,7 @@ impl SessionStore {
         }
         self.tasks
             .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
-        self.append(meta, messages).await
+        self.append_at(meta, messages, now)
     }
 
     /// Append messages to a session (creating it) and flush before returning.
@@ -298,6 +309,16 @@ impl SessionStore {
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
+        self.append_at(meta, messages, Utc::now())
+    }
+
+    /// [`Self::append`], the session updated at `now`.
+    fn append_at(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         // Plain inserts, not `apply_batch`/transactions: those take sled's global write lock,
         // which deadlocks against its background flusher under concurrent load (seen with 200
         // sessions in flight). Messages go first; a crash before the metadata is written is
@@ -305,9 +326,9 @@ impl SessionStore {
         for m in messages {
             self.messages
                 .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
-            meta.next_seq = meta.next_seq.max(m.seq + 1);
         }
-        meta.updated_at = Utc::now();
+        meta.next_seq = next_seq_after(meta.next_seq, messages);
+        meta.updated_at = now;
         self.sessions
             .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
         Ok(())
@@ -334,6 +355,13 @@ impl SessionStore {
         out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
     }
+}
+
+/// The sequence the next message gets once `messages` are stored after `next_seq`.
+pub fn next_seq_after(next_seq: u64, messages: &[StoredMessage]) -> u64 {
+    messages
+        .iter()
+        .fold(next_seq, |next, m| next.max(m.seq + 1))
 }
 
 /// Run blocking sled work off the caller's thread.

@@ -33,6 +33,20 @@ pub enum TurnPhase {
 }
 
 impl TurnPhase {
+    /// The phase as it is stored and shown (`waiting_job`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnPhase::Received => "received",
+            TurnPhase::Planning => "planning",
+            TurnPhase::AwaitingTools => "awaiting_tools",
+            TurnPhase::WaitingJob => "waiting_job",
+            TurnPhase::WaitingUser => "waiting_user",
+            TurnPhase::WaitingAgents => "waiting_agents",
+            TurnPhase::Answered => "answered",
+            TurnPhase::Failed => "failed",
+        }
+    }
+
     /// Is the turn over (nothing to resume)?
     pub fn is_final(self) -> bool {
         matches!(self, TurnPhase::Answered | TurnPhase::Failed)

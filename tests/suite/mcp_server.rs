@@ -114,6 +114,7 @@ async fn list_directly(bus: &dyn Bus, user: &str) -> Vec<Memory> {
         user: user.into(),
         namespace: None,
         id: None,
+        ..MemoryListRequest::default()
     });
     rpc::request(bus, request, WAIT).await.unwrap().body.records
 }

@@ -1,6 +1,7 @@
 mod agents;
 mod bad_input;
 mod bus_contract;
+mod cli_bus;
 mod config_files;
 mod demo_cli;
 mod eval_tasks;

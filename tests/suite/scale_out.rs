@@ -221,6 +221,7 @@ async fn count_lost_memories(bus: &SharedBus, seen: &Seen) -> usize {
                 user: user.to_string(),
                 namespace: None,
                 id: None,
+                ..MemoryListRequest::default()
             };
             let reply = rpc::request(
                 bus.as_ref(),

@@ -4,12 +4,18 @@
 //! carry `Nats-Expected-Last-Subject-Sequence`, so a writer that has not seen the latest record
 //! is refused ([`LogError::Fenced`]).
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::pull::OrderedConfig;
+use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::{Config, DirectGetErrorKind, RetentionPolicy, StorageType};
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::jetstream::{through_failover, while_forming};
@@ -24,6 +30,9 @@ pub struct NatsSessionLog {
     prefix: &'static str,
     stream: OnceCell<async_nats::jetstream::stream::Stream>,
 }
+
+/// Longest wait for the next record while reading the last record of every key.
+const SCAN_WAIT: Duration = Duration::from_secs(10);
 
 fn unavailable(err: impl std::fmt::Display) -> LogError {
     LogError::Unavailable(err.to_string())
@@ -149,5 +158,54 @@ impl SessionLog for NatsSessionLog {
                 Err(e) => return Err(unavailable(e)),
             }
         }
+    }
+
+    /// One ordered consumer delivering the last message of each subject: a pass over the
+    /// stream's keys, not a request per key.
+    async fn last_of_each(&self, agent: Option<&str>) -> Result<Vec<(u64, Bytes)>, LogError> {
+        let stream = self.stream().await?;
+        let filter_subject = match agent {
+            Some(agent) => format!("{}.{agent}.*", self.prefix),
+            None => format!("{}.>", self.prefix),
+        };
+        let config = OrderedConfig {
+            filter_subject,
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        };
+        let consumer = through_failover("listing a replicated log", || {
+            stream.create_consumer(config.clone())
+        })
+        .await
+        .map_err(unavailable)?;
+        let mut pending = consumer.cached_info().num_pending;
+        // By subject: a record appended during the pass replaces the one seen before it.
+        let mut last: HashMap<String, (u64, Bytes)> = HashMap::new();
+        if pending == 0 {
+            return Ok(Vec::new());
+        }
+        let mut messages = consumer.messages().await.map_err(unavailable)?;
+        while pending > 0 {
+            let message = match tokio::time::timeout(SCAN_WAIT, messages.next()).await {
+                Ok(Some(Ok(message))) => message,
+                Ok(Some(Err(e))) => return Err(unavailable(e)),
+                Ok(None) => break,
+                Err(_) => {
+                    return Err(unavailable(format!(
+                        "{} stopped delivering its keys ({pending} left after {} s)",
+                        self.stream_name,
+                        SCAN_WAIT.as_secs()
+                    )))
+                }
+            };
+            let info = message.info().map_err(unavailable)?;
+            pending = info.pending;
+            let seq = info.stream_sequence;
+            let subject = message.subject.to_string();
+            if last.get(&subject).is_none_or(|(seen, _)| *seen < seq) {
+                last.insert(subject, (seq, message.payload.clone()));
+            }
+        }
+        Ok(last.into_values().collect())
     }
 }

@@ -221,6 +221,7 @@ impl HermesMcpServer {
                     user: user.clone(),
                     namespace: None,
                     id: Some(id.clone()),
+                    ..MemoryListRequest::default()
                 })
                 .await;
             let namespace = match &records {
@@ -240,6 +241,7 @@ impl HermesMcpServer {
                 user,
                 namespace: None,
                 id: Some(id),
+                ..MemoryListRequest::default()
             })
             .await;
         Ok(match records {
@@ -364,6 +366,7 @@ impl ServerHandler for HermesMcpServer {
                 user: who.user.clone(),
                 namespace: None,
                 id: None,
+                ..MemoryListRequest::default()
             })
             .await
             .map_err(|e| ErrorData::internal_error(e, None))?;
