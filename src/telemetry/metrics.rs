@@ -248,14 +248,14 @@ pub struct TurnFacts<'a> {
 /// A run of a turn ended. Every run is counted; the histograms take finished turns only, so a
 /// turn that waited and resumed counts once there.
 pub fn turn_finished(facts: &TurnFacts<'_>) {
-    turn_counted(facts.agent, facts.outcome);
-    if !facts.outcome.is_final() {
-        return;
+    if facts.outcome.is_final() {
+        histogram!(TURN_DURATION).record(facts.duration.as_secs_f64());
+        histogram!(TASK_TOOL_ROUNDS).record(f64::from(facts.tool_rounds));
+        histogram!(TURN_TOKENS, "kind" => "prompt").record(facts.prompt_tokens as f64);
+        histogram!(TURN_TOKENS, "kind" => "completion").record(facts.completion_tokens as f64);
     }
-    histogram!(TURN_DURATION).record(facts.duration.as_secs_f64());
-    histogram!(TASK_TOOL_ROUNDS).record(f64::from(facts.tool_rounds));
-    histogram!(TURN_TOKENS, "kind" => "prompt").record(facts.prompt_tokens as f64);
-    histogram!(TURN_TOKENS, "kind" => "completion").record(facts.completion_tokens as f64);
+    // Counted last: a scrape that sees the turn sees its histograms too.
+    turn_counted(facts.agent, facts.outcome);
 }
 
 /// A run of a turn ended, with nothing known to time or tally (a waiting turn cancelled).

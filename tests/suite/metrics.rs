@@ -70,7 +70,20 @@ fn one_turn_with_a_tool_call_shows_in_metrics_over_http() {
     assert!(out.status.success(), "hermes send failed: {stdout}");
     assert!(stdout.contains("The sum is 42."), "{stdout}");
 
-    let (status, head, text) = http_get(&addr, "/metrics");
+    // The turn is counted as it closes, just after its answer went out: scrape until it is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (status, head, text) = loop {
+        let (status, head, text) = http_get(&addr, "/metrics");
+        let counted = sample(
+            &text,
+            r#"hermes_turns_total{agent="assistant",outcome="answered"}"#,
+        )
+        .is_some();
+        if counted || std::time::Instant::now() > deadline {
+            break (status, head, text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(status, 200, "{head}\n{text}");
     assert!(
         head.to_ascii_lowercase()
