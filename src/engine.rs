@@ -156,6 +156,9 @@ impl Engine {
         // On NATS a subscription is live once the server has read it: a flush (PING/PONG)
         // after all of them makes a started engine reachable from any other connection.
         engine.bus.flush().await?;
+        // A subscription the server's permissions refuse is reported asynchronously: fail now,
+        // naming it, rather than run a service nobody can reach.
+        engine.bus.check_permissions().await?;
         Ok(engine)
     }
 
