@@ -38,7 +38,20 @@ impl Serve {
 
     /// [`Serve::start`] with more `serve` arguments (e.g. `--http ADDR`).
     pub fn start_with(config: &Path, bus: &str, actors: &str, extra: &[&str]) -> Serve {
+        Self::start_as(config, bus, actors, extra, &[])
+    }
+
+    /// [`Serve::start_with`] with `env` in the process's environment (its NATS credential,
+    /// say).
+    pub fn start_as(
+        config: &Path,
+        bus: &str,
+        actors: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Serve {
         let mut child = hermes();
+        child.envs(env.iter().map(|(k, v)| (k, v)));
         child
             .args([
                 "--config",
