@@ -351,6 +351,14 @@ impl Engine {
             actor: "session",
             reason: "no data directory".into(),
         })?;
+        if let Some(identity) = deps.bus.identity() {
+            let publishers = &self.config.bus.publishers;
+            if let Some(warning) =
+                crate::config::publishers::service_entry_missing(publishers, identity)
+            {
+                tracing::warn!("{warning}");
+            }
+        }
         let ports = Arc::new(BusPorts::new(deps.bus.clone(), self.config.clone()));
         let watching = ports.clone();
         deps.io

@@ -157,6 +157,25 @@ impl<'a> Publisher<'a> {
     }
 }
 
+/// Why a session service sending as `identity` would see its own messages refused: it sends
+/// delegations, cancels and trigger events to sessions for any user, and delegations carry a
+/// `delegation`, so its publisher entry must allow every user and be internal.
+pub fn service_entry_missing(
+    publishers: &BTreeMap<String, PublisherConfig>,
+    identity: &str,
+) -> Option<String> {
+    let fits = publishers.get(identity).is_some_and(|p| {
+        p.internal && p.users.as_ref().is_some_and(|u| u.iter().any(|u| u == "*"))
+    });
+    (!fits).then(|| {
+        format!(
+            "this session service sends delegations, cancels and trigger events to sessions as \
+             `{identity}`, for any user: add [bus.publishers.{identity}] users = [\"*\"] and \
+             internal = true, or they are refused (config/nats/hermes.toml has it)"
+        )
+    })
+}
+
 /// `*` is any user, `prefix*` any user starting so, anything else that user exactly.
 fn matches(pattern: &str, user: &str) -> bool {
     match pattern.strip_suffix('*') {
@@ -254,6 +273,15 @@ mod tests {
         assert!(Publisher::of(&map, "alice")
             .check_internal("answer_to")
             .is_err());
+    }
+
+    #[test]
+    fn a_session_service_needs_an_internal_entry_for_every_user() {
+        let map = publishers();
+        assert_eq!(service_entry_missing(&map, "hermes-session"), None);
+        let text = service_entry_missing(&map, "shop").unwrap();
+        assert!(text.contains("[bus.publishers.shop]"), "{text}");
+        assert!(service_entry_missing(&map, "nobody").is_some());
     }
 
     #[test]

@@ -476,7 +476,7 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
     assert!(audit.contains("search_products"), "{audit}");
     let mounted = ops(&["mcp", "status", "--bus", &url]);
     assert!(mounted.contains("catalog"), "{mounted}");
-    let status = ops(&["status", "--bus", &url, "--json"]);
+    let status = ops(&["status", "--bus", &url, "--json", "--wait", "3"]);
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(
         status["processes"].as_array().map(Vec::len),
