@@ -10,6 +10,10 @@ handled once), and prints the answer.
     hermes serve --bus nats://127.0.0.1:4222 --config config/team.toml &
     python examples/publish_event.py --url nats://127.0.0.1:4222
 
+On a nats-server with permissions (config/nats/hermes.conf) run it as the shop's user
+(`--user shop`, password in $NATS_PASSWORD): it may publish the event and read the reply,
+and its reply inboxes are its own (`_INBOX.shop.>`).
+
 The event is stored by JetStream, so Hermes may also be started after the event is published:
 the answer arrives once it runs (pass --timeout to wait longer). Needs nats-py
 (`pip install nats-py`). Exit status 0 when an answer arrived, 1 when none did in time.
@@ -18,6 +22,7 @@ the answer arrives once it runs (pass --timeout to wait longer). Needs nats-py
 import argparse
 import asyncio
 import json
+import os
 import sys
 import uuid
 
@@ -25,7 +30,11 @@ import nats
 
 
 async def main(args):
-    client = await nats.connect(args.url)
+    options = {}
+    if args.user:
+        options = {"user": args.user, "password": os.environ.get("NATS_PASSWORD", ""),
+                   "inbox_prefix": f"_INBOX.{args.user}"}
+    client = await nats.connect(args.url, **options)
     replies = await client.subscribe(f"shop.orders.{args.order}.reply")
     event = {
         "event_id": args.event_id or f"evt-{uuid.uuid4().hex[:12]}",
@@ -59,6 +68,8 @@ async def main(args):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--user", default=os.environ.get("NATS_USER"),
+                        help="NATS user (password in $NATS_PASSWORD)")
     parser.add_argument("--order", default="JD-20251111-0042")
     parser.add_argument("--customer", default="u-1001")
     parser.add_argument("--tracking", default="SF1428837610295")

@@ -16,13 +16,21 @@ Run it next to a Hermes on NATS (needs the public client: `pip install nats-py`)
 
     python examples/python_worker.py --url nats://127.0.0.1:4222
 
+On a nats-server with permissions (config/nats/hermes.conf) it runs as its own user, which
+may only serve `hermes.tool.word_count` and answer the calls it receives:
+
+    NATS_PASSWORD=… python examples/python_worker.py --url nats://127.0.0.1:4222 \
+        --user worker-word-count
+
 It prints `ready` once subscribed and stops on Ctrl-C / SIGTERM.
 """
 
 import argparse
 import asyncio
 import json
+import os
 import signal
+import sys
 import time
 import uuid
 from datetime import datetime, timezone
@@ -89,11 +97,21 @@ def handle(payload):
     return envelope("tool.result", result, trace)
 
 
+async def report_error(e):
+    """A refused subscription or publish (the server's permissions) is said, not swallowed."""
+    print(f"nats error: {e}", file=sys.stderr, flush=True)
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--user", default=os.environ.get("NATS_USER"),
+                        help="NATS user (password in $NATS_PASSWORD)")
     args = parser.parse_args()
-    nc = await nats.connect(args.url)
+    credentials = {}
+    if args.user:
+        credentials = {"user": args.user, "password": os.environ.get("NATS_PASSWORD", "")}
+    nc = await nats.connect(args.url, error_cb=report_error, **credentials)
 
     async def on_call(msg):
         if msg.reply:

@@ -154,6 +154,9 @@ impl Engine {
         // On NATS a subscription is live once the server has read it: a flush (PING/PONG)
         // after all of them makes a started engine reachable from any other connection.
         engine.bus.flush().await?;
+        // A subscription the server's permissions refuse is reported asynchronously: fail now,
+        // naming it, rather than run a service nobody can reach.
+        engine.bus.check_permissions().await?;
         Ok(engine)
     }
 
@@ -346,6 +349,14 @@ impl Engine {
             actor: "session",
             reason: "no data directory".into(),
         })?;
+        if let Some(identity) = deps.bus.identity() {
+            let publishers = &self.config.bus.publishers;
+            if let Some(warning) =
+                crate::config::publishers::service_entry_missing(publishers, identity)
+            {
+                tracing::warn!("{warning}");
+            }
+        }
         let ports = Arc::new(BusPorts::new(deps.bus.clone(), self.config.clone()));
         let watching = ports.clone();
         deps.io

@@ -16,7 +16,10 @@
 //!
 //! Bad input — malformed or oversized envelopes, invalid ids, unknown agents, empty or
 //! too-long texts — is answered with an error (reply and `error` event) and audited on
-//! `hermes.audit.bad_input`; it never reaches a session and never stops an actor.
+//! `hermes.audit.bad_input`; it never reaches a session and never stops an actor. A message
+//! its publisher may not send (`hermes.in.<agent>.<session>.<publisher>` naming a user that
+//! publisher may not speak for, see [`binding`]) is refused the same way and audited on
+//! `hermes.audit.bus_denied`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -39,6 +42,7 @@ use crate::protocol::JobEvent;
 use crate::turn::inbound::Inbound;
 use crate::turn::TurnEnv;
 
+mod binding;
 mod check;
 
 use check::{refuse, Arrival, Checked};

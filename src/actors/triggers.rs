@@ -22,6 +22,7 @@ use tracing::Instrument;
 use crate::bus::retry::{self, Repeat};
 use crate::bus::rpc::RpcError;
 use crate::bus::{pattern, BusError, CaptureOptions, DurableMessage, DurableOptions, SharedBus};
+use crate::config::publishers::Publisher;
 use crate::config::triggers::{RenderError, Template};
 use crate::config::{Config, TriggerConfig};
 use crate::protocol::envelope::{Envelope, EnvelopeError};
@@ -153,7 +154,7 @@ impl Triggers {
         else {
             return Handled::Refused(format!("no trigger matches `{subject}`"));
         };
-        let envelope = match message(trigger, event, self.config.engine.max_message_chars) {
+        let envelope = match message(trigger, event, &self.config) {
             Ok(envelope) => envelope,
             Err(reason) => return Handled::Refused(reason),
         };
@@ -191,12 +192,14 @@ impl Triggers {
     }
 }
 
-/// The user message an event becomes under `trigger`, or why it cannot become one.
+/// The user message an event becomes under `trigger`, or why it cannot become one (a user
+/// the trigger's publisher may not speak for among the reasons).
 fn message(
     trigger: &Compiled,
     event: &DurableMessage,
-    max_chars: usize,
+    config: &Config,
 ) -> Result<Envelope<UserMessage>, String> {
+    let max_chars = config.engine.max_message_chars;
     let subject = event.subject.as_deref().unwrap_or_default();
     let payload: Option<Value> = serde_json::from_slice(&event.payload).ok();
     let name = &trigger.config.name;
@@ -213,6 +216,11 @@ fn message(
             "trigger `{name}`: the user `{user}` is empty or longer than {} characters",
             subjects::MAX_ID_LEN
         ));
+    }
+    if let Some(publisher) = &trigger.config.publisher {
+        Publisher::of(&config.bus.publishers, publisher)
+            .check_user(&user)
+            .map_err(|e| format!("trigger `{name}`: {} ({e})", e.code()))?;
     }
     let prompt = render("prompt", &trigger.prompt)?;
     if prompt.trim().is_empty() || prompt.chars().count() > max_chars {
@@ -281,6 +289,7 @@ mod tests {
             prompt: "Order {subject.2} is {payload.days} days late".into(),
             dedupe: dedupe.map(str::to_string),
             reply_subject: Some("shop.orders.{subject.2}.reply".into()),
+            publisher: None,
         };
         Compiled {
             session: Template::parse(&config.session).unwrap(),
@@ -295,6 +304,12 @@ mod tests {
         }
     }
 
+    fn config(max_message_chars: usize) -> Config {
+        let mut config = Config::load(None).unwrap();
+        config.engine.max_message_chars = max_message_chars;
+        config
+    }
+
     fn event(payload: &str, msg_id: Option<&str>) -> DurableMessage {
         DurableMessage::new(payload.as_bytes().to_vec().into(), 1, Box::new(NoAck))
             .with_origin("shop.orders.A1.delayed".into(), msg_id.map(str::to_string))
@@ -305,7 +320,7 @@ mod tests {
         let e = message(
             &compiled(None),
             &event(r#"{"user":"u-1","days":2}"#, Some("m1")),
-            1000,
+            &config(1000),
         )
         .unwrap();
         assert_eq!(e.agent.as_deref(), Some("assistant"));
@@ -316,7 +331,7 @@ mod tests {
         let again = message(
             &compiled(None),
             &event(r#"{"user":"u-1","days":2}"#, Some("m1")),
-            1000,
+            &config(1000),
         )
         .unwrap();
         assert_eq!(e.id, again.id, "one event id, one message id");
@@ -328,13 +343,13 @@ mod tests {
         let a = message(
             &t,
             &event(r#"{"user":"u","days":1,"event_id":"e9"}"#, None),
-            1000,
+            &config(1000),
         )
         .unwrap();
         let b = message(
             &t,
             &event(r#"{"user":"u","days":3,"event_id":"e9"}"#, None),
-            1000,
+            &config(1000),
         )
         .unwrap();
         assert_eq!(a.id, b.id);
@@ -343,11 +358,33 @@ mod tests {
     #[test]
     fn an_event_that_does_not_fit_is_refused_with_the_reason() {
         let t = compiled(None);
-        let err = message(&t, &event("not json", None), 1000).unwrap_err();
+        let err = message(&t, &event("not json", None), &config(1000)).unwrap_err();
         assert!(err.contains("not JSON"), "{err}");
-        let err = message(&t, &event(r#"{"days":1}"#, None), 1000).unwrap_err();
+        let err = message(&t, &event(r#"{"days":1}"#, None), &config(1000)).unwrap_err();
         assert!(err.contains("no field `user`"), "{err}");
-        let err = message(&t, &event(r#"{"user":"u","days":1}"#, None), 5).unwrap_err();
+        let err = message(&t, &event(r#"{"user":"u","days":1}"#, None), &config(5)).unwrap_err();
         assert!(err.contains("max_message_chars"), "{err}");
+    }
+
+    #[test]
+    fn an_event_naming_a_user_its_publisher_may_not_speak_for_is_refused() {
+        let mut t = compiled(None);
+        t.config.publisher = Some("shop".into());
+        let mut config = config(1000);
+        config.bus.publishers.insert(
+            "shop".into(),
+            crate::config::publishers::PublisherConfig {
+                users: Some(vec!["cust-*".into()]),
+                internal: false,
+            },
+        );
+        let ok = message(&t, &event(r#"{"user":"cust-7","days":1}"#, None), &config);
+        assert_eq!(ok.unwrap().user.as_deref(), Some("cust-7"));
+        let err = message(&t, &event(r#"{"user":"u-1001","days":1}"#, None), &config).unwrap_err();
+        assert!(err.contains("user_not_allowed"), "{err}");
+        assert!(
+            err.contains("`u-1001`") && err.contains("[bus.publishers.shop]"),
+            "{err}"
+        );
     }
 }

@@ -5,6 +5,12 @@
 //! user JWT with its NKey seed). TLS — a CA to trust, a client certificate and key, or TLS
 //! required — combines with any of them. The environment fills what the configuration leaves
 //! out (see [`NatsAuth::from_env`]); secrets are never printed, only what names them.
+//!
+//! An identity — the name this process has on the bus, usually its NATS user — may go with
+//! the credential: its reply inboxes are then `_INBOX.<identity>.>` and the messages it sends
+//! to sessions go to `hermes.in.<agent>.<session>.<identity>`, so a nats-server that grants
+//! each user only its own inboxes and inbound subjects (config/nats/hermes.conf) knows who
+//! sent what.
 
 use std::path::PathBuf;
 
@@ -44,6 +50,17 @@ impl NatsCredential {
             Self::CredsFile(path) => format!("the credentials file {}", path.display()),
         }
     }
+
+    /// Who connects with it, for messages about what the server let it do.
+    pub fn who(&self) -> String {
+        match self {
+            Self::None => "this connection (no credential)".into(),
+            Self::UserPassword { user, .. } => format!("user `{user}`"),
+            Self::Token(_) => "the token's user".into(),
+            Self::NKey { file, .. } => format!("the NKey user of {}", file.display()),
+            Self::CredsFile(path) => format!("the user of {}", path.display()),
+        }
+    }
 }
 
 /// TLS towards nats-server.
@@ -69,6 +86,9 @@ impl NatsTls {
 pub struct NatsAuth {
     pub credential: NatsCredential,
     pub tls: NatsTls,
+    /// This process's name on the bus (see the module docs); none: `_INBOX.>` inboxes and
+    /// `hermes.in.<agent>.<session>` subjects, as on a server without permissions.
+    pub identity: Option<String>,
 }
 
 /// Environment variables read by [`NatsAuth::from_env`].
@@ -81,6 +101,7 @@ pub mod env {
     pub const TLS_CA_FILE: &str = "HERMES_NATS_TLS_CA_FILE";
     pub const TLS_CERT_FILE: &str = "HERMES_NATS_TLS_CERT_FILE";
     pub const TLS_KEY_FILE: &str = "HERMES_NATS_TLS_KEY_FILE";
+    pub const IDENTITY: &str = "HERMES_NATS_IDENTITY";
 }
 
 fn var(name: &str) -> Option<String> {
@@ -90,8 +111,9 @@ fn var(name: &str) -> Option<String> {
 impl NatsAuth {
     /// What the environment says: `HERMES_NATS_USER` + `HERMES_NATS_PASSWORD`,
     /// `HERMES_NATS_TOKEN`, `HERMES_NATS_NKEY_SEED_FILE`, `HERMES_NATS_CREDS_FILE`, and
-    /// `HERMES_NATS_TLS_CA_FILE` / `_CERT_FILE` / `_KEY_FILE`. More than one credential, or a
-    /// user without a password, is an error naming the variables.
+    /// `HERMES_NATS_TLS_CA_FILE` / `_CERT_FILE` / `_KEY_FILE`, and `HERMES_NATS_IDENTITY`.
+    /// More than one credential, a user without a password, or an identity that cannot be a
+    /// subject token is an error naming the variables.
     pub fn from_env() -> Result<Self, String> {
         Self::from_lookup(var)
     }
@@ -132,6 +154,9 @@ impl NatsAuth {
                 env::CREDS_FILE
             ));
         }
+        let identity = lookup(env::IDENTITY)
+            .map(|name| check_identity(env::IDENTITY, name))
+            .transpose()?;
         Ok(Self {
             credential: found.pop().unwrap_or_default(),
             tls: NatsTls {
@@ -140,6 +165,7 @@ impl NatsAuth {
                 key_file: lookup(env::TLS_KEY_FILE).map(PathBuf::from),
                 required: false,
             },
+            identity,
         })
     }
 
@@ -156,8 +182,23 @@ impl NatsAuth {
                 key_file: other.tls.key_file.or(self.tls.key_file),
                 required: self.tls.required || other.tls.required,
             },
+            identity: other.identity.or(self.identity),
         }
     }
+
+    /// The prefix of this process's reply inboxes: `_INBOX.<identity>`, or none for the
+    /// client's default (`_INBOX`).
+    pub fn inbox_prefix(&self) -> Option<String> {
+        self.identity.as_ref().map(|name| format!("_INBOX.{name}"))
+    }
+}
+
+/// `name`, when it can be one subject token (it goes into inbox and inbound subjects);
+/// `source` names where it came from.
+pub fn check_identity(source: &str, name: String) -> Result<String, String> {
+    crate::protocol::subjects::check_id("identity", &name)
+        .map(|()| name)
+        .map_err(|e| format!("{source}: {e}"))
 }
 
 /// The NKey seed in `file` (its first non-empty line).
@@ -217,6 +258,7 @@ mod tests {
                 ca_file: Some("/ca.pem".into()),
                 ..NatsTls::default()
             },
+            identity: Some("hermes-session".into()),
         };
         let env = NatsAuth {
             credential: NatsCredential::CredsFile("/h.creds".into()),
@@ -228,6 +270,20 @@ mod tests {
             NatsCredential::CredsFile("/h.creds".into())
         );
         assert_eq!(merged.tls.ca_file, Some("/ca.pem".into()));
+        assert_eq!(merged.identity.as_deref(), Some("hermes-session"));
         assert_eq!(config.clone().overridden_by(NatsAuth::default()), config);
+    }
+
+    #[test]
+    fn an_identity_names_the_reply_inboxes_and_must_be_one_token() {
+        let auth = NatsAuth::from_lookup(lookup(&[(env::IDENTITY, "hermes-planner")])).unwrap();
+        assert_eq!(auth.identity.as_deref(), Some("hermes-planner"));
+        assert_eq!(
+            auth.inbox_prefix().as_deref(),
+            Some("_INBOX.hermes-planner")
+        );
+        assert_eq!(NatsAuth::default().inbox_prefix(), None);
+        let err = NatsAuth::from_lookup(lookup(&[(env::IDENTITY, "a.b")])).unwrap_err();
+        assert!(err.contains(env::IDENTITY), "{err}");
     }
 }

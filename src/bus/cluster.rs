@@ -99,8 +99,8 @@ pub trait AuditTrail: Send + Sync {
     /// Publish `payload` on `subject` (a `hermes.audit.<kind>` subject) and return once it is
     /// stored; subscribers of the subject receive it as any publish.
     async fn record(&self, subject: &str, payload: Bytes) -> Result<(), BusError>;
-    /// The newest `limit` records' payloads, newest first.
-    async fn latest(&self, limit: usize) -> Result<Vec<Bytes>, BusError>;
+    /// The newest `limit` records' payloads published on one of `subjects`, newest first.
+    async fn latest(&self, limit: usize, subjects: &[String]) -> Result<Vec<Bytes>, BusError>;
 }
 
 /// Session partitions with one owner each, and the replicated session log.

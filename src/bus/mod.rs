@@ -261,6 +261,10 @@ pub enum BusError {
     Storage(String),
     #[error("bus I/O failed: {0}")]
     Io(String),
+    /// The server refused a subscription or publish of this process (the text says which,
+    /// for whom, and where the permissions are).
+    #[error("{0}")]
+    PermissionDenied(String),
 }
 
 /// The bus every actor talks through.
@@ -334,6 +338,20 @@ pub trait Bus: Send + Sync + 'static {
     /// every session and sled alone holds them.
     fn cluster(&self) -> Option<Arc<dyn cluster::Cluster>> {
         None
+    }
+
+    /// This process's name on the bus, when its credential comes with one
+    /// ([`auth::NatsAuth::identity`]): the messages it sends to sessions go to
+    /// `hermes.in.<agent>.<session>.<identity>`. `None` on the embedded bus.
+    fn identity(&self) -> Option<&str> {
+        None
+    }
+
+    /// Fail when the server refused a subscription this process made so far (a NATS server
+    /// with permissions reports that only asynchronously): call once every service is
+    /// subscribed. Always fine on the embedded bus.
+    async fn check_permissions(&self) -> Result<(), BusError> {
+        Ok(())
     }
 }
 

@@ -21,6 +21,7 @@ mod jetstream;
 mod kv;
 mod local;
 mod log;
+mod permissions;
 mod trace;
 
 use std::collections::HashSet;
@@ -70,6 +71,10 @@ pub struct NatsBus {
     cluster: Arc<cluster::NatsCluster>,
     /// This process's services, answered in-process when it asks for them ([`local`]).
     local: Arc<local::LocalServices>,
+    /// This process's name on the bus ([`crate::bus::auth::NatsAuth::identity`]).
+    identity: Option<String>,
+    /// What the server refused this connection ([`permissions`]).
+    violations: Arc<permissions::Violations>,
 }
 
 impl NatsBus {
@@ -127,12 +132,22 @@ impl NatsBus {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
+        let who = match &credentials.identity {
+            Some(identity) => format!("{} (identity `{identity}`)", credentials.credential.who()),
+            None => credentials.credential.who(),
+        };
+        let violations = Arc::new(permissions::Violations::new(who));
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
+            let watched = violations.clone();
             let options = async_nats::ConnectOptions::new()
                 .name("hermes")
-                .connection_timeout(CONNECT_TIMEOUT);
+                .connection_timeout(CONNECT_TIMEOUT)
+                .event_callback(move |event| {
+                    watched.observe(&event);
+                    async {}
+                });
             let options = auth::apply(options, credentials)
                 .await
                 .map_err(connect_error)?;
@@ -171,6 +186,8 @@ impl NatsBus {
             runtime,
             streams: Mutex::new(HashSet::new()),
             cluster,
+            identity: credentials.identity.clone(),
+            violations,
         })
     }
 
@@ -330,20 +347,27 @@ impl Bus for NatsBus {
         }
         match self.client.send_request(subject.to_string(), request).await {
             Ok(reply) => Ok(reply.payload),
-            Err(err) => Err(match err.kind() {
-                RequestErrorKind::NoResponders => BusError::NoResponders {
-                    subject: subject.to_string(),
+            // A request the server's permissions stopped looks like silence: say why.
+            Err(err) => Err(
+                match (self.violations.refused_request(subject), err.kind()) {
+                    (Some(denial), _) => BusError::PermissionDenied(permissions::explain(
+                        self.violations.who(),
+                        &denial,
+                    )),
+                    (None, RequestErrorKind::NoResponders) => BusError::NoResponders {
+                        subject: subject.to_string(),
+                    },
+                    (None, RequestErrorKind::TimedOut) => BusError::Timeout {
+                        subject: subject.to_string(),
+                        after: timeout,
+                    },
+                    (None, RequestErrorKind::MaxPayloadExceeded) => BusError::PayloadTooLarge {
+                        size,
+                        max: self.client.max_payload(),
+                    },
+                    (None, _) => self.io_error("request failed", err),
                 },
-                RequestErrorKind::TimedOut => BusError::Timeout {
-                    subject: subject.to_string(),
-                    after: timeout,
-                },
-                RequestErrorKind::MaxPayloadExceeded => BusError::PayloadTooLarge {
-                    size,
-                    max: self.client.max_payload(),
-                },
-                _ => self.io_error("request failed", err),
-            }),
+            ),
         }
     }
 
@@ -406,6 +430,24 @@ impl Bus for NatsBus {
 
     fn cluster(&self) -> Option<Arc<dyn Cluster>> {
         Some(self.cluster.clone())
+    }
+
+    fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
+    }
+
+    /// The server answers a subscription it refuses with an error of its own, read before the
+    /// flush's PONG; the callback that notes it runs a moment later, hence the short wait.
+    async fn check_permissions(&self) -> Result<(), BusError> {
+        self.flush().await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match self.violations.denied().into_iter().next() {
+            None => Ok(()),
+            Some(denial) => Err(BusError::PermissionDenied(permissions::explain(
+                self.violations.who(),
+                &denial,
+            ))),
+        }
     }
 }
 

@@ -32,7 +32,8 @@ pub async fn request<R: Request>(
     request: Envelope<R>,
     timeout: Duration,
 ) -> Result<Envelope<R::Reply>, RpcError> {
-    let subject = R::subject(&request)?;
+    // A sender with an identity on the bus says so in the subject of a message to a session.
+    let subject = R::subject_from(&request, bus.identity())?;
     let request = match bus.local_handler(&subject) {
         Some(handler) => match local(handler.as_ref(), &subject, request, timeout).await? {
             Local::Answered(reply) => return Ok(reply),

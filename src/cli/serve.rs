@@ -55,7 +55,11 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         let _http = start_http(&config, &io).await?;
         let engine = Engine::start(config.clone(), actors, io.clone()).await?;
         if let Some(http) = &_http {
-            show_live(http, &engine, &io).await?;
+            // Metrics stay up without the page: a least-privilege role may not read the
+            // deployment's events (config/nats/hermes.conf: `hermes status --serve` as ops).
+            if let Err(e) = show_live(http, &engine, &io).await {
+                eprintln!("hermes: no status page on this process ({e:#}); /metrics is served");
+            }
         }
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bus::auth::{read_seed, NatsAuth, NatsCredential, NatsTls};
+use crate::bus::auth::{check_identity, read_seed, NatsAuth, NatsCredential, NatsTls};
 
 /// `[bus.auth]` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -25,6 +25,10 @@ pub struct BusAuthConfig {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
     pub tls_required: bool,
+    /// This process's name on the bus (`HERMES_NATS_IDENTITY` overrides it): its reply
+    /// inboxes are `_INBOX.<identity>.>` and the messages it sends to sessions go to
+    /// `hermes.in.<agent>.<session>.<identity>` (see config/nats/hermes.conf).
+    pub identity: Option<String>,
 }
 
 fn secret(what: &str, variable: &str) -> Result<String, String> {
@@ -76,6 +80,11 @@ impl BusAuthConfig {
                 key_file: self.tls_key_file.clone(),
                 required: self.tls_required,
             },
+            identity: self
+                .identity
+                .clone()
+                .map(|name| check_identity("[bus.auth] identity", name))
+                .transpose()?,
         };
         Ok(configured.overridden_by(NatsAuth::from_env()?))
     }

@@ -10,6 +10,7 @@ pub mod bus_auth;
 pub mod cluster;
 pub mod load;
 pub mod models;
+pub mod publishers;
 pub mod telemetry;
 pub mod tools;
 pub mod triggers;
@@ -152,6 +153,12 @@ pub struct BusConfig {
     /// How to prove who this process is to nats-server (`[bus.auth]`).
     #[serde(default)]
     pub auth: bus_auth::BusAuthConfig,
+    /// Whether every inbound message must name its publisher ([`publishers`]).
+    #[serde(default)]
+    pub bind_user: publishers::BindUser,
+    /// The users each publisher may speak for (`[bus.publishers.<name>]`).
+    #[serde(default)]
+    pub publishers: BTreeMap<String, publishers::PublisherConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -420,6 +427,7 @@ impl Config {
 
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         self.cluster.check()?;
+        publishers::check(&self.bus.publishers)?;
         for name in self.agents.keys() {
             crate::protocol::subjects::check_id("agent", name).map_err(|e| {
                 ConfigError::Invalid {

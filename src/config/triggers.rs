@@ -37,6 +37,11 @@ pub struct TriggerConfig {
     /// Template of a subject on which the turn's answer is published.
     #[serde(default)]
     pub reply_subject: Option<String>,
+    /// The publisher (NATS identity) that may publish on `subject`: the user an event names
+    /// must be one it may speak for (`[bus.publishers]`). Required with `bus.bind_user =
+    /// "subject"`.
+    #[serde(default)]
+    pub publisher: Option<String>,
 }
 
 /// A parsed template: literal text and placeholders.
@@ -195,6 +200,21 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                  message goes to hermes.in.<agent>.<session> directly"
                     .into(),
             ));
+        }
+        match &trigger.publisher {
+            Some(publisher) => crate::protocol::subjects::check_id("publisher", publisher)
+                .map_err(|e| invalid("publisher", e.to_string()))?,
+            None if config.bus.bind_user == super::publishers::BindUser::Subject => {
+                return Err(invalid(
+                    "publisher",
+                    "bus.bind_user = \"subject\" binds users to publishers, and a trigger's \
+                     user comes from its event: name the NATS identity that publishes its \
+                     subject (publisher = \"…\"), whose [bus.publishers] users the event's \
+                     user must be one of"
+                        .into(),
+                ));
+            }
+            None => {}
         }
         if !config.agents.contains_key(&trigger.agent) {
             return Err(invalid(

@@ -247,7 +247,15 @@ pub async fn latest_shared(
     trail: &dyn crate::bus::cluster::AuditTrail,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, crate::bus::BusError> {
-    let payloads = trail.latest(limit.saturating_mul(2)).await?;
+    let subjects: Vec<String> = [
+        subjects::audit_kinds::MCP,
+        subjects::audit_kinds::MCP_SERVER,
+        subjects::audit_kinds::AUTH_DENIED,
+    ]
+    .into_iter()
+    .filter_map(|kind| subjects::audit(kind).ok())
+    .collect();
+    let payloads = trail.latest(limit.saturating_mul(2), &subjects).await?;
     let entries: Vec<AuditEntry> = payloads
         .iter()
         .filter_map(|payload| {

@@ -48,6 +48,13 @@ pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
     type Reply: Reply;
     /// The subject an envelope of this request goes to.
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError>;
+    /// [`Self::subject`] for a sender with `identity` on the bus: messages to a session go
+    /// to `hermes.in.<agent>.<session>.<identity>` ([`subjects::inbound_from`]); every other
+    /// request to its one subject.
+    fn subject_from(envelope: &Envelope<Self>, identity: Option<&str>) -> Result<String, IdError> {
+        let _ = identity;
+        Self::subject(envelope)
+    }
 }
 
 /// `hermes.tools.list`: the tool catalog.
@@ -130,11 +137,12 @@ impl Request for ToolCallRequest {
     }
 }
 
-/// The session the envelope is addressed to (`for_session`).
-fn inbound_of<B>(envelope: &Envelope<B>) -> Result<String, IdError> {
-    subjects::inbound(
+/// The session the envelope is addressed to (`for_session`), sent by `identity`.
+fn inbound_of<B>(envelope: &Envelope<B>, identity: Option<&str>) -> Result<String, IdError> {
+    subjects::inbound_from(
         envelope.agent.as_deref().unwrap_or_default(),
         envelope.session.as_deref().unwrap_or_default(),
+        identity,
     )
 }
 
@@ -142,7 +150,10 @@ impl Request for UserMessage {
     const KIND: &'static str = kinds::USER_MESSAGE;
     type Reply = Accepted;
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
-        inbound_of(envelope)
+        inbound_of(envelope, None)
+    }
+    fn subject_from(envelope: &Envelope<Self>, identity: Option<&str>) -> Result<String, IdError> {
+        inbound_of(envelope, identity)
     }
 }
 
@@ -150,7 +161,10 @@ impl Request for Confirmation {
     const KIND: &'static str = kinds::CONFIRMATION;
     type Reply = ConfirmationAccepted;
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
-        inbound_of(envelope)
+        inbound_of(envelope, None)
+    }
+    fn subject_from(envelope: &Envelope<Self>, identity: Option<&str>) -> Result<String, IdError> {
+        inbound_of(envelope, identity)
     }
 }
 
@@ -158,7 +172,10 @@ impl Request for Cancel {
     const KIND: &'static str = kinds::CANCEL;
     type Reply = CancelAccepted;
     fn subject(envelope: &Envelope<Self>) -> Result<String, IdError> {
-        inbound_of(envelope)
+        inbound_of(envelope, None)
+    }
+    fn subject_from(envelope: &Envelope<Self>, identity: Option<&str>) -> Result<String, IdError> {
+        inbound_of(envelope, identity)
     }
 }
 

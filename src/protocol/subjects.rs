@@ -3,6 +3,7 @@
 //! | subject | pattern | what |
 //! |---|---|---|
 //! | `hermes.in.<agent>.<session>` | pub or req/reply, queue `session` | a user message or external event for a session |
+//! | `hermes.in.<agent>.<session>.<publisher>` | the same | the same, from the publisher whose NATS identity may use that last token: its `user` is checked against `[bus.publishers]` |
 //! | `hermes.out.<agent>.<session>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error` |
 //! | `hermes.plan` | req/reply, queue `planner` | one planning step |
 //! | `hermes.summarise` | req/reply, queue `planner` | fold older turns into the history summary |
@@ -70,6 +71,11 @@ pub mod audit_kinds {
     pub const MCP_SERVER: &str = "mcp_server";
     /// A request Hermes' MCP server refused (no or bad token, tool or data not allowed).
     pub const AUTH_DENIED: &str = "auth_denied";
+    /// A malformed, oversized or mis-addressed inbound message.
+    pub const BAD_INPUT: &str = "bad_input";
+    /// An inbound message its publisher may not send: a user it may not speak for, a field
+    /// only Hermes' services set, or no publisher named where users are bound to publishers.
+    pub const BUS_DENIED: &str = "bus_denied";
 }
 
 /// Longest id accepted in a subject token.
@@ -111,6 +117,63 @@ pub fn inbound(agent: &str, session: &str) -> Result<String, IdError> {
     check_id("agent", agent)?;
     check_id("session", session)?;
     Ok(format!("hermes.in.{agent}.{session}"))
+}
+
+/// `hermes.in.<agent>.<session>`, or `hermes.in.<agent>.<session>.<publisher>` when the
+/// sender has an identity on the bus (a server with permissions lets only that identity
+/// publish there, so the subject says who sent the message).
+pub fn inbound_from(
+    agent: &str,
+    session: &str,
+    publisher: Option<&str>,
+) -> Result<String, IdError> {
+    let subject = inbound(agent, session)?;
+    match publisher {
+        None => Ok(subject),
+        Some(publisher) => {
+            check_id("publisher", publisher)?;
+            Ok(format!("{subject}.{publisher}"))
+        }
+    }
+}
+
+/// Where an inbound message was sent: its session, and the publisher the subject names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundAddress {
+    pub agent: String,
+    pub session: String,
+    /// The last token of `hermes.in.<agent>.<session>.<publisher>`; none for the short form.
+    pub publisher: Option<String>,
+}
+
+/// Split `hermes.in.<agent>.<session>[.<publisher>]`, checking every token.
+pub fn parse_inbound_address(subject: &str) -> Result<InboundAddress, IdError> {
+    let not_inbound = |reason| IdError {
+        what: "inbound subject",
+        value: subject.chars().take(80).collect(),
+        reason,
+    };
+    let rest = subject
+        .strip_prefix("hermes.in.")
+        .ok_or(not_inbound("it does not start with `hermes.in.`"))?;
+    let mut tokens = rest.split('.');
+    let (Some(agent), Some(session), publisher, None) =
+        (tokens.next(), tokens.next(), tokens.next(), tokens.next())
+    else {
+        return Err(not_inbound(
+            "it is not `hermes.in.<agent>.<session>` or `hermes.in.<agent>.<session>.<publisher>`",
+        ));
+    };
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    if let Some(publisher) = publisher {
+        check_id("publisher", publisher)?;
+    }
+    Ok(InboundAddress {
+        agent: agent.to_string(),
+        session: session.to_string(),
+        publisher: publisher.map(str::to_string),
+    })
 }
 
 /// `hermes.out.<agent>.<session>`
@@ -175,5 +238,27 @@ mod tests {
         assert_eq!(parse_inbound(&s).unwrap(), ("shop".into(), "s1".into()));
         assert!(parse_inbound("hermes.in.shop.s1.extra").is_err());
         assert!(parse_inbound("hermes.out.shop.s1").is_err());
+    }
+
+    #[test]
+    fn an_inbound_subject_may_name_its_publisher() {
+        let s = inbound_from("shop", "s1", Some("web-gw")).unwrap();
+        assert_eq!(s, "hermes.in.shop.s1.web-gw");
+        let address = parse_inbound_address(&s).unwrap();
+        assert_eq!(address.publisher.as_deref(), Some("web-gw"));
+        assert_eq!(
+            (address.agent.as_str(), address.session.as_str()),
+            ("shop", "s1")
+        );
+        let short = parse_inbound_address("hermes.in.shop.s1").unwrap();
+        assert_eq!(short.publisher, None);
+        assert_eq!(
+            inbound_from("shop", "s1", None).unwrap(),
+            "hermes.in.shop.s1"
+        );
+        assert!(parse_inbound_address("hermes.in.shop.s1.p.extra").is_err());
+        assert!(parse_inbound_address("hermes.in.shop").is_err());
+        assert!(parse_inbound_address("hermes.in.shop.s1.*").is_err());
+        assert!(inbound_from("shop", "s1", Some("a.b")).is_err());
     }
 }

@@ -38,19 +38,20 @@ impl Serve {
 
     /// [`Serve::start`] with more `serve` arguments (e.g. `--http ADDR`).
     pub fn start_with(config: &Path, bus: &str, actors: &str, extra: &[&str]) -> Serve {
-        Self::start_with_env(config, bus, actors, extra, &[])
+        Self::start_with_env::<&str, &str>(config, bus, actors, extra, &[])
     }
 
-    /// [`Serve::start_with`] with more environment variables.
-    pub fn start_with_env(
+    /// [`Serve::start_with`] with `env` in the process's environment (its NATS credential,
+    /// the trace exporter's settings).
+    pub fn start_with_env<K: AsRef<std::ffi::OsStr>, V: AsRef<std::ffi::OsStr>>(
         config: &Path,
         bus: &str,
         actors: &str,
         extra: &[&str],
-        env: &[(&str, &str)],
+        env: &[(K, V)],
     ) -> Serve {
         let mut child = hermes();
-        child.envs(env.iter().copied());
+        child.envs(env.iter().map(|(k, v)| (k, v)));
         child
             .args([
                 "--config",

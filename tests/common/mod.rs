@@ -9,6 +9,7 @@ pub mod fake_openai;
 pub mod hermes_proc;
 pub mod ledger_mcp;
 pub mod mcp_servers;
+pub mod nats_roles;
 pub mod nats_server;
 pub mod otlp_receiver;
 pub mod python_worker;

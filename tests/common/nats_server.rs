@@ -24,6 +24,8 @@ pub struct NatsServer {
     cluster: Option<ClusterNode>,
     /// More command-line arguments (e.g. `--user`/`--pass`).
     extra: Vec<String>,
+    /// Environment variables of the server process (a config file's `$VARIABLES`).
+    env: Vec<(String, String)>,
 }
 
 struct ClusterNode {
@@ -56,6 +58,7 @@ impl NatsCluster {
                 store: tempfile::tempdir().expect("create a store dir for nats-server"),
                 child: None,
                 extra: Vec::new(),
+                env: Vec::new(),
                 cluster: Some(ClusterNode {
                     name: format!("node-{i}"),
                     route_port: *route_port,
@@ -120,9 +123,32 @@ impl NatsServer {
             child: None,
             cluster: None,
             extra: args.iter().map(|a| (*a).to_string()).collect(),
+            env: Vec::new(),
         };
         server.spawn();
         server
+    }
+
+    /// A server running the configuration file `config` (its listen address and JetStream
+    /// store are this helper's: command-line flags win over the file), with `env` in its
+    /// environment for the file's `$VARIABLES`.
+    pub fn start_with_config(config: &Path, env: &[(String, String)]) -> Self {
+        let mut server = Self {
+            binary: find_binary(),
+            port: free_port(),
+            store: tempfile::tempdir().expect("create a store dir for nats-server"),
+            child: None,
+            cluster: None,
+            extra: vec!["-c".into(), config.display().to_string()],
+            env: env.to_vec(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// What the server logged so far (permission violations among it).
+    pub fn log(&self) -> String {
+        read_log(&self.log_path())
     }
 
     pub fn url(&self) -> String {
@@ -179,7 +205,8 @@ impl NatsServer {
             .args(["-p", &self.port.to_string()])
             .arg("-sd")
             .arg(self.store.path().join("jetstream"))
-            .args(&self.extra);
+            .args(&self.extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(node) = &self.cluster {
             command
                 .args(["-n", &node.name, "--cluster_name", "hermes-test"])

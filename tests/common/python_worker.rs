@@ -16,11 +16,21 @@ pub struct PythonWorker {
 impl PythonWorker {
     /// Start the example worker against `url` and wait until it has subscribed.
     pub fn start(url: &str) -> Self {
+        Self::start_as(url, None)
+    }
+
+    /// [`Self::start`] as the NATS user and password `credential`.
+    pub fn start_as(url: &str, credential: Option<(&str, &str)>) -> Self {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/python_worker.py");
         let python = find_python();
-        let mut child = Command::new(&python)
-            .arg(&script)
-            .args(["--url", url])
+        let mut command = Command::new(&python);
+        command.arg(&script).args(["--url", url]);
+        if let Some((user, password)) = credential {
+            command
+                .args(["--user", user])
+                .env("NATS_PASSWORD", password);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

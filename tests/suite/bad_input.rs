@@ -79,11 +79,19 @@ fn invalid_ids_are_refused_before_they_reach_a_subject_or_a_session() {
         assert!(e.message.contains("invalid user id"), "{}", e.message);
         let e = error_reply(
             &bus,
-            "hermes.in.assistant.s1.extra",
+            "hermes.in.assistant.s1.extra.more",
             message("s1", "u", "hi").encode().unwrap(),
         )
         .await;
         assert_eq!(e.code, "invalid_subject");
+        // One more token names the publisher, which speaks only for the user of its name.
+        let e = error_reply(
+            &bus,
+            "hermes.in.assistant.s1.extra",
+            message("s1", "u", "hi").encode().unwrap(),
+        )
+        .await;
+        assert_eq!(e.code, "user_not_allowed");
         let e = error_reply(
             &bus,
             "hermes.in.nobody.s1",

@@ -14,6 +14,7 @@ mod metrics;
 mod model_failures;
 mod multi_process;
 mod nats_auth;
+mod nats_permissions;
 mod openai_provider;
 mod parallel_reads;
 mod readme;

@@ -15,9 +15,14 @@ use crate::protocol::envelope::{error_envelope, Envelope};
 use crate::protocol::subjects;
 use crate::protocol::{kinds, Cancel, Confirmation, TurnEvent, UserMessage};
 
-/// Check a message on `hermes.in.<agent>.<session>`.
+/// Check a message on `hermes.in.<agent>.<session>[.<publisher>]`, its user against its
+/// publisher's included ([`super::binding`]).
 pub(super) fn check(config: &Config, msg: &BusMessage) -> Result<Checked, Refusal> {
-    let (agent, session) = subjects::parse_inbound(&msg.subject)
+    let subjects::InboundAddress {
+        agent,
+        session,
+        publisher,
+    } = subjects::parse_inbound_address(&msg.subject)
         .map_err(|e| Refusal::new("invalid_subject", e.to_string(), None))?;
     let raw = Envelope::decode(&msg.payload, config.engine.max_envelope_bytes).map_err(|e| {
         Refusal::new(
@@ -26,7 +31,9 @@ pub(super) fn check(config: &Config, msg: &BusMessage) -> Result<Checked, Refusa
             Some((agent.clone(), session.clone())),
         )
     })?;
-    check_envelope(config, agent, session, raw)
+    let checked = check_envelope(config, agent, session, raw)?;
+    super::binding::check(&config.bus, &msg.subject, publisher.as_deref(), &checked)?;
+    Ok(checked)
 }
 
 /// [`check`] for an envelope already decoded, addressed to `agent`/`session`.
@@ -143,6 +150,17 @@ pub(super) struct Refusal {
     pub code: &'static str,
     pub message: String,
     pub at: Option<SessionKey>,
+    /// The `<kind>` of the `hermes.audit.<kind>` record: `bad_input` unless said otherwise.
+    pub audit: &'static str,
+    /// Who sent it and as whom, when the refusal is about that (the audit record says so).
+    pub sender: Option<Box<Sender>>,
+}
+
+/// The publisher a refused message came from and the user it claimed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Sender {
+    pub publisher: Option<String>,
+    pub user: String,
 }
 
 impl Refusal {
@@ -155,6 +173,8 @@ impl Refusal {
             code,
             message: message.into(),
             at,
+            audit: subjects::audit_kinds::BAD_INPUT,
+            sender: None,
         }
     }
 }
@@ -176,11 +196,13 @@ pub(super) async fn refuse(bus: &SharedBus, msg: &BusMessage, refusal: &Refusal)
         };
         events::publish(bus.as_ref(), &scope, event).await;
     }
-    let audit = Envelope::new(
-        "audit.bad_input",
-        json!({"subject": msg.subject, "code": refusal.code, "message": refusal.message, "bytes": msg.payload.len()}),
-    );
-    if let (Ok(subject), Ok(bytes)) = (subjects::audit("bad_input"), audit.encode()) {
+    let mut record = json!({"subject": msg.subject, "code": refusal.code, "message": refusal.message, "bytes": msg.payload.len()});
+    if let Some(sender) = &refusal.sender {
+        record["publisher"] = json!(sender.publisher);
+        record["user"] = json!(sender.user);
+    }
+    let audit = Envelope::new(format!("audit.{}", refusal.audit), record);
+    if let (Ok(subject), Ok(bytes)) = (subjects::audit(refusal.audit), audit.encode()) {
         let _ = bus.publish(&subject, bytes).await;
     }
     error_envelope(refusal.code, refusal.message.clone())

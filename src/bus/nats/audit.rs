@@ -86,7 +86,7 @@ impl AuditTrail for NatsAuditTrail {
         .await
     }
 
-    async fn latest(&self, limit: usize) -> Result<Vec<Bytes>, BusError> {
+    async fn latest(&self, limit: usize, subjects: &[String]) -> Result<Vec<Bytes>, BusError> {
         let stream = self.stream().await?;
         let info = through_failover("reading the audit stream", || stream.get_info())
             .await
@@ -95,7 +95,11 @@ impl AuditTrail for NatsAuditTrail {
         let mut out = Vec::new();
         while out.len() < limit && seq >= first.max(1) {
             match through_failover("reading an audit record", || stream.direct_get(seq)).await {
-                Ok(message) => out.push(message.payload),
+                // The stream holds every audit kind; the caller reads some.
+                Ok(message) if subjects.iter().any(|s| *s == *message.subject) => {
+                    out.push(message.payload)
+                }
+                Ok(_) => {}
                 // Expired or removed meanwhile.
                 Err(e) if e.kind() == DirectGetErrorKind::NotFound => {}
                 Err(e) => return Err(error("cannot read a record", e)),

@@ -22,6 +22,9 @@ pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOp
             )
         })?,
     };
+    if let Some(prefix) = auth.inbox_prefix() {
+        options = options.custom_inbox_prefix(prefix);
+    }
     if let Some(ca) = &auth.tls.ca_file {
         options = options.add_root_certificates(ca.clone());
     }
