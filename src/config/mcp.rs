@@ -1,0 +1,127 @@
+//! `[mcp]`: the MCP servers the MCP-bridge mounts (`[[mcp.servers]]`) and Hermes' own MCP
+//! server (`[mcp.server]`: transports, tokens, roles and principals).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Servers the MCP-bridge mounts (`[[mcp.servers]]`).
+    #[serde(default)]
+    pub servers: Vec<McpServerConfig>,
+    /// Hermes' own MCP server (`[mcp.server]`).
+    #[serde(default)]
+    pub server: McpHostConfig,
+}
+
+/// One MCP server to mount: either a `command` (stdio child) or a `url` (Streamable HTTP).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Prefix of its tools: `<name>__<tool>`. Letters, digits, `_`, `-`.
+    pub name: String,
+    /// Program to start; `self` means this hermes executable. Empty when `url` is set.
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp` (instead of `command`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (`url` servers).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// HTTP headers whose value is read from an environment variable: header → variable.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
+    /// Timeout of one call to this server, seconds.
+    #[serde(default = "default_mcp_timeout")]
+    pub timeout_secs: u64,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            command: String::new(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            headers_env: BTreeMap::new(),
+            timeout_secs: default_mcp_timeout(),
+        }
+    }
+}
+
+/// Hermes' own MCP server (`[mcp.server]`): where it listens and who may do what.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpHostConfig {
+    /// Streamable HTTP listen address while `hermes serve` runs (path `/mcp`); none = off.
+    #[serde(default)]
+    pub http_listen: Option<String>,
+    /// Host names accepted in `Host` besides loopback ones (DNS-rebinding protection).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in `Origin` besides loopback ones (e.g. `https://app.example:443`);
+    /// others are refused.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Hermes tools also offered over MCP (forwarded to `hermes.tool.<name>`).
+    #[serde(default)]
+    pub expose_tools: Vec<String>,
+    /// Bearer tokens and the principal each one stands for.
+    #[serde(default)]
+    pub tokens: Vec<McpTokenConfig>,
+    /// What each role may do.
+    #[serde(default)]
+    pub roles: BTreeMap<String, McpRoleConfig>,
+    /// The principal of HTTP requests without a token; none = such requests are refused.
+    /// Only honoured when `http_listen` is a loopback address.
+    #[serde(default)]
+    pub anonymous: Option<McpPrincipalConfig>,
+}
+
+/// A bearer token (from an environment variable, or its sha256 in hex) and its principal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpTokenConfig {
+    pub user: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Environment variable holding the token.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Lower-case hex sha256 of the token (`printf %s TOKEN | sha256sum`).
+    #[serde(default)]
+    pub token_sha256: Option<String>,
+}
+
+/// A role: the MCP tools it may call (`*` = all) and the shared memory namespaces it may use
+/// for any user.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpRoleConfig {
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}
+
+/// A principal named in config.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpPrincipalConfig {
+    pub user: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+fn default_mcp_timeout() -> u64 {
+    30
+}
