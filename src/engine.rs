@@ -28,16 +28,30 @@ use crate::store::sessions::SessionStore;
 use crate::turn::ports::BusPorts;
 use crate::turn::TurnEnv;
 
+/// The cause is part of each message and deliberately not a `source`, so a printed chain
+/// (`{:#}`) does not say it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot open the data directory: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(crate::store::StoreError),
     #[error("cannot open the bus: {0}")]
-    Bus(#[from] crate::bus::BusError),
+    Bus(crate::bus::BusError),
     #[error("cannot build the {role} model: {reason}")]
     Model { role: &'static str, reason: String },
     #[error("cannot start the {actor}: {reason}")]
     Actor { actor: &'static str, reason: String },
+}
+
+impl From<crate::store::StoreError> for EngineError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<crate::bus::BusError> for EngineError {
+    fn from(e: crate::bus::BusError) -> Self {
+        Self::Bus(e)
+    }
 }
 
 /// How long [`Engine::shutdown`] waits for the actors' threads.
