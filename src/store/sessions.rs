@@ -166,20 +166,42 @@ impl SessionStore {
         agent: &str,
         session: &str,
     ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
-        if let Some(log) = &self.log {
-            let cached = {
-                let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
-                blocking(move || store.meta(&a, &s)).await?
-            };
-            let seen = cached.as_ref().map_or(0, |m| m.log_seq);
-            let last = log.last(agent, session).await?;
-            if last > seen {
-                let records = log.read_after(agent, session, seen).await?;
-                let store = self.clone();
-                blocking(move || store.apply_records(records)).await?;
-            } else if last < seen {
-                tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
+        let Some(log) = &self.log else {
+            let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+            return blocking(move || store.load(&a, &s)).await;
+        };
+        match self.load_cached(log, agent, session).await {
+            Ok(loaded) => Ok(loaded),
+            Err(e @ StoreError::Log(_)) => Err(e),
+            Err(e) => {
+                // The cache cannot be read or brought up to date: the log alone has it all.
+                cache_failed(session, &e);
+                let records = log.read_after(agent, session, 0).await?;
+                fold_records(records)
             }
+        }
+    }
+
+    /// [`Self::load_synced`] through the cache: the log records it has not seen written into
+    /// it, then the whole session read from it.
+    async fn load_cached(
+        &self,
+        log: &Arc<dyn SessionLog>,
+        agent: &str,
+        session: &str,
+    ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+        let cached = {
+            let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+            blocking(move || store.meta(&a, &s)).await?
+        };
+        let seen = cached.as_ref().map_or(0, |m| m.log_seq);
+        let last = log.last(agent, session).await?;
+        if last > seen {
+            let records = log.read_after(agent, session, seen).await?;
+            let store = self.clone();
+            blocking(move || store.apply_records(records)).await?;
+        } else if last < seen {
+            tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
         }
         let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
         blocking(move || store.load(&a, &s)).await
@@ -269,26 +291,50 @@ impl SessionStore {
     }
 
     /// Store the task state (and any messages) in one flush.
+    ///
+    /// With a replicated log the save is done once the log holds it: these trees are this
+    /// process's cache of the log, and a cache that cannot be written — a full disk, after
+    /// which sled fails every write until the process restarts — costs speed, not the turn
+    /// ([`Self::load_synced`] then reads the log instead).
     pub async fn save(
         &self,
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
-        if let Some(log) = &self.log {
-            let record = LogRecord {
-                meta: meta.clone(),
-                messages: messages.to_vec(),
-                task: task.clone(),
-            };
-            let bytes = bytes::Bytes::from(encode(&record)?);
-            meta.log_seq = log
-                .append(&meta.agent, &meta.session, bytes, meta.log_seq)
-                .await?;
+        let Some(log) = &self.log else {
+            self.tasks
+                .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
+            return self.append(meta, messages).await;
+        };
+        let record = LogRecord {
+            meta: meta.clone(),
+            messages: messages.to_vec(),
+            task: task.clone(),
+        };
+        let bytes = bytes::Bytes::from(encode(&record)?);
+        meta.log_seq = log
+            .append(&meta.agent, &meta.session, bytes, meta.log_seq)
+            .await?;
+        let cached = match encode(task) {
+            Ok(task) => self
+                .tasks
+                .insert(session_key(&meta.agent, &meta.session), task)
+                .map(drop)
+                .map_err(StoreError::from),
+            Err(e) => Err(e),
+        };
+        let cached = match cached {
+            Ok(()) => self.append(meta, messages).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = cached {
+            cache_failed(&meta.session, &e);
+            for m in messages {
+                meta.next_seq = meta.next_seq.max(m.seq + 1);
+            }
         }
-        self.tasks
-            .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
-        self.append(meta, messages).await
+        Ok(())
     }
 
     /// Append messages to a session (creating it) and flush before returning.
@@ -317,8 +363,15 @@ impl SessionStore {
     /// this returns in `sync` mode).
     pub async fn commit(&self) -> Result<(), StoreError> {
         // With a replicated log, what a new owner needs is in the log already (appends wait
-        // for the server's acknowledgement); the local flush keeps the cache's own guarantees.
-        Ok(self.db.commit().await?)
+        // for the server's acknowledgement); the local flush keeps the cache's own guarantees,
+        // and a cache that cannot be flushed only costs this process its cache.
+        match self.db.commit().await {
+            Err(e) if self.log.is_some() => {
+                cache_failed("(flush)", &StoreError::from(e));
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     /// All sessions, optionally only one user's.
@@ -333,6 +386,42 @@ impl SessionStore {
         }
         out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
+    }
+}
+
+/// A session as its whole replicated log says, without the cache: the last record's meta and
+/// task state, and every record's messages in order (a message written again keeps its
+/// latest copy).
+fn fold_records(
+    records: Vec<(u64, bytes::Bytes)>,
+) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+    let mut meta: Option<SessionMeta> = None;
+    let mut task = TaskState::default();
+    let mut messages = std::collections::BTreeMap::new();
+    for (seq, bytes) in records {
+        let record: LogRecord = decode("session log record", &bytes)?;
+        for m in record.messages {
+            messages.insert(m.seq, m);
+        }
+        let mut record_meta = record.meta;
+        record_meta.log_seq = seq;
+        meta = Some(record_meta);
+        task = record.task;
+    }
+    let messages: Vec<StoredMessage> = messages.into_values().collect();
+    if let (Some(meta), Some(last)) = (meta.as_mut(), messages.last()) {
+        meta.next_seq = meta.next_seq.max(last.seq + 1);
+    }
+    Ok((meta, messages, task))
+}
+
+/// Say (rarely: once a minute at most) that the local cache of the replicated log failed.
+fn cache_failed(session: &str, error: &StoreError) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = Utc::now().timestamp();
+    if now - LAST.swap(now, Ordering::Relaxed) >= 60 {
+        tracing::warn!(session, %error, "the local session cache failed (disk full?); sessions are read from the replicated log until this process restarts");
     }
 }
 
@@ -391,5 +480,84 @@ mod tests {
         assert_eq!(got[1].message.content, "two");
         assert_eq!(store.meta("a", "s").unwrap().unwrap().next_seq, 2);
         assert!(store.messages("a", "s2").unwrap().is_empty());
+    }
+
+    /// A replicated log in memory (one session).
+    #[derive(Default)]
+    struct MemLog(std::sync::Mutex<Vec<bytes::Bytes>>);
+
+    #[async_trait::async_trait]
+    impl SessionLog for MemLog {
+        async fn append(
+            &self,
+            _a: &str,
+            _s: &str,
+            record: bytes::Bytes,
+            _expected: u64,
+        ) -> Result<u64, crate::store::replica::LogError> {
+            let mut records = self.0.lock().unwrap();
+            records.push(record);
+            Ok(records.len() as u64)
+        }
+
+        async fn last(&self, _a: &str, _s: &str) -> Result<u64, crate::store::replica::LogError> {
+            Ok(self.0.lock().unwrap().len() as u64)
+        }
+
+        async fn read_after(
+            &self,
+            _a: &str,
+            _s: &str,
+            after: u64,
+        ) -> Result<Vec<(u64, bytes::Bytes)>, crate::store::replica::LogError> {
+            let records = self.0.lock().unwrap();
+            Ok((after..records.len() as u64)
+                .map(|i| (i + 1, records[i as usize].clone()))
+                .collect())
+        }
+    }
+
+    /// What a process whose cache fails (a full disk) loads from the log alone is what the
+    /// cache would have given.
+    #[tokio::test]
+    async fn a_session_folded_from_the_log_alone_equals_the_cached_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
+        let log = Arc::new(MemLog::default());
+        let store = SessionStore::open(&db).unwrap().with_log(log.clone());
+        let mut meta = SessionMeta {
+            agent: "a".into(),
+            session: "s".into(),
+            user: "u".into(),
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+            next_seq: 0,
+            log_seq: 0,
+            handoffs: Vec::new(),
+        };
+        let mut task = TaskState {
+            goal: Some("first".into()),
+            ..TaskState::default()
+        };
+        store
+            .save(&mut meta, &[msg(0, "one")], &task)
+            .await
+            .unwrap();
+        task.goal = Some("second".into());
+        store
+            .save(&mut meta, &[msg(1, "two"), msg(2, "three")], &task)
+            .await
+            .unwrap();
+        store.save(&mut meta, &[], &task).await.unwrap();
+        let cached = store.load_synced("a", "s").await.unwrap();
+        let folded = fold_records(log.read_after("a", "s", 0).await.unwrap()).unwrap();
+        assert_eq!(folded.1, cached.1);
+        assert_eq!(folded.2, cached.2);
+        let (folded_meta, cached_meta) = (folded.0.unwrap(), cached.0.unwrap());
+        assert_eq!(
+            (folded_meta.next_seq, folded_meta.log_seq),
+            (cached_meta.next_seq, cached_meta.log_seq)
+        );
+        assert_eq!((folded_meta.next_seq, folded_meta.log_seq), (3, 3));
     }
 }
