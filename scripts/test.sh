@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (nats-server, MCP servers, the MCP conformance suite with Node 22;
-# into ./.tools), runs every test, then the MCP conformance suite both ways.
+# into ./.tools), runs every test, the fault matrix's quick run, then the MCP conformance suite
+# both ways.
 # This is the README's test command; .ci/run calls exactly this.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,5 +12,8 @@ source .tools/env.sh
 # Two test threads via the environment: `-- --test-threads` would also reach the criterion
 # bench binaries (run once in test mode by --all-targets), which reject that flag.
 RUST_TEST_THREADS=2 cargo test --all-targets
+# The fault matrix, reduced (a few minutes; the binaries are already built): each fault against
+# a live multi-process deployment under load; fails on any lost, duplicated, stuck or crashed.
+bash scripts/faults.sh --quick
 # The MCP conformance suite both ways (a few minutes once hermes is built).
 bash scripts/conformance.sh

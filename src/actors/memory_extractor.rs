@@ -8,7 +8,9 @@
 //! delivered again, never lost; a turn already mined (tree `memory_extracted`) is acknowledged
 //! without a second mining. A model that cannot be reached leaves the job for redelivery; a
 //! reply that is invalid twice in a row is dropped with an `error` event on the session and the
-//! job acknowledged (retrying the same transcript would not help). Every
+//! job acknowledged (retrying the same transcript would not help). A job that still fails on
+//! its last delivery is dropped the same way, with an `error` event saying so, rather than left
+//! for the queue to discard in silence. Every
 //! `memory.sweep_interval_secs` it runs the forgetting sweep.
 
 use std::sync::Arc;
@@ -40,6 +42,9 @@ pub struct MemoryExtractor {
 
 /// The sled tree of mined turn ids.
 pub const EXTRACTED_TREE: &str = "memory_extracted";
+
+/// Deliveries of one extraction job; after the last, the queue would drop it.
+const MAX_DELIVER: u64 = 5;
 
 impl Actor for MemoryExtractor {
     type Context = Context<Self>;
@@ -83,7 +88,7 @@ impl MemoryExtractor {
         let extracted = db.open_tree(EXTRACTED_TREE).map_err(|e| e.to_string())?;
         let options = DurableOptions {
             ack_wait: Duration::from_secs(deps.config.memory.extract_ack_wait_secs),
-            max_deliver: 5,
+            max_deliver: MAX_DELIVER,
         };
         let consumer = deps
             .bus
@@ -133,6 +138,13 @@ async fn consume(mut consumer: DurableConsumer, worker: Worker) {
                     tracing::warn!(error = %e, "extraction ack failed; it will be redelivered");
                 }
             }
+            Outcome::Retry(e) if is_last(delivery.delivery) => {
+                // The queue would discard the job after this: tell the session instead.
+                worker.give_up(&delivery.payload, &e).await;
+                if let Err(e) = delivery.ack().await {
+                    tracing::warn!(error = %e, "extraction ack failed; it will be redelivered");
+                }
+            }
             Outcome::Retry(e) => {
                 tracing::warn!(error = %e, delivery = delivery.delivery, "extraction failed; will retry");
                 let _ = delivery.nak(Some(Duration::from_secs(2))).await;
@@ -141,7 +153,26 @@ async fn consume(mut consumer: DurableConsumer, worker: Worker) {
     }
 }
 
+/// Is this the job's last delivery?
+fn is_last(delivery: u64) -> bool {
+    delivery >= MAX_DELIVER
+}
+
 impl Worker {
+    /// Drop a job that failed on every delivery, with an `error` event on its session.
+    async fn give_up(&self, payload: &[u8], reason: &str) {
+        let Ok(job) = Envelope::<ExtractJob>::decode_event(payload, usize::MAX) else {
+            return;
+        };
+        let message = format!(
+            "memory extraction dropped for this turn after {MAX_DELIVER} attempts: {reason}"
+        );
+        report_error(&self.deps, &job, "memory_extraction_failed", &message).await;
+        if let Err(e) = self.service.release_task(&job.body.turn_id).await {
+            tracing::warn!(turn = %job.body.turn_id, error = %e, "the turn's memory holds not released; they lapse on their own");
+        }
+    }
+
     /// Mine one job: on this task when the model answers in-process, on the I/O runtime when
     /// it is behind a network endpoint.
     async fn extract(&self, payload: &[u8]) -> Outcome {

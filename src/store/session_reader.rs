@@ -131,7 +131,7 @@ fn decode_record(bytes: &[u8]) -> Result<LogRecord, StoreError> {
 /// A session from its log records, oldest first, as a new owner's cache would hold it: the
 /// last record's metadata and task state, and every message (a later copy of a sequence
 /// number wins).
-fn fold(records: Vec<(u64, bytes::Bytes)>) -> Result<Option<Whole>, StoreError> {
+pub(super) fn fold(records: Vec<(u64, bytes::Bytes)>) -> Result<Option<Whole>, StoreError> {
     let mut last: Option<(SessionMeta, TaskState)> = None;
     let mut messages = BTreeMap::new();
     for (seq, bytes) in records {

@@ -171,20 +171,42 @@ impl SessionStore {
         agent: &str,
         session: &str,
     ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
-        if let Some(log) = &self.log {
-            let cached = {
-                let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
-                blocking(move || store.meta(&a, &s)).await?
-            };
-            let seen = cached.as_ref().map_or(0, |m| m.log_seq);
-            let last = log.last(agent, session).await?;
-            if last > seen {
-                let records = log.read_after(agent, session, seen).await?;
-                let store = self.clone();
-                blocking(move || store.apply_records(records)).await?;
-            } else if last < seen {
-                tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
+        let Some(log) = &self.log else {
+            let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+            return blocking(move || store.load(&a, &s)).await;
+        };
+        match self.load_cached(log, agent, session).await {
+            Ok(loaded) => Ok(loaded),
+            Err(e @ StoreError::Log(_)) => Err(e),
+            Err(e) => {
+                // The cache cannot be read or brought up to date: the log alone has it all.
+                cache_failed(session, &e);
+                let records = log.read_after(agent, session, 0).await?;
+                fold_records(records)
             }
+        }
+    }
+
+    /// [`Self::load_synced`] through the cache: the log records it has not seen written into
+    /// it, then the whole session read from it.
+    async fn load_cached(
+        &self,
+        log: &Arc<dyn SessionLog>,
+        agent: &str,
+        session: &str,
+    ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+        let cached = {
+            let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
+            blocking(move || store.meta(&a, &s)).await?
+        };
+        let seen = cached.as_ref().map_or(0, |m| m.log_seq);
+        let last = log.last(agent, session).await?;
+        if last > seen {
+            let records = log.read_after(agent, session, seen).await?;
+            let store = self.clone();
+            blocking(move || store.apply_records(records)).await?;
+        } else if last < seen {
+            tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
         }
         let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
         blocking(move || store.load(&a, &s)).await
@@ -274,6 +296,11 @@ impl SessionStore {
     }
 
     /// Store the task state (and any messages) in one flush.
+    ///
+    /// With a replicated log the save is done once the log holds it: these trees are this
+    /// process's cache of the log, and a cache that cannot be written — a full disk, after
+    /// which sled fails every write until the process restarts — costs speed, not the turn
+    /// ([`Self::load_synced`] then reads the log instead).
     pub async fn save(
         &self,
         meta: &mut SessionMeta,
@@ -281,25 +308,43 @@ impl SessionStore {
         task: &TaskState,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
-        if let Some(log) = &self.log {
-            // The record carries the metadata as this save leaves it, so a reader of the log
-            // alone (`hermes sessions ls` over the bus) sees what the local trees hold.
-            let mut after = meta.clone();
-            after.updated_at = now;
-            after.next_seq = next_seq_after(after.next_seq, messages);
-            let record = LogRecord {
-                meta: after,
-                messages: messages.to_vec(),
-                task: task.clone(),
-            };
-            let bytes = bytes::Bytes::from(encode(&record)?);
-            meta.log_seq = log
-                .append(&meta.agent, &meta.session, bytes, meta.log_seq)
-                .await?;
+        let Some(log) = &self.log else {
+            self.tasks
+                .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
+            return self.append_at(meta, messages, now);
+        };
+        // The record carries the metadata as this save leaves it, so a reader of the log
+        // alone (`hermes sessions ls` over the bus) sees what the local trees hold.
+        let mut after = meta.clone();
+        after.updated_at = now;
+        after.next_seq = next_seq_after(after.next_seq, messages);
+        let record = LogRecord {
+            meta: after,
+            messages: messages.to_vec(),
+            task: task.clone(),
+        };
+        let bytes = bytes::Bytes::from(encode(&record)?);
+        meta.log_seq = log
+            .append(&meta.agent, &meta.session, bytes, meta.log_seq)
+            .await?;
+        let cached = match encode(task) {
+            Ok(task) => self
+                .tasks
+                .insert(session_key(&meta.agent, &meta.session), task)
+                .map(drop)
+                .map_err(StoreError::from),
+            Err(e) => Err(e),
+        };
+        let cached = match cached {
+            Ok(()) => self.append_at(meta, messages, now),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = cached {
+            cache_failed(&meta.session, &e);
+            meta.next_seq = next_seq_after(meta.next_seq, messages);
+            meta.updated_at = now;
         }
-        self.tasks
-            .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
-        self.append_at(meta, messages, now)
+        Ok(())
     }
 
     /// Append messages to a session (creating it) and flush before returning.
@@ -338,8 +383,15 @@ impl SessionStore {
     /// this returns in `sync` mode).
     pub async fn commit(&self) -> Result<(), StoreError> {
         // With a replicated log, what a new owner needs is in the log already (appends wait
-        // for the server's acknowledgement); the local flush keeps the cache's own guarantees.
-        Ok(self.db.commit().await?)
+        // for the server's acknowledgement); the local flush keeps the cache's own guarantees,
+        // and a cache that cannot be flushed only costs this process its cache.
+        match self.db.commit().await {
+            Err(e) if self.log.is_some() => {
+                cache_failed("(flush)", &StoreError::from(e));
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     /// All sessions, optionally only one user's.
@@ -362,6 +414,26 @@ pub fn next_seq_after(next_seq: u64, messages: &[StoredMessage]) -> u64 {
     messages
         .iter()
         .fold(next_seq, |next, m| next.max(m.seq + 1))
+}
+
+/// A session as its whole replicated log says, without the cache (the shape `load` returns).
+fn fold_records(
+    records: Vec<(u64, bytes::Bytes)>,
+) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
+    Ok(match super::session_reader::fold(records)? {
+        Some((meta, messages, task)) => (Some(meta), messages, task),
+        None => (None, Vec::new(), TaskState::default()),
+    })
+}
+
+/// Say (rarely: once a minute at most) that the local cache of the replicated log failed.
+fn cache_failed(session: &str, error: &StoreError) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = Utc::now().timestamp();
+    if now - LAST.swap(now, Ordering::Relaxed) >= 60 {
+        tracing::warn!(session, %error, "the local session cache failed (disk full?); sessions are read from the replicated log until this process restarts");
+    }
 }
 
 /// Run blocking sled work off the caller's thread.

@@ -5,6 +5,11 @@
 //! UTF-8 characters, a final usage chunk when `stream_options.include_usage`, `data: [DONE]`),
 //! and records every request body and `Authorization` header.
 //!
+//! It can also fail the way real endpoints do, for the fault matrix (`examples/faults`): a
+//! [`Scripted`] reply may be an HTTP error, a hang, a stream cut in the middle of a tool call's
+//! arguments, a body that is not JSON, or any reply held until a gate opens; and a
+//! [`Responder`] can compute each reply from the request instead of a queue.
+//!
 //! ```ignore
 //! let fake = FakeOpenAi::start().await;
 //! fake.push_tool_calls(vec![("add", json!({"a": 1, "b": 2}))]);
@@ -40,7 +45,7 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// One scripted reply.
 #[derive(Debug, Clone)]
-enum Scripted {
+pub enum Scripted {
     Text(String),
     ToolCalls(Vec<(String, Value)>),
     Error {
@@ -52,7 +57,23 @@ enum Scripted {
         delay: Duration,
         text: String,
     },
+    /// Accept the request and never answer (until the client gives up).
+    Hang,
+    /// Stream these calls, but close the stream in the middle of the first call's arguments
+    /// (no `finish_reason`, no `[DONE]`): a server that dropped the connection.
+    CutToolCall(Vec<(String, Value)>),
+    /// Answer 200 with a body that is not JSON (an SSE `data:` line that is not JSON when the
+    /// request streams).
+    InvalidJson,
+    /// Answer with `then` once `open` is true (a reply held while a test acts).
+    Gated {
+        open: tokio::sync::watch::Receiver<bool>,
+        then: Box<Scripted>,
+    },
 }
+
+/// Computes the reply to a request (its JSON body) when the queue is empty.
+pub type Responder = Arc<dyn Fn(&Value) -> Scripted + Send + Sync>;
 
 /// How the fake answers once its queue is empty: like a small obliging model. An extraction
 /// request (`response_format: json_object`) gets `{"memory_updates": []}`; a request whose last
@@ -67,6 +88,7 @@ pub struct Auto {
 struct State {
     queue: VecDeque<Scripted>,
     auto: Option<Auto>,
+    responder: Option<Responder>,
     requests: Vec<Value>,
     authorizations: Vec<Option<String>>,
 }
@@ -163,6 +185,11 @@ impl FakeOpenAi {
         self.state.lock().unwrap().auto = Some(auto);
     }
 
+    /// Answer every request by `responder` once the queue is empty (before [`Auto`]).
+    pub fn set_responder(&self, responder: Responder) {
+        self.state.lock().unwrap().responder = Some(responder);
+    }
+
     /// A text reply that starts only after `delay` (for timeout tests).
     pub fn push_slow_text(&self, text: &str, delay: Duration) {
         self.push(Scripted::Slow {
@@ -227,23 +254,46 @@ async fn handle(
             "the request body is not JSON",
         ));
     };
-    let (scripted, number) = {
+    let (queued, responder, number) = {
         let mut state = state.lock().unwrap();
         state.requests.push(body.clone());
         state.authorizations.push(authorization);
-        let next = state.queue.pop_front();
-        let next = next.or_else(|| state.auto.as_ref().map(|auto| auto_reply(auto, &body)));
-        (next, state.requests.len())
+        let queued = state.queue.pop_front();
+        let responder = state.responder.clone().filter(|_| queued.is_none());
+        let queued = match (queued, &responder) {
+            (None, None) => state.auto.as_ref().map(|auto| auto_reply(auto, &body)),
+            (queued, _) => queued,
+        };
+        (queued, responder, state.requests.len())
     };
+    // The responder runs outside the lock: it may look at state of its own.
+    let scripted = queued.or_else(|| responder.map(|respond| respond(&body)));
     let Some(mut scripted) = scripted else {
         return Ok(plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             "fake OpenAI: no scripted reply left",
         ));
     };
+    while let Scripted::Gated { mut open, then } = scripted {
+        // A closed sender leaves the gate as it is: answer anyway.
+        let _ = open.wait_for(|open| *open).await;
+        scripted = *then;
+    }
     if let Scripted::Slow { delay, text } = scripted {
         tokio::time::sleep(delay).await;
         scripted = Scripted::Text(text);
+    }
+    if let Scripted::Hang = scripted {
+        // Long past any client's timeout; the client closing the connection ends it.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        return Ok(plain(StatusCode::GATEWAY_TIMEOUT, "fake OpenAI hung"));
+    }
+    if let Scripted::InvalidJson = scripted {
+        return Ok(invalid_json(body["stream"] == json!(true)));
+    }
+    if let Scripted::CutToolCall(calls) = &scripted {
+        let calls = tool_calls(&Scripted::ToolCalls(calls.clone()), number);
+        return Ok(cut_stream(&calls));
     }
     if let Scripted::Error {
         status,
@@ -408,6 +458,43 @@ fn streamed(text: &str, calls: &[(String, String, String)], include_usage: bool)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .body(StreamBody::new(stream).boxed_unsync())
+        .unwrap()
+}
+
+/// A 200 whose body is not JSON: an SSE stream whose first event's data is broken, or a
+/// truncated JSON object.
+fn invalid_json(stream: bool) -> Response<Body> {
+    let (content_type, body) = if stream {
+        (
+            "text/event-stream",
+            "data: {\"id\": \"chatcmpl-fake\", \"choices\": [{\n\n",
+        )
+    } else {
+        (
+            "application/json",
+            "{\"id\": \"chatcmpl-fake\", \"choices\": [{\"message\": ",
+        )
+    };
+    Response::builder()
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)).boxed_unsync())
+        .unwrap()
+}
+
+/// The stream of a tool-call reply cut in the middle of the first call's arguments.
+fn cut_stream(calls: &[(String, String, String)]) -> Response<Body> {
+    let events = stream_events("", calls, false);
+    // The role chunk, the call's head, then half of its argument chunks.
+    let argument_chunks = events.len().saturating_sub(4);
+    let keep = 2 + (argument_chunks / 2).max(1);
+    let bytes: Vec<u8> = events
+        .iter()
+        .take(keep)
+        .flat_map(|data| format!("data: {data}\n\n").into_bytes())
+        .collect();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Full::new(Bytes::from(bytes)).boxed_unsync())
         .unwrap()
 }
 

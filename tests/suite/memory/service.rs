@@ -356,3 +356,39 @@ fn engine_with_an_openai_embedder_embeds_writes_and_recalls_through_it() {
     });
     drop(rt);
 }
+
+/// An extractor model that never answers: the job is tried on every delivery the queue
+/// allows, then dropped with an `error` event telling the session (not discarded in silence
+/// by the queue). Found by the fault matrix's disk-full cell.
+#[test]
+fn an_extraction_failing_on_every_delivery_is_told_not_dropped_in_silence() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path(), &script());
+    config.models.extractor = hermes::config::ModelConfig::Openai(hermes::config::OpenAiConfig {
+        // Nothing listens on port 1: every call is refused at once.
+        base_url: Some("http://127.0.0.1:1/v1".into()),
+        max_retries: 0,
+        ..hermes::config::OpenAiConfig::from_env("unreachable-extractor")
+    });
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "erin")
+            .await
+            .unwrap();
+        c.turn("my favourite colour is purple", T, |_| {})
+            .await
+            .unwrap();
+        let mut errors = Vec::new();
+        // Five deliveries, two seconds apart.
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while errors.is_empty() && tokio::time::Instant::now() < until {
+            if let Ok(Some(TurnEvent::Error { code, message, .. })) =
+                c.next_event(Duration::from_millis(500)).await
+            {
+                errors.push((code, message));
+            }
+        }
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "memory_extraction_failed");
+        assert!(errors[0].1.contains("5 attempts"), "{}", errors[0].1);
+    });
+}
