@@ -401,11 +401,32 @@ fn a_handoff_sends_the_next_messages_to_care_and_sessions_show_lists_it() {
     assert!(stdout.contains("answers  agent care now"), "{stdout}");
 }
 
+/// The team's config with a carrier job of 30 s instead of 2: the cancel must find the
+/// logistics child still waiting on it however slow the machine is.
+fn team_file_with_a_slow_carrier(dir: &Path) -> PathBuf {
+    let scenario = dir.join("team-scenario.toml");
+    let script = hermes::config::TEAM_SCENARIO.replace("seconds = 2 }", "seconds = 30 }");
+    assert_ne!(
+        script,
+        hermes::config::TEAM_SCENARIO,
+        "the carrier job's length is scripted"
+    );
+    std::fs::write(&scenario, script).unwrap();
+    let path = team_file(dir);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("builtin:team", &scenario.display().to_string()),
+    )
+    .unwrap();
+    path
+}
+
 #[test]
 fn cancelling_a_delegating_turn_cancels_its_running_child() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::team().unwrap();
-    config.engine.data_dir = dir.path().join("data");
+    let file = team_file_with_a_slow_carrier(dir.path());
+    let (config, _) = hermes::config::load::load_file(Some(&file)).unwrap();
     with_engine(config, |engine| cancel_mid_delegation(engine.bus.clone()));
 }
 
@@ -413,7 +434,7 @@ fn cancelling_a_delegating_turn_cancels_its_running_child() {
 fn on_nats_cancelling_a_delegating_turn_cancels_its_running_child() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = team_file(dir.path());
+    let config = team_file_with_a_slow_carrier(dir.path());
     let _serve = Serve::start(&config, &nats.url(), "all");
     let rt = multi_thread(2);
     let url = nats.url();
