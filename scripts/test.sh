@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need (nats-server, MCP servers, the MCP conformance suite with Node 22;
-# into ./.tools), runs every test, the fault matrix's quick run, then the MCP conformance suite
-# both ways.
+# Installs what the tests need (nats-server, MCP servers, the MCP conformance suite with Node 22,
+# playwright-core, into ./.tools; Debian's chromium for the status page's browser test), runs
+# every test, the fault matrix's quick run, then the MCP conformance suite both ways.
 # This is the README's test command; .ci/run calls exactly this.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
