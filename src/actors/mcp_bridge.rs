@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use async_trait::async_trait;
@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use super::ActorDeps;
 use crate::bus::service::{typed, Service, ServiceError};
-use crate::bus::Serving;
+use crate::bus::{Serving, SharedBus};
 use crate::mcp::audit::{self, AuditLog, AuditRecord};
 use crate::mcp::pool::McpPool;
 use crate::protocol::envelope::Envelope;
@@ -413,15 +413,33 @@ impl CallContext<'_> {
         }
     }
 
-    /// Store (when the bridge has a store) and publish on `hermes.audit.mcp`.
+    /// Store (when the bridge has a store) and publish on `hermes.audit.mcp`, waited for at
+    /// most [`AUDIT_WAIT`]: while the shared trail is slow (JetStream failing over) the call
+    /// goes on and its record follows, instead of the call timing out on its audit.
     async fn audited(&self, record: AuditRecord) {
-        if let Some(log) = self.audit {
-            if let Err(e) = log.record(&record) {
-                tracing::warn!(error = %e, "could not store an MCP audit record");
-            }
+        let stored = self.deps.io.spawn(record_audit(
+            self.deps.bus.clone(),
+            self.audit.cloned(),
+            record,
+        ));
+        if tokio::time::timeout(AUDIT_WAIT, stored).await.is_err() {
+            tracing::warn!("the MCP audit trail is slow; the call goes on and its record follows");
         }
-        audit::publish(self.deps.bus.as_ref(), audit_kinds::MCP, &record).await;
     }
+}
+
+/// How long a call waits for one of its audit records to be stored.
+const AUDIT_WAIT: Duration = Duration::from_millis(500);
+
+/// Store `record` in this bridge's tree (when it has one) and publish it on
+/// `hermes.audit.mcp` (the shared trail on a NATS cluster).
+async fn record_audit(bus: SharedBus, log: Option<AuditLog>, record: AuditRecord) {
+    if let Some(log) = &log {
+        if let Err(e) = log.record(&record) {
+            tracing::warn!(error = %e, "could not store an MCP audit record");
+        }
+    }
+    audit::publish(bus.as_ref(), audit_kinds::MCP, &record).await;
 }
 
 fn first_line(text: &str) -> String {

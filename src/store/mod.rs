@@ -61,7 +61,7 @@ pub fn open_durable(dir: &Path, mode: durability::Mode) -> Result<durability::Du
 }
 
 /// How long [`open`] waits for a previous owner of the directory to let go of its lock.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Open (or create) the database under `dir`. A lock still held by a database that is being
 /// closed (sled releases it from a background thread after the last handle drops, and a
