@@ -105,6 +105,20 @@ impl Serve {
     }
 }
 
+/// `hermes send --bus BUS --session SESSION --user USER --text TEXT --json` (60 s for the
+/// turn), which must succeed: its stdout, one JSON event per line.
+pub fn send_json(bus: &str, session: &str, user: &str, text: &str) -> String {
+    let out = hermes()
+        .args(["send", "--bus", bus, "--session", session, "--user", user])
+        .args(["--text", text, "--json", "--timeout", "60"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("hermes send runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "hermes send failed: {stdout}");
+    stdout
+}
+
 /// A free loopback port (free when asked; bind it soon).
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a free port");

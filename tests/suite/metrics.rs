@@ -1,11 +1,10 @@
 //! `/metrics`: `hermes serve --http ADDR` serves Prometheus text about the turns it ran.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::json;
 
-use crate::common::hermes_proc::{free_port, hermes, http_get, Serve};
+use crate::common::hermes_proc::{free_port, hermes, http_get, send_json, Serve};
 use crate::common::nats_server::NatsServer;
 use crate::common::scenario::*;
 
@@ -48,26 +47,7 @@ fn one_turn_with_a_tool_call_shows_in_metrics_over_http() {
         "all",
         &["--http", &addr],
     );
-    let out = hermes()
-        .args([
-            "send",
-            "--bus",
-            &nats.url(),
-            "--session",
-            "m1",
-            "--user",
-            "u1",
-            "--text",
-            "what is the sum?",
-            "--json",
-            "--timeout",
-            "60",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "hermes send failed: {stdout}");
+    let stdout = send_json(&nats.url(), "m1", "u1", "what is the sum?");
     assert!(stdout.contains("The sum is 42."), "{stdout}");
 
     // The turn is counted as it closes, just after its answer went out: scrape until it is.

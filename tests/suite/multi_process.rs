@@ -11,7 +11,7 @@ use hermes::protocol::envelope::Envelope;
 use hermes::protocol::{Accepted, UserMessage};
 use hermes::store::sessions::SessionStore;
 
-use crate::common::hermes_proc::{hermes, Serve};
+use crate::common::hermes_proc::{hermes, send_json, Serve};
 use crate::common::nats_server::NatsServer;
 
 fn script() -> Scenario {
@@ -45,26 +45,7 @@ fn a_turn_with_a_tool_call_crosses_two_processes_over_nats() {
         &nats.url(),
         "tool-executor,mcp-bridge",
     );
-    let out = hermes()
-        .args([
-            "send",
-            "--bus",
-            &nats.url(),
-            "--session",
-            "mp1",
-            "--user",
-            "u1",
-            "--text",
-            "what is the sum?",
-            "--json",
-            "--timeout",
-            "60",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "hermes send failed: {stdout}");
+    let stdout = send_json(&nats.url(), "mp1", "u1", "what is the sum?");
     assert!(stdout.contains(r#""type":"tool.call""#), "{stdout}");
     assert!(stdout.contains(r#""status":"ok""#), "{stdout}");
     assert!(stdout.contains("The sum is 42."), "{stdout}");

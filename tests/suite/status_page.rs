@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::hermes_proc::{free_port, hermes, http_get, Serve};
+use crate::common::hermes_proc::{free_port, hermes, http_get, send_json, Serve};
 use crate::common::nats_server::NatsServer;
 use crate::common::scenario::*;
 
@@ -54,28 +54,7 @@ fn open_in_chromium(
 }
 
 fn send_turn(bus: &str, session: &str) {
-    let out = hermes()
-        .args([
-            "send",
-            "--bus",
-            bus,
-            "--session",
-            session,
-            "--user",
-            "u1",
-            "--text",
-            "what is the sum?",
-            "--timeout",
-            "60",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    send_json(bus, session, "u1", "what is the sum?");
 }
 
 /// `/api/live` of `addr` once `accept` holds for it, within 30 s.

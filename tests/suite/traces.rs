@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::fake_openai::{FakeOpenAi, COMPLETION_TOKENS, PROMPT_TOKENS};
-use crate::common::hermes_proc::{hermes, Serve};
+use crate::common::hermes_proc::{send_json, Serve};
 use crate::common::nats_server::NatsServer;
 use crate::common::otlp_receiver::{OtlpReceiver, ReceivedSpan};
 use crate::common::trace_probe_mcp;
@@ -112,22 +112,7 @@ fn a_turn_across_two_processes_is_one_trace_at_the_otlp_receiver() {
         "session,planner,memory-extractor",
     );
 
-    let out = hermes()
-        .args([
-            "send",
-            "--bus",
-            &nats.url(),
-            "--session",
-            "t1",
-            "--user",
-            "u1",
-        ])
-        .args(["--text", "Is X1 in stock?", "--json", "--timeout", "60"])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "hermes send failed: {stdout}");
+    let stdout = send_json(&nats.url(), "t1", "u1", "Is X1 in stock?");
     assert!(stdout.contains("in stock: 3"), "{stdout}");
 
     // A span is exported once it ends: the turn's once the turn is over (its answer leaves a
@@ -332,22 +317,7 @@ fn a_turn_that_waits_for_an_async_job_resumes_in_the_same_trace() {
     let text = std::fs::read_to_string(&config).unwrap() + &telemetry;
     std::fs::write(&config, text).unwrap();
     let process = serve(&config, &nats.url(), "all");
-    let out = hermes()
-        .args([
-            "send",
-            "--bus",
-            &nats.url(),
-            "--session",
-            "j1",
-            "--user",
-            "u1",
-        ])
-        .args(["--text", "a report on phones", "--json", "--timeout", "60"])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "hermes send failed: {stdout}");
+    let stdout = send_json(&nats.url(), "j1", "u1", "a report on phones");
     assert!(stdout.contains("Your report is ready."), "{stdout}");
     let spans = receiver.wait_for(Duration::from_secs(20), |spans| {
         named(spans, "invoke_agent assistant").len() >= 2
