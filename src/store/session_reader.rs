@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::replica::{LogRecord, SessionLog};
-use super::sessions::{SessionMeta, SessionStore, StoredMessage};
+use super::sessions::{blocking, SessionMeta, SessionStore, StoredMessage};
 use super::tasks::TaskState;
 use super::StoreError;
 
@@ -148,15 +148,6 @@ pub(super) fn fold(records: Vec<(u64, bytes::Bytes)>) -> Result<Option<Whole>, S
         meta.next_seq = super::sessions::next_seq_after(meta.next_seq, &messages);
         (meta, messages, task)
     }))
-}
-
-/// Run blocking sled reads off the caller's thread.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Worker(e.to_string()))?
 }
 
 #[cfg(test)]

@@ -437,7 +437,7 @@ fn cache_failed(session: &str, error: &StoreError) {
 }
 
 /// Run blocking sled work off the caller's thread.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f)

@@ -146,6 +146,20 @@ impl Scenario {
     }
 }
 
+/// A scenario named `name` in which "sum" calls `add` with 19 and 23 and the answer is
+/// "The sum is 42."; anything else is answered "ok", and the extractor finds nothing.
+pub fn sum_scenario(name: &str) -> Scenario {
+    Scenario::new(name)
+        .rule(on_user(&["sum"]).calls("add", serde_json::json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
+
 /// A config file for a `hermes serve` process: data in `<dir>/<name>-data`, `script` as the
 /// model of every role. Returns the file's path (`<dir>/<name>.toml`).
 pub fn write_serve_config(

@@ -2,22 +2,12 @@
 
 use std::path::Path;
 
-use serde_json::json;
-
 use crate::common::hermes_proc::{free_port, hermes, http_get, send_json, Serve};
 use crate::common::nats_server::NatsServer;
 use crate::common::scenario::*;
 
 fn script() -> Scenario {
-    Scenario::new("metrics")
-        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
-        .rule(after_tool("add").says("The sum is 42."))
-        .rule(on_user(&[]).says("ok"))
-        .rule(
-            on_user(&[])
-                .role("extractor")
-                .says("{\"memory_updates\": []}"),
-        )
+    sum_scenario("metrics")
 }
 
 /// A serve config: data in `dir`, the scripted model for every role.

@@ -1,7 +1,6 @@
 //! Hermes split over processes on a real nats-server, and crash safety of acknowledged input.
 
 use crate::common::scenario::*;
-use serde_json::json;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,15 +14,7 @@ use crate::common::hermes_proc::{hermes, send_json, Serve};
 use crate::common::nats_server::NatsServer;
 
 fn script() -> Scenario {
-    Scenario::new("multi-process")
-        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
-        .rule(after_tool("add").says("The sum is 42."))
-        .rule(on_user(&[]).says("ok"))
-        .rule(
-            on_user(&[])
-                .role("extractor")
-                .says("{\"memory_updates\": []}"),
-        )
+    sum_scenario("multi-process")
 }
 
 /// A config file for a serve process: data in `dir`, the scripted model, the catalog server.

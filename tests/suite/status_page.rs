@@ -15,15 +15,7 @@ use crate::common::nats_server::NatsServer;
 use crate::common::scenario::*;
 
 fn script() -> Scenario {
-    Scenario::new("status-page")
-        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
-        .rule(after_tool("add").says("The sum is 42."))
-        .rule(on_user(&[]).says("ok"))
-        .rule(
-            on_user(&[])
-                .role("extractor")
-                .says("{\"memory_updates\": []}"),
-        )
+    sum_scenario("status-page")
 }
 
 /// `node tests/browser/status_page.mjs URL SESSION SHOT 2` (two processes to show), its stdout lines sent to the
