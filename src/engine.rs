@@ -140,7 +140,7 @@ impl Engine {
             actors: Vec::new(),
         };
         if actors.mcp_bridge {
-            let arbiter = engine.arbiter();
+            let arbiter = engine.arbiter()?;
             let (bridge, catalog, serving) =
                 McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
                     .await
@@ -215,11 +215,14 @@ impl Engine {
         Ok(())
     }
 
-    fn arbiter(&mut self) -> ArbiterHandle {
-        let arbiter = Arbiter::new();
+    fn arbiter(&mut self) -> Result<ArbiterHandle, EngineError> {
+        let arbiter = crate::runtime::new_arbiter().map_err(|e| EngineError::Actor {
+            actor: "arbiter",
+            reason: format!("cannot start an actor thread: {e}"),
+        })?;
         let handle = arbiter.handle();
         self.arbiters.push(arbiter);
-        handle
+        Ok(handle)
     }
 
     async fn start_tool_executor(
@@ -327,7 +330,7 @@ impl Engine {
         }
         self.services
             .extend(MemoryRequests::serve(service.clone(), self.config.clone(), &deps.bus).await?);
-        let arbiter = self.arbiter();
+        let arbiter = self.arbiter()?;
         let extractor = MemoryExtractor::start(deps.clone(), service, model, &db, &arbiter)
             .await
             .map_err(|reason| EngineError::Actor {
@@ -399,7 +402,9 @@ impl Engine {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
             n => n,
         };
-        let arbiters = (0..count).map(|_| self.arbiter()).collect();
+        let arbiters = (0..count)
+            .map(|_| self.arbiter())
+            .collect::<Result<Vec<_>, _>>()?;
         let router = SessionRouter::new(env, deps.bus.clone(), arbiters);
         // The services, the eviction timer and the resume scan live on the I/O runtime.
         let bus = deps.bus.clone();

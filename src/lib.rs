@@ -17,6 +17,7 @@ pub mod llm;
 pub mod mcp;
 pub mod memory;
 pub mod protocol;
+pub mod runtime;
 pub mod store;
 pub mod telemetry;
 pub mod tools;

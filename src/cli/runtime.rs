@@ -57,6 +57,7 @@ pub fn start_traces(
 pub fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(hermes::runtime::BLOCKING_THREADS)
         .thread_name("hermes-io")
         .enable_all()
         .build()
@@ -71,7 +72,8 @@ where
 {
     let io = io_runtime()?;
     let handle = io.handle().clone();
-    let system = actix::System::new();
+    let actors = hermes::runtime::actor_runtime().context("cannot start the actor runtime")?;
+    let system = actix::System::with_tokio_rt(move || actors);
     let result = system.block_on(body(handle));
     actix::System::current().stop();
     io.shutdown_timeout(std::time::Duration::from_secs(2));

@@ -1,0 +1,31 @@
+//! The threads actors run on: each actix arbiter (and the System's own thread) drives a
+//! current-thread tokio runtime whose blocking pool is bounded.
+//!
+//! tokio's default blocking pool grows to 512 threads per runtime. A burst of new sessions
+//! (each loads its log from sled in `spawn_blocking`) grew it past 150 threads on a 2-core
+//! machine, each keeping its stack and allocator pages long after the burst: the work is
+//! short sled reads and writes, which a few threads serve as fast.
+
+use std::time::Duration;
+
+/// Most threads one actor runtime runs blocking work on at once; more work waits in the
+/// runtime's queue.
+pub const BLOCKING_THREADS: usize = 8;
+
+/// How long an idle blocking thread stays before it exits.
+const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// A current-thread runtime for an actor thread, timers and I/O enabled, with the bounded
+/// blocking pool.
+pub fn actor_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
+        .build()
+}
+
+/// A new arbiter on an [`actor_runtime`]. Must be called inside an actix `System`.
+pub fn new_arbiter() -> std::io::Result<actix::Arbiter> {
+    actix::Arbiter::try_with_tokio_rt(actor_runtime)
+}
