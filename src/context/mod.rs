@@ -1,6 +1,7 @@
 //! The context window: real token counts, assembly of what the model sees under a budget,
 //! folding older turns into a summary, and search over the full history (which stays in sled).
 
+pub mod bpe;
 pub mod budget;
 pub mod compaction;
 pub mod search;

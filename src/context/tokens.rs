@@ -1,13 +1,14 @@
-//! Token counting with the model's real tokenizer (tiktoken-rs), never chars/4.
+//! Token counting with the model's real tokenizer (tiktoken-rs' vocabulary, counted by
+//! [`super::bpe`]), never chars/4.
 //!
-//! The vocabulary is loaded once per process (tiktoken-rs keeps it in a static); loading takes
-//! about a second in debug builds, so build the counter at start-up, off the actor threads.
+//! The vocabulary is loaded once per process; loading takes about a second in debug builds, so
+//! build the counter at start-up, off the actor threads.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tiktoken_rs::CoreBPE;
+use super::bpe::{BpeError, Encoding};
 
 use crate::llm::ChatMessage;
 
@@ -20,7 +21,7 @@ const MEMO_CAPACITY: usize = 1024;
 /// Counts tokens for one model.
 #[derive(Clone)]
 pub struct TokenCounter {
-    bpe: &'static CoreBPE,
+    bpe: Arc<Encoding>,
     encoding: String,
     /// Counts of texts that recur turn after turn (system prompts, tool catalogs), by hash.
     memo: Arc<Mutex<HashMap<u64, u32>>>,
@@ -36,11 +37,8 @@ impl std::fmt::Debug for TokenCounter {
 
 /// Why no tokenizer could be loaded.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot load the `{encoding}` tokenizer: {reason}")]
-pub struct TokenizerError {
-    encoding: String,
-    reason: String,
-}
+#[error(transparent)]
+pub struct TokenizerError(#[from] BpeError);
 
 impl TokenCounter {
     /// The tokenizer of `model`; an unknown model uses `o200k_base` and says so once (here).
@@ -56,10 +54,7 @@ impl TokenCounter {
             }
         };
         let encoding = format!("{tokenizer:?}");
-        let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).map_err(|e| TokenizerError {
-            encoding: encoding.clone(),
-            reason: e.to_string(),
-        })?;
+        let bpe = Encoding::get(tokenizer)?;
         Ok(Self {
             bpe,
             encoding,
@@ -72,7 +67,7 @@ impl TokenCounter {
     }
 
     pub fn count_text(&self, text: &str) -> u32 {
-        u32::try_from(self.bpe.encode_ordinary(text).len()).unwrap_or(u32::MAX)
+        u32::try_from(self.bpe.count(text)).unwrap_or(u32::MAX)
     }
 
     /// [`count_text`](Self::count_text) for a text that recurs on every turn (a system prompt,
