@@ -23,22 +23,28 @@ pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
     if subject.is_empty() {
         return Err("subject is empty".into());
     }
-    let tokens: Vec<&str> = subject.split('.').collect();
-    for (i, t) in tokens.iter().enumerate() {
+    let spaced = if subject.is_ascii() {
+        // ASCII whitespace is ASCII control or ' ' (vertical tab included).
+        subject.bytes().any(|b| b == b' ' || b.is_ascii_control())
+    } else {
+        subject.chars().any(|c| c.is_whitespace() || c.is_control())
+    };
+    if spaced {
+        return Err("subject contains whitespace".into());
+    }
+    let mut tokens = subject.split('.').peekable();
+    while let Some(t) = tokens.next() {
         if t.is_empty() {
             return Err("subject has an empty token (`..` or a leading/trailing dot)".into());
         }
-        if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("subject contains whitespace".into());
-        }
-        let wild = *t == "*" || *t == ">";
+        let wild = t == "*" || t == ">";
         if wild && !wildcards_allowed {
             return Err("wildcards are not allowed when publishing".into());
         }
-        if *t == ">" && i + 1 != tokens.len() {
+        if t == ">" && tokens.peek().is_some() {
             return Err("`>` must be the last token".into());
         }
-        if !wild && (t.contains('*') || t.contains('>')) {
+        if !wild && t.bytes().any(|b| b == b'*' || b == b'>') {
             return Err("a wildcard must be a whole token".into());
         }
     }

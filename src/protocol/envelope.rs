@@ -20,6 +20,7 @@ pub struct Envelope<B = Value> {
     pub v: u32,
     pub id: String,
     pub kind: String,
+    #[serde(with = "crate::protocol::timestamp")]
     pub ts: DateTime<Utc>,
     pub trace_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

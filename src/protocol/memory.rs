@@ -33,6 +33,7 @@ pub struct Source {
     pub session: String,
     pub message_id: String,
     /// When the user said it (not when it was stored): newer source time wins a conflict.
+    #[serde(with = "crate::protocol::timestamp")]
     pub source_time: DateTime<Utc>,
 }
 

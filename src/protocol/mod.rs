@@ -26,6 +26,7 @@ pub mod session;
 pub mod session_view;
 pub mod status;
 pub mod subjects;
+pub mod timestamp;
 pub mod tool;
 
 pub use chat::*;

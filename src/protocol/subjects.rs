@@ -103,9 +103,11 @@ pub fn check_id(what: &'static str, value: &str) -> Result<(), IdError> {
     if value.len() > MAX_ID_LEN {
         return Err(fail("it is longer than 128 characters"));
     }
+    // Bytes, not chars: every allowed character is ASCII, and a byte of a multi-byte
+    // character is never one of them.
     if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
         return Err(fail("it contains a character that is not allowed"));
     }

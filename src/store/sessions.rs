@@ -28,7 +28,9 @@ pub struct SessionMeta {
     pub agent: String,
     pub session: String,
     pub user: String,
+    #[serde(with = "crate::protocol::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(with = "crate::protocol::timestamp")]
     pub updated_at: DateTime<Utc>,
     /// Messages stored so far; the next message gets this sequence number.
     pub next_seq: u64,
@@ -49,6 +51,7 @@ pub struct HandoffRecord {
     pub to: String,
     pub reason: String,
     pub turn_id: String,
+    #[serde(with = "crate::protocol::timestamp")]
     pub at: DateTime<Utc>,
 }
 
@@ -85,6 +88,7 @@ pub struct StoredMessage {
     pub seq: u64,
     pub id: String,
     pub turn_id: String,
+    #[serde(with = "crate::protocol::timestamp")]
     pub ts: DateTime<Utc>,
     /// Token count with the session model's tokenizer, computed once when stored.
     pub tokens: u32,
@@ -307,11 +311,34 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
+        self.save_with(meta, messages, task, MetaWrite::Now).await
+    }
+
+    /// [`Self::save`] for a step in the middle of a turn whose metadata changed only by the
+    /// new messages' sequence and the time: the local copy of the metadata is left as it is
+    /// ([`Self::load`] derives `next_seq` from the messages, and the turn's last save writes
+    /// it), which saves a record write per message.
+    pub async fn save_step(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        self.save_with(meta, messages, task, MetaWrite::Lag).await
+    }
+
+    async fn save_with(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+        meta_write: MetaWrite,
+    ) -> Result<(), StoreError> {
         let now = Utc::now();
         let Some(log) = &self.log else {
             self.tasks
                 .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
-            return self.append_at(meta, messages, now);
+            return self.append_at(meta, messages, now, meta_write);
         };
         // The record carries the metadata as this save leaves it, so a reader of the log
         // alone (`hermes sessions ls` over the bus) sees what the local trees hold.
@@ -336,7 +363,7 @@ impl SessionStore {
             Err(e) => Err(e),
         };
         let cached = match cached {
-            Ok(()) => self.append_at(meta, messages, now),
+            Ok(()) => self.append_at(meta, messages, now, meta_write),
             Err(e) => Err(e),
         };
         if let Err(e) = cached {
@@ -354,7 +381,7 @@ impl SessionStore {
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
-        self.append_at(meta, messages, Utc::now())
+        self.append_at(meta, messages, Utc::now(), MetaWrite::Now)
     }
 
     /// [`Self::append`], the session updated at `now`.
@@ -363,6 +390,7 @@ impl SessionStore {
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
         now: DateTime<Utc>,
+        meta_write: MetaWrite,
     ) -> Result<(), StoreError> {
         // Plain inserts, not `apply_batch`/transactions: those take sled's global write lock,
         // which deadlocks against its background flusher under concurrent load (seen with 200
@@ -374,8 +402,10 @@ impl SessionStore {
         }
         meta.next_seq = next_seq_after(meta.next_seq, messages);
         meta.updated_at = now;
-        self.sessions
-            .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
+        if meta_write == MetaWrite::Now || messages.is_empty() {
+            self.sessions
+                .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
+        }
         Ok(())
     }
 
@@ -407,6 +437,14 @@ impl SessionStore {
         out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
     }
+}
+
+/// Whether a save writes the session's metadata record to the local trees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaWrite {
+    Now,
+    /// Only the messages' sequence and the time changed: the record may lag.
+    Lag,
 }
 
 /// The sequence the next message gets once `messages` are stored after `next_seq`.

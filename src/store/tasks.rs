@@ -63,6 +63,7 @@ pub struct TurnRecord {
     pub phase: TurnPhase,
     /// Planning steps used so far.
     pub step: u32,
+    #[serde(with = "crate::protocol::timestamp")]
     pub updated_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -75,6 +75,7 @@ async fn cancel_current(
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
     let mut state = TurnState {
         env,
+        handoffs_written: meta.handoffs.len(),
         meta,
         task,
         log: &[],

@@ -135,6 +135,8 @@ struct TurnState<'a> {
     log: &'a [StoredMessage],
     added: Vec<StoredMessage>,
     emitter: Emitter,
+    /// Handoffs in the metadata as last written; another one means the next save writes it.
+    handoffs_written: usize,
 }
 
 impl TurnState<'_> {
@@ -166,10 +168,22 @@ impl TurnState<'_> {
             Utc::now(),
         );
         stored.usage = usage;
-        self.env
-            .store
-            .save(self.meta, std::slice::from_ref(&stored), self.task)
-            .await?;
+        let messages = std::slice::from_ref(&stored);
+        // Mid-turn the session's metadata record may lag; a turn that pauses or ends, or a
+        // handoff, writes it.
+        let running = matches!(
+            self.task.turn.as_ref().map(|t| t.phase),
+            Some(TurnPhase::Received | TurnPhase::Planning | TurnPhase::AwaitingTools)
+        );
+        if running && self.meta.handoffs.len() == self.handoffs_written {
+            self.env
+                .store
+                .save_step(self.meta, messages, self.task)
+                .await?;
+        } else {
+            self.env.store.save(self.meta, messages, self.task).await?;
+            self.handoffs_written = self.meta.handoffs.len();
+        }
         self.added.push(stored);
         Ok(())
     }
@@ -222,8 +236,10 @@ pub async fn run_turn(
         return TurnOutcome::empty(TurnError::NoTurn);
     };
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+    let handoffs_written = meta.handoffs.len();
     let mut state = TurnState {
         env,
+        handoffs_written,
         meta,
         task,
         log: &log,
