@@ -73,10 +73,43 @@ pub fn is_installed(dir: &Path) -> bool {
 /// A token-vector table and its vocabulary.
 pub struct StaticEmbedder {
     tokenizer: WordPiece,
-    /// `vocab × dims`, row-major.
-    table: Vec<f32>,
+    table: Table,
     dims: usize,
     id: String,
+}
+
+/// `vocab × dims` little-endian F32 values, row-major.
+enum Table {
+    Owned(Vec<f32>),
+    /// The installed file mapped read-only: only the rows texts use become resident (the
+    /// table is ~30 MB; a process touches a small part of the vocabulary). The file is written
+    /// once by the fetch script and never changed while Hermes runs.
+    Mapped {
+        map: memmap2::Mmap,
+        /// Where the tensor's bytes start in the file.
+        start: usize,
+    },
+}
+
+impl Table {
+    /// Add row `id` (of `dims` values) to `sum`; a row past the table adds nothing.
+    fn add_row(&self, id: usize, dims: usize, sum: &mut [f32]) {
+        match self {
+            Table::Owned(values) => {
+                if let Some(row) = values.get(id * dims..(id + 1) * dims) {
+                    sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+                }
+            }
+            Table::Mapped { map, start } => {
+                let from = start + id * dims * 4;
+                if let Some(row) = map.get(from..from + dims * 4) {
+                    for (s, c) in sum.iter_mut().zip(row.chunks_exact(4)) {
+                        *s += f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl StaticEmbedder {
@@ -90,8 +123,18 @@ impl StaticEmbedder {
             |name: &str| std::fs::read(dir.join(name)).map_err(|e| files(format!("{name}: {e}")));
         let tokenizer = WordPiece::from_tokenizer_json(&read(VOCAB_FILE)?)
             .map_err(|e| files(format!("{VOCAB_FILE}: {e}")))?;
-        let (table, rows, dims) = read_f32_tensor(&read(TABLE_FILE)?, "embeddings")
+        let file = std::fs::File::open(dir.join(TABLE_FILE))
             .map_err(|e| files(format!("{TABLE_FILE}: {e}")))?;
+        // SAFETY: the map is read-only and the file is not changed while it is mapped (the
+        // fetch script installs it once; see `Table::Mapped`).
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|e| files(format!("{TABLE_FILE}: cannot map it: {e}")))?;
+        let (range, rows, dims) = locate_f32_tensor(&map, "embeddings")
+            .map_err(|e| files(format!("{TABLE_FILE}: {e}")))?;
+        let table = Table::Mapped {
+            map,
+            start: range.start,
+        };
         if rows < tokenizer.id_bound() || dims == 0 {
             return Err(files(format!(
                 "{TABLE_FILE} has {rows} rows of {dims} but the vocabulary needs {}",
@@ -110,7 +153,7 @@ impl StaticEmbedder {
     pub fn from_parts(tokenizer: WordPiece, table: Vec<f32>, dims: usize) -> Self {
         Self {
             tokenizer,
-            table,
+            table: Table::Owned(table),
             dims,
             id: MODEL_ID.to_string(),
         }
@@ -125,10 +168,7 @@ impl StaticEmbedder {
     pub fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut sum = vec![0.0_f32; self.dims];
         for id in self.tokenizer.encode(text) {
-            let start = id as usize * self.dims;
-            if let Some(row) = self.table.get(start..start + self.dims) {
-                sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
-            }
+            self.table.add_row(id as usize, self.dims, &mut sum);
         }
         normalize(&mut sum);
         sum
@@ -168,10 +208,24 @@ pub fn load(dir: &Path) -> Result<super::SharedEmbedder, EmbedError> {
 }
 
 /// The F32 tensor `name` of a safetensors file: `(values, rows, cols)`.
+#[cfg(test)]
+fn read_f32_tensor(bytes: &[u8], name: &str) -> Result<(Vec<f32>, usize, usize), String> {
+    let (range, rows, cols) = locate_f32_tensor(bytes, name)?;
+    let values = bytes[range]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok((values, rows, cols))
+}
+
+/// Where the F32 tensor `name` of a safetensors file lies in it: `(byte range, rows, cols)`.
 ///
 /// Format: 8-byte little-endian header length, a JSON header mapping tensor names to
 /// `{dtype, shape, data_offsets}`, then the raw data.
-fn read_f32_tensor(bytes: &[u8], name: &str) -> Result<(Vec<f32>, usize, usize), String> {
+fn locate_f32_tensor(
+    bytes: &[u8],
+    name: &str,
+) -> Result<(std::ops::Range<usize>, usize, usize), String> {
     let (len, rest) = bytes
         .split_first_chunk::<8>()
         .ok_or("shorter than a safetensors header")?;
@@ -200,20 +254,18 @@ fn read_f32_tensor(bytes: &[u8], name: &str) -> Result<(Vec<f32>, usize, usize),
             .and_then(|d| usize::try_from(d).ok())
             .ok_or_else(|| format!("tensor `{name}` has no data_offsets"))
     };
-    let raw = data
-        .get(offset(0)?..offset(1)?)
-        .ok_or("tensor data runs past the end")?;
-    if raw.len() != rows * cols * 4 {
+    let (from, to) = (offset(0)?, offset(1)?);
+    if from > to || to > data.len() {
+        return Err("tensor data runs past the end".into());
+    }
+    if to - from != rows * cols * 4 {
         return Err(format!(
             "tensor `{name}` has {} bytes for {rows}×{cols} F32",
-            raw.len()
+            to - from
         ));
     }
-    let values = raw
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok((values, rows, cols))
+    let start = 8 + len + from;
+    Ok((start..start + (to - from), rows, cols))
 }
 
 #[cfg(test)]
