@@ -260,10 +260,14 @@ async fn extract_job(
     }
     let store = service.store().clone();
     let user = body.user.clone();
-    let existing = match tokio::task::spawn_blocking(move || store.list(&user)).await {
-        Ok(Ok(list)) => list,
-        Ok(Err(e)) => return Outcome::Retry(e.to_string()),
-        Err(e) => return Outcome::Retry(e.to_string()),
+    // The user's records from the recall index when it is current; sled otherwise.
+    let existing = match store.cached_list(&user) {
+        Some(list) => list,
+        None => match tokio::task::spawn_blocking(move || store.list(&user)).await {
+            Ok(Ok(list)) => list,
+            Ok(Err(e)) => return Outcome::Retry(e.to_string()),
+            Err(e) => return Outcome::Retry(e.to_string()),
+        },
     };
     let request = extract::build_request(&body.transcript, &existing);
     let updates = match propose_updates(model.as_ref(), &request).await {

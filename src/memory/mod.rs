@@ -9,6 +9,7 @@ pub mod bm25;
 pub mod embed;
 pub mod eval;
 pub mod extract;
+mod in_memory;
 pub mod merge;
 pub mod recall;
 pub mod record;

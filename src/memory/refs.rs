@@ -26,6 +26,8 @@ pub const HOLD_LIMIT: chrono::Duration = chrono::Duration::days(7);
 pub struct MemoryRefs {
     tree: sled::Tree,
     by_task: sled::Tree,
+    /// The tasks holding memories, known without a scan (shared per database).
+    holding: std::sync::Arc<super::in_memory::Holding>,
 }
 
 fn storage(action: &'static str) -> impl FnOnce(sled::Error) -> MemoryError {
@@ -55,9 +57,30 @@ impl MemoryRefs {
             db.open_tree(name)
                 .map_err(storage("open the memory references tree"))
         };
+        let by_task = open(REFS_BY_TASK_TREE)?;
         Ok(Self {
             tree: open(REFS_TREE)?,
-            by_task: open(REFS_BY_TASK_TREE)?,
+            holding: super::in_memory::shared_for(&by_task),
+            by_task,
+        })
+    }
+
+    /// Whether `task` certainly holds no memories, known without reading sled (`false` when
+    /// unsure: ask [`Self::release_task`]).
+    pub fn holds_nothing(&self, task: &str) -> bool {
+        self.holding.may_hold(task) == Some(false)
+    }
+
+    /// Read the holding tasks from sled once (blocking).
+    fn know_holding(&self) -> Result<(), MemoryError> {
+        self.holding.load(|| {
+            let mut tasks = std::collections::HashSet::new();
+            for entry in self.by_task.iter() {
+                let (k, _) = entry.map_err(storage("scan memory references"))?;
+                let task = k.split(|b| *b == 0).next().unwrap_or_default();
+                tasks.insert(String::from_utf8_lossy(task).into_owned());
+            }
+            Ok(tasks)
         })
     }
 
@@ -69,6 +92,7 @@ impl MemoryRefs {
         task: &str,
         now: DateTime<Utc>,
     ) -> Result<(), MemoryError> {
+        self.know_holding()?;
         let stamp = now.timestamp().to_be_bytes();
         self.tree
             .insert(joined(&[user, record_id, task]), &stamp[..])
@@ -76,6 +100,7 @@ impl MemoryRefs {
         self.by_task
             .insert(joined(&[task, user, record_id]), &[][..])
             .map_err(storage("write a memory reference"))?;
+        self.holding.add(task);
         Ok(())
     }
 
@@ -94,6 +119,7 @@ impl MemoryRefs {
 
     /// Task `task` closed: drop all its references; returns how many there were.
     pub fn release_task(&self, task: &str) -> Result<usize, MemoryError> {
+        self.know_holding()?;
         let mut own = task.as_bytes().to_vec();
         own.push(0);
         let mut removed = 0;
@@ -117,6 +143,7 @@ impl MemoryRefs {
                 .map_err(storage("remove a memory reference"))?;
             removed += 1;
         }
+        self.holding.remove(task);
         Ok(removed)
     }
 

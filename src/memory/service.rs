@@ -57,6 +57,9 @@ pub struct MemoryService {
     replica: Option<MemoryReplica>,
 }
 
+/// Up to this many records of a user are ranked on the calling thread.
+const INLINE_RANK_RECORDS: usize = 512;
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
 ) -> Result<T, MemoryError> {
@@ -123,6 +126,10 @@ impl MemoryService {
 
     /// Task `task` is finished: its memories are no longer held. How many holds ended.
     pub async fn release_task(&self, task: &str) -> Result<usize, MemoryError> {
+        // Most turns recalled nothing and hold nothing: no sled work, no blocking thread.
+        if self.refs.holds_nothing(task) {
+            return Ok(0);
+        }
         let (refs, task) = (self.refs.clone(), task.to_owned());
         blocking(move || refs.release_task(&task)).await
     }
@@ -152,16 +159,20 @@ impl MemoryService {
         if let Err(e) = self.catch_up(&query.user).await {
             tracing::warn!(user = %query.user, error = %e, "recalling from this copy's memory without the latest writes of other copies");
         }
-        let store = self.store.clone();
-        let user = query.user.clone();
-        let index = blocking(move || {
-            super::store::check_name("user", &user)?;
-            store.user_index(&user)
-        })
-        .await?;
+        super::store::check_name("user", &query.user)?;
+        // A cached, current index is used where the request arrived; only building one reads
+        // sled, on a blocking thread.
+        let index = match self.store.cached_index(&query.user) {
+            Some(index) => index,
+            None => {
+                let (store, user) = (self.store.clone(), query.user.clone());
+                blocking(move || store.user_index(&user)).await?
+            }
+        };
         if index.records.is_empty() {
             return Ok(Vec::new());
         }
+        let records = index.records.len();
         let weights = query.weights.unwrap_or(match self.embedder {
             Some(_) => self.weights,
             None => Weights::BM25,
@@ -189,7 +200,7 @@ impl MemoryService {
             min_score: query.min_score,
             now: query.now,
         };
-        blocking(move || {
+        let rank = move || {
             let vectors = vectors
                 .as_ref()
                 .and_then(|(q, id)| Some((index.vectors(id)?, q.as_slice())));
@@ -200,8 +211,13 @@ impl MemoryService {
                 vectors,
                 &ranking,
             ))
-        })
-        .await
+        };
+        // Ranking a few hundred records takes microseconds: cheaper here than a thread hop.
+        if records <= INLINE_RANK_RECORDS {
+            rank()
+        } else {
+            blocking(rank).await
+        }
     }
 
     /// The query vector and the embedder id whose vectors are attached to `index` (attaching

@@ -113,6 +113,8 @@ pub struct MemoryStore {
     pub(super) stamps: sled::Tree,
     write_lock: Arc<Mutex<()>>,
     pub(super) index: Arc<IndexCache>,
+    /// The users' stamps this process knows (shared by every store of the database).
+    pub(super) known_stamps: Arc<super::in_memory::StampMirror>,
 }
 
 impl MemoryStore {
@@ -126,11 +128,13 @@ impl MemoryStore {
                 source,
             })
         };
+        let stamps = open(MEMORY_STAMPS_TREE)?;
         Ok(Self {
             db: db.clone(),
             memories: open(MEMORIES_TREE)?,
             keys: open(MEMORY_KEYS_TREE)?,
-            stamps: open(MEMORY_STAMPS_TREE)?,
+            known_stamps: super::in_memory::shared_for(&stamps),
+            stamps,
             write_lock: Arc::new(Mutex::new(())),
             index: Arc::default(),
         })
@@ -220,8 +224,16 @@ impl MemoryStore {
     pub fn list(&self, user: &str) -> Result<Vec<MemoryRecord>, MemoryError> {
         check_name("user", user)?;
         let mut records = self.user_records(user)?;
-        records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
+        sort_newest_first(&mut records);
         Ok(records)
+    }
+
+    /// [`Self::list`] from the user's cached recall index when it is current (no sled read);
+    /// `None` otherwise.
+    pub fn cached_list(&self, user: &str) -> Option<Vec<MemoryRecord>> {
+        let mut records = self.cached_index(user)?.records.clone();
+        sort_newest_first(&mut records);
+        Some(records)
     }
 
     /// One of `user`'s records by id; another user's id finds nothing.
@@ -433,10 +445,14 @@ impl MemoryStore {
             &TransactionalTree,
         ) -> sled::transaction::ConflictableTransactionResult<(), ()>,
     {
-        (&self.memories, &self.keys, &self.stamps)
-            .transaction(|(memories, keys, stamps)| {
-                f(memories, keys)?;
-                super::vectors::bump_stamp(stamps, user)
+        self.known_stamps
+            .write(user, || {
+                (&self.memories, &self.keys, &self.stamps).transaction(
+                    |(memories, keys, stamps)| {
+                        f(memories, keys)?;
+                        super::vectors::bump_stamp(stamps, user)
+                    },
+                )
             })
             .map_err(|err| MemoryError::Storage {
                 action: "write memory records",
@@ -513,6 +529,10 @@ pub(super) fn check_name(what: &'static str, value: &str) -> Result<(), MemoryEr
         value: value.replace('\0', "\\0"),
         problem,
     })
+}
+
+fn sort_newest_first(records: &mut [MemoryRecord]) {
+    records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
 }
 
 fn check_update(index: usize, update: &MemoryUpdate) -> Result<(), MemoryError> {

@@ -133,13 +133,21 @@ impl MemoryStore {
     }
 
     fn stamp(&self, user: &str) -> Result<u64, MemoryError> {
-        let value = self
-            .stamps
-            .get(user.as_bytes())
-            .map_err(|source| MemoryError::Storage {
-                action: "read a memory write stamp",
-                source,
-            })?;
-        Ok(value.map_or(0, |v| decode_stamp(&v)))
+        self.known_stamps.read(user, || {
+            let value =
+                self.stamps
+                    .get(user.as_bytes())
+                    .map_err(|source| MemoryError::Storage {
+                        action: "read a memory write stamp",
+                        source,
+                    })?;
+            Ok(value.map_or(0, |v| decode_stamp(&v)))
+        })
+    }
+
+    /// The user's index when it is cached and current, without reading sled (so without
+    /// blocking); `None` sends the caller to [`Self::user_index`].
+    pub(crate) fn cached_index(&self, user: &str) -> Option<Arc<UserIndex>> {
+        self.index.get(user, self.known_stamps.known(user)?)
     }
 }

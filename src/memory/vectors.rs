@@ -10,6 +10,7 @@
 //! so the per-user recall index ([`super::user_index`]) picks the new vectors up.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sled::transaction::{TransactionError, TransactionalTree};
 use sled::Transactional;
@@ -33,6 +34,7 @@ pub struct StoredVector {
 pub struct VectorStore {
     tree: sled::Tree,
     stamps: sled::Tree,
+    known_stamps: Arc<super::in_memory::StampMirror>,
 }
 
 fn storage(action: &'static str) -> impl FnOnce(sled::Error) -> MemoryError {
@@ -41,13 +43,15 @@ fn storage(action: &'static str) -> impl FnOnce(sled::Error) -> MemoryError {
 
 impl VectorStore {
     pub fn open(db: &sled::Db) -> Result<Self, MemoryError> {
+        let stamps = db
+            .open_tree(MEMORY_STAMPS_TREE)
+            .map_err(storage("open its write stamps tree"))?;
         Ok(Self {
             tree: db
                 .open_tree(VECTORS_TREE)
                 .map_err(storage("open its vectors tree"))?,
-            stamps: db
-                .open_tree(MEMORY_STAMPS_TREE)
-                .map_err(storage("open its write stamps tree"))?,
+            known_stamps: super::in_memory::shared_for(&stamps),
+            stamps,
         })
     }
 
@@ -91,13 +95,15 @@ impl VectorStore {
             .iter()
             .map(|(id, stored)| (key(user, embedder, id), encode(stored)))
             .collect();
-        (&self.tree, &self.stamps)
-            .transaction(|(vectors, stamps)| {
-                for (k, v) in &encoded {
-                    vectors.insert(k.as_slice(), v.as_slice())?;
-                }
-                bump_stamp(stamps, user)?;
-                Ok(())
+        self.known_stamps
+            .write(user, || {
+                (&self.tree, &self.stamps).transaction(|(vectors, stamps)| {
+                    for (k, v) in &encoded {
+                        vectors.insert(k.as_slice(), v.as_slice())?;
+                    }
+                    bump_stamp(stamps, user)?;
+                    Ok(())
+                })
             })
             .map_err(|err: TransactionError<()>| MemoryError::Storage {
                 action: "write memory vectors",
