@@ -359,3 +359,64 @@ async fn list_returns_live_records_by_namespace_or_id_and_never_another_users() 
         .unwrap()
         .is_empty());
 }
+
+#[tokio::test]
+async fn recall_from_the_cached_index_sees_a_write_made_through_another_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
+    let reader = open(&db, None);
+    let writer = open(&db, None);
+    assert!(reader
+        .recall(query("alice", "kitten"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        reader.store().cached_index("alice").is_some(),
+        "the empty index is cached and current"
+    );
+    writer
+        .apply(
+            "alice",
+            "default",
+            &[update("pet", "has a kitten called Pixel", MemoryKind::Fact)],
+            &source(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        reader.store().cached_index("alice").is_none(),
+        "a write on the same database makes the cached index stale for every store"
+    );
+    let hits = reader.recall(query("alice", "kitten")).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        reader.store().cached_list("alice").map(|l| l.len()),
+        Some(1),
+        "the extractor's listing comes from the rebuilt index"
+    );
+}
+
+#[tokio::test]
+async fn releasing_a_turn_frees_exactly_the_memories_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::store::durability::Durable::from(sled::open(dir.path()).unwrap());
+    let service = open(&db, None);
+    assert_eq!(service.release_task("turn-without-holds").await.unwrap(), 0);
+    service
+        .hold("alice", "turn-1", &["r1", "r2"])
+        .await
+        .unwrap();
+    assert!(!service.refs().holds_nothing("turn-1"));
+    assert!(service.refs().holds_nothing("turn-2"));
+    assert!(service.refs().is_referenced("alice", "r1").unwrap());
+    assert_eq!(service.release_task("turn-2").await.unwrap(), 0);
+    assert_eq!(service.release_task("turn-1").await.unwrap(), 2);
+    assert!(!service.refs().is_referenced("alice", "r1").unwrap());
+    assert!(service.refs().holds_nothing("turn-1"));
+    // A fresh service on the same database (a restart) finds holds left in sled.
+    service.hold("alice", "turn-3", &["r3"]).await.unwrap();
+    drop(service);
+    let again = open(&db, None);
+    assert_eq!(again.release_task("turn-3").await.unwrap(), 1);
+}
