@@ -119,11 +119,13 @@ impl NatsCluster {
                     duplicate_window: Duration::from_secs(120),
                     ..Default::default()
                 };
-                self.jetstream
-                    .get_or_create_stream(config)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| storage_error("cannot create or open the session inbox stream", e))
+                // A node of a cluster started together with this process may not be up yet.
+                while_forming("creating the session inbox", || {
+                    self.jetstream.get_or_create_stream(config.clone())
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| storage_error("cannot create or open the session inbox stream", e))
             })
             .await
             .map(|_| ())
