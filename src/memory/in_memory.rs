@@ -38,6 +38,9 @@ pub(super) fn shared_for<T: Default + Send + Sync + 'static>(tree: &sled::Tree) 
     shared
 }
 
+/// Most users whose stamp [`StampMirror`] remembers (about 100 bytes each).
+const MAX_KNOWN_STAMPS: usize = 100_000;
+
 /// Users' write stamps as this process last read or wrote them.
 ///
 /// A stamp is remembered when read from sled and forgotten by every write of the user, both
@@ -64,6 +67,10 @@ impl StampMirror {
             return Ok(*stamp);
         }
         let stamp = from_sled()?;
+        // Bounded: past this many users the table starts over (the next reads go to sled).
+        if known.len() >= MAX_KNOWN_STAMPS {
+            known.clear();
+        }
         known.insert(user.to_string(), stamp);
         Ok(stamp)
     }
