@@ -79,27 +79,36 @@ impl Encoding {
         static CL100K: OnceLock<Result<Arc<Encoding>, BpeError>> = OnceLock::new();
         static P50K: OnceLock<Result<Arc<Encoding>, BpeError>> = OnceLock::new();
         static R50K: OnceLock<Result<Arc<Encoding>, BpeError>> = OnceLock::new();
-        let (cell, name, head, last): (_, _, _, &str) = match tokenizer {
+        type Vocabulary = fn() -> anyhow::Result<tiktoken_rs::CoreBPE>;
+        let (cell, name, vocabulary, head, last): (_, _, Vocabulary, _, &str) = match tokenizer {
             // Harmony adds special tokens only; ordinary text encodes as o200k_base.
-            Tokenizer::O200kBase | Tokenizer::O200kHarmony => {
-                (&O200K, "o200k_base", O200K_HEAD, r"\s+")
+            Tokenizer::O200kBase | Tokenizer::O200kHarmony => (
+                &O200K,
+                "o200k_base",
+                tiktoken_rs::o200k_base,
+                O200K_HEAD,
+                r"\s+",
+            ),
+            Tokenizer::Cl100kBase => (
+                &CL100K,
+                "cl100k_base",
+                tiktoken_rs::cl100k_base,
+                CL100K_HEAD,
+                r"\s",
+            ),
+            Tokenizer::P50kBase | Tokenizer::P50kEdit => {
+                (&P50K, "p50k_base", tiktoken_rs::p50k_base, R50K_HEAD, r"\s")
             }
-            Tokenizer::Cl100kBase => (&CL100K, "cl100k_base", CL100K_HEAD, r"\s"),
-            Tokenizer::P50kBase | Tokenizer::P50kEdit => (&P50K, "p50k_base", R50K_HEAD, r"\s"),
-            Tokenizer::R50kBase | Tokenizer::Gpt2 => (&R50K, "r50k_base", R50K_HEAD, r"\s"),
+            Tokenizer::R50kBase | Tokenizer::Gpt2 => {
+                (&R50K, "r50k_base", tiktoken_rs::r50k_base, R50K_HEAD, r"\s")
+            }
         };
         cell.get_or_init(|| {
             let fail = |reason: String| BpeError {
                 encoding: name,
                 reason,
             };
-            let core = match tokenizer {
-                Tokenizer::O200kBase | Tokenizer::O200kHarmony => tiktoken_rs::o200k_base(),
-                Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base(),
-                Tokenizer::P50kBase | Tokenizer::P50kEdit => tiktoken_rs::p50k_base(),
-                Tokenizer::R50kBase | Tokenizer::Gpt2 => tiktoken_rs::r50k_base(),
-            }
-            .map_err(|e| fail(e.to_string()))?;
+            let core = vocabulary().map_err(|e| fail(e.to_string()))?;
             let split = Splitter::new(head, last).map_err(fail)?;
             Ok(Arc::new(Encoding {
                 split,

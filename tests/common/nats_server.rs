@@ -116,31 +116,29 @@ impl NatsServer {
 
     /// [`Self::start`] with more command-line arguments (authentication, say).
     pub fn start_with(args: &[&str]) -> Self {
-        let mut server = Self {
-            binary: find_binary(),
-            port: free_port(),
-            store: tempfile::tempdir().expect("create a store dir for nats-server"),
-            child: None,
-            cluster: None,
-            extra: args.iter().map(|a| (*a).to_string()).collect(),
-            env: Vec::new(),
-        };
-        server.spawn();
-        server
+        Self::launch(args.iter().map(|a| (*a).to_string()).collect(), Vec::new())
     }
 
     /// A server running the configuration file `config` (its listen address and JetStream
     /// store are this helper's: command-line flags win over the file), with `env` in its
     /// environment for the file's `$VARIABLES`.
     pub fn start_with_config(config: &Path, env: &[(String, String)]) -> Self {
+        Self::launch(
+            vec!["-c".into(), config.display().to_string()],
+            env.to_vec(),
+        )
+    }
+
+    /// A single server on a free port and a fresh store, with `extra` arguments and `env`.
+    fn launch(extra: Vec<String>, env: Vec<(String, String)>) -> Self {
         let mut server = Self {
             binary: find_binary(),
             port: free_port(),
             store: tempfile::tempdir().expect("create a store dir for nats-server"),
             child: None,
             cluster: None,
-            extra: vec!["-c".into(), config.display().to_string()],
-            env: env.to_vec(),
+            extra,
+            env,
         };
         server.spawn();
         server
