@@ -933,7 +933,10 @@ pub(in crate::pagecache) fn make_stable_inner(
             // nothing to write, don't bother sealing
             // current IO buffer.
         } else {
-            maybe_seal_and_write_iobuf(iobufs, &iobuf, header, false)?;
+            // Hermes: this thread blocks until the buffer is stable anyway, so it writes the
+            // buffer itself rather than handing it to the io pool and sleeping until a pool
+            // thread wakes it (two context switches per flush).
+            seal_and_maybe_write_iobuf(iobufs, &iobuf, header, false, true)?;
             stable = iobufs.stable();
             // NB we have to continue here to possibly clear
             // the next io buffer, which may have dirty
@@ -1022,6 +1025,18 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     iobuf: &Arc<IoBuf>,
     header: Header,
     from_reserve: bool,
+) -> Result<()> {
+    seal_and_maybe_write_iobuf(iobufs, iobuf, header, from_reserve, false)
+}
+
+/// [`maybe_seal_and_write_iobuf`], writing the sealed buffer on this thread when
+/// `write_inline` (Hermes: for callers that block until it is stable anyway).
+fn seal_and_maybe_write_iobuf(
+    iobufs: &Arc<IoBufs>,
+    iobuf: &Arc<IoBuf>,
+    header: Header,
+    from_reserve: bool,
+    write_inline: bool,
 ) -> Result<()> {
     if header::is_sealed(header) {
         // this buffer is already sealed. nothing to do here.
@@ -1178,6 +1193,17 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
             "asynchronously writing iobuf with lsn {} to log from maybe_seal",
             lsn
         );
+        if write_inline {
+            if let Err(e) = iobufs.write_to_log(iobuf) {
+                error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
+                iobufs.config.set_global_error(e.clone());
+                let intervals = iobufs.intervals.lock();
+                drop(intervals);
+                let _notified = iobufs.interval_updated.notify_all();
+                return Err(e);
+            }
+            return Ok(());
+        }
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
