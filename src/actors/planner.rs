@@ -175,21 +175,29 @@ async fn plan(
     model: Arc<dyn ChatModel>,
     request: Envelope<PlanRequest>,
 ) -> Result<PlanReply, String> {
-    let body = &request.body;
+    let Envelope {
+        body,
+        agent,
+        session,
+        user,
+        trace_id,
+        ..
+    } = request;
+    // The request is ours: its history and tools move into the model's request, uncopied.
     let chat = ChatRequest {
-        messages: body.messages.clone(),
-        tools: body.tools.clone(),
+        messages: body.messages,
+        tools: body.tools,
         ..ChatRequest::default()
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     // Deltas go to the session's events when the request says where (`stream_to`).
     let forwarder = body.stream_to.as_ref().map(|_| {
-        let turn_id = body.turn_id.clone();
+        let turn_id = body.turn_id;
         let scope = EventScope {
-            agent: request.agent.clone().unwrap_or_default(),
-            session: request.session.clone().unwrap_or_default(),
-            user: request.user.clone(),
-            trace_id: request.trace_id.clone(),
+            agent: agent.unwrap_or_default(),
+            session: session.unwrap_or_default(),
+            user,
+            trace_id,
         };
         tokio::spawn(async move {
             while let Some(text) = rx.recv().await {
