@@ -108,9 +108,13 @@ pub(super) async fn finish(
     record: &TurnRecord,
     text: &str,
 ) -> Result<(), TurnError> {
-    state.set_phase(TurnPhase::Answered);
-    state.record().extraction_queued = false;
-    state.save_task().await?;
+    // The model's answer was stored as answered already; an answer found on resuming (stored
+    // while planning by an older version) or the loop guard's question is marked here.
+    if state.record().phase != TurnPhase::Answered {
+        state.set_phase(TurnPhase::Answered);
+        state.record().extraction_queued = false;
+        state.save_task().await?;
+    }
     state.env.store.commit().await?;
     let answer = TurnEvent::Answer {
         turn_id: record.turn_id.clone(),

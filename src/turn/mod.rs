@@ -390,9 +390,13 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             state.record().tokens_used +=
                 u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
         }
-        // An answer stays `planning` until it is published and its extraction queued
-        // (`finish`), so a crash in between resumes and completes those steps.
-        if !reply.tool_calls.is_empty() {
+        // An answer is stored as `answered` with its extraction not yet queued, in the same
+        // write as its message; `finish` commits, publishes it and queues the extraction, and
+        // a crash before that is completed at start-up (`ending::queue_extraction`).
+        if reply.tool_calls.is_empty() {
+            state.set_phase(TurnPhase::Answered);
+            state.record().extraction_queued = false;
+        } else {
             state.set_phase(TurnPhase::AwaitingTools);
         }
         let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
