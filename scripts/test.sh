@@ -7,6 +7,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash scripts/setup-test-deps.sh
+# One build serves the whole run, so incremental caches (gigabytes for this crate) only cost
+# disk: a CI run once failed with its disk full. Set CARGO_INCREMENTAL=1 to keep them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # shellcheck source=/dev/null
 source .tools/env.sh
 # Two test threads via the environment: `-- --test-threads` would also reach the criterion
