@@ -111,8 +111,7 @@ pub(super) async fn finish(
     // The model's answer was stored as answered already; an answer found on resuming (stored
     // while planning by an older version) or the loop guard's question is marked here.
     if state.record().phase != TurnPhase::Answered {
-        state.set_phase(TurnPhase::Answered);
-        state.record().extraction_queued = false;
+        state.set_answered();
         state.save_task().await?;
     }
     state.env.store.commit().await?;

@@ -153,6 +153,12 @@ impl TurnState<'_> {
         r.updated_at = Utc::now();
     }
 
+    /// The turn has its answer; queueing its extraction is still ahead (`ending::finish`).
+    fn set_answered(&mut self) {
+        self.set_phase(TurnPhase::Answered);
+        self.record().extraction_queued = false;
+    }
+
     /// Store a message of this turn together with the current phase, flushed.
     async fn persist(
         &mut self,
@@ -394,8 +400,7 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         // write as its message; `finish` commits, publishes it and queues the extraction, and
         // a crash before that is completed at start-up (`ending::queue_extraction`).
         if reply.tool_calls.is_empty() {
-            state.set_phase(TurnPhase::Answered);
-            state.record().extraction_queued = false;
+            state.set_answered();
         } else {
             state.set_phase(TurnPhase::AwaitingTools);
         }

@@ -1189,42 +1189,18 @@ fn seal_and_maybe_write_iobuf(
     // if writers is 0, it's our responsibility to write the buffer.
     if header::n_writers(sealed) == 0 {
         iobufs.config.global_error()?;
+        if write_inline {
+            return write_or_set_global_error(iobufs, iobuf, lsn);
+        }
         trace!(
             "asynchronously writing iobuf with lsn {} to log from maybe_seal",
             lsn
         );
-        if write_inline {
-            if let Err(e) = iobufs.write_to_log(iobuf) {
-                error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
-                iobufs.config.set_global_error(e.clone());
-                let intervals = iobufs.intervals.lock();
-                drop(intervals);
-                let _notified = iobufs.interval_updated.notify_all();
-                return Err(e);
-            }
-            return Ok(());
-        }
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
-            if let Err(e) = iobufs.write_to_log(&iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-
-                // store error before notifying so that waiting threads will see
-                // it
-                iobufs.config.set_global_error(e);
-
-                let intervals = iobufs.intervals.lock();
-
-                // having held the mutex makes this linearized
-                // with the notify below.
-                drop(intervals);
-
-                let _notified = iobufs.interval_updated.notify_all();
-            }
+            // The error is in the global error the waiting threads are woken to see.
+            let _ = write_or_set_global_error(&iobufs, &iobuf, lsn);
         })?;
 
         #[cfg(feature = "event_log")]
@@ -1234,6 +1210,32 @@ fn seal_and_maybe_write_iobuf(
     } else {
         Ok(())
     }
+}
+
+/// Write a sealed `iobuf` to the log; on failure store the error as the global error and wake
+/// every thread waiting for the stable lsn, so they see it.
+fn write_or_set_global_error(
+    iobufs: &IoBufs,
+    iobuf: &IoBuf,
+    lsn: Lsn,
+) -> Result<()> {
+    let result = iobufs.write_to_log(iobuf);
+    if let Err(e) = &result {
+        error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
+
+        // store error before notifying so that waiting threads will see
+        // it
+        iobufs.config.set_global_error(e.clone());
+
+        let intervals = iobufs.intervals.lock();
+
+        // having held the mutex makes this linearized
+        // with the notify below.
+        drop(intervals);
+
+        let _notified = iobufs.interval_updated.notify_all();
+    }
+    result
 }
 
 impl Debug for IoBufs {
