@@ -9,16 +9,21 @@
 //! the first execution returned (for an async tool: its `{job_id, status}` submission).
 //!
 //! A call whose key is recorded gets the recorded result back (flagged `via =
-//! "idempotent-replay"`) and does not run again. A call whose key is only reserved — an
-//! execution started and its outcome never arrived (the executor died mid-call, or the same
-//! call runs right now in another copy) — is refused with an error saying so, never run a
-//! second time. A failed execution releases its reservation, so a retry may run.
+//! "idempotent-replay"`) and does not run again. A call whose key is only reserved first
+//! waits a while for that execution to settle ([`IdemStore::await_settled`]): on NATS a
+//! request whose reply was lost is sent again while the first execution may still be running
+//! or recording its result through a JetStream failover. If it settles, the call gets its
+//! result (or, if it was released, runs); if it never does (the executor died mid-call), the
+//! call is refused with an error saying so, never run a second time. A failed execution
+//! releases its reservation, so a retry may run.
 //!
 //! Where the records live: this process's sled, or with a NATS cluster the JetStream KV
 //! bucket `hermes_idem`, whose create-only write makes exactly one of two racing copies the
 //! one that runs the call.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -38,6 +43,11 @@ pub const TREE: &str = "tool_results_idem";
 pub const BUCKET: &str = "hermes_idem";
 /// `via` of a result served from the record instead of a new execution.
 pub const REPLAY_VIA: &str = "idempotent-replay";
+/// How long after its own timeout an execution may still be recording its result: a write
+/// to the shared bucket rides out a JetStream failover for up to 15 s, plus one attempt.
+pub const SETTLE_GRACE: Duration = Duration::from_secs(20);
+const FIRST_POLL: Duration = Duration::from_millis(20);
+const LONGEST_POLL: Duration = Duration::from_millis(500);
 
 /// The idempotency key of a call (see the module doc).
 pub fn idempotency_key(session: &str, turn_or_call: &str, tool: &str, arguments: &Value) -> String {
@@ -105,6 +115,9 @@ enum Backend {
 #[derive(Debug, Clone)]
 pub struct IdemStore {
     backend: Backend,
+    /// Keys this process reserved and has not yet recorded or released: with the local tree,
+    /// a reservation not in here was left by an executor that died.
+    running: Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 fn encode(record: &IdemRecord) -> Result<Vec<u8>, StoreError> {
@@ -129,6 +142,7 @@ impl IdemStore {
                 tree: db.open_tree(TREE)?,
                 durable: db.clone(),
             },
+            running: Arc::default(),
         })
     }
 
@@ -136,7 +150,22 @@ impl IdemStore {
     pub fn shared(bucket: Arc<dyn SharedKv>) -> Self {
         Self {
             backend: Backend::Shared(bucket),
+            running: Arc::default(),
         }
+    }
+
+    /// Whether the execution holding a reserved `key` may still be running: with the local
+    /// tree only this process runs calls, so only its own running keys; with a shared bucket
+    /// any copy may hold it.
+    pub fn may_be_running(&self, key: &str) -> bool {
+        match self.backend {
+            Backend::Local { .. } => self.running().contains(key),
+            Backend::Shared(_) => true,
+        }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<IdemRecord>, StoreError> {
@@ -173,6 +202,7 @@ impl IdemStore {
                 .map_err(shared_error)?,
         };
         if created {
+            self.running().insert(key.to_string());
             return Ok(Reservation::Reserved);
         }
         // Held by an earlier execution: what did it leave?
@@ -189,8 +219,42 @@ impl IdemStore {
         }
     }
 
+    /// Wait up to `patience` for the execution holding `key` to settle. Its recorded result
+    /// comes back as [`Reservation::Recorded`]; if it released the key, the key is reserved
+    /// for this caller ([`Reservation::Reserved`]: run the call); if it is still pending when
+    /// patience runs out, [`Reservation::Pending`].
+    pub async fn await_settled(
+        &self,
+        key: &str,
+        patience: Duration,
+    ) -> Result<Reservation, StoreError> {
+        let gives_up = tokio::time::Instant::now() + patience;
+        let mut pause = FIRST_POLL;
+        loop {
+            let pending = match self.get(key).await? {
+                Some(IdemRecord {
+                    result: Some(result),
+                    ..
+                }) => return Ok(Reservation::Recorded(Box::new(result))),
+                Some(record) => Reservation::Pending {
+                    since: record.recorded_at,
+                },
+                None => match self.reserve(key).await? {
+                    pending @ Reservation::Pending { .. } => pending,
+                    settled => return Ok(settled),
+                },
+            };
+            if tokio::time::Instant::now() + pause > gives_up {
+                return Ok(pending);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LONGEST_POLL);
+        }
+    }
+
     /// Record `result` under `key` and make it durable before returning.
     pub async fn record(&self, key: &str, result: &ToolCallResult) -> Result<(), StoreError> {
+        self.running().remove(key);
         let bytes = encode(&IdemRecord {
             reserved: false,
             result: Some(result.into()),
@@ -211,6 +275,7 @@ impl IdemStore {
 
     /// The execution failed without effect: free the key so a retry may run.
     pub async fn release(&self, key: &str) -> Result<(), StoreError> {
+        self.running().remove(key);
         match &self.backend {
             Backend::Local { tree, durable } => {
                 tree.remove(key.as_bytes())?;

@@ -11,7 +11,7 @@ use super::jobs;
 use crate::bus::SharedBus;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
-use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA};
+use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA, SETTLE_GRACE};
 use crate::tools::metrics::{Counter, ExecutorMetrics};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::MCP_SEPARATOR;
@@ -90,7 +90,7 @@ async fn prepare_and_run(
         )
     });
     if let Some(key) = &idem_key {
-        if let Some(replayed) = reserve(core, key, request).await? {
+        if let Some(replayed) = reserve(core, key, &def, request).await? {
             return Ok(replayed);
         }
     }
@@ -185,19 +185,38 @@ fn check_confirmation(
 
 /// Reserve the call's key before it runs. `Some` is what to answer instead of running: the
 /// recorded result of an earlier execution, or an error when an earlier execution started
-/// and never recorded an outcome (it is not repeated blindly).
+/// and never recorded an outcome (it is not repeated blindly). An earlier execution that may
+/// still be running is waited for first (see [`holder_patience`]).
 async fn reserve(
     core: &ExecCore,
     key: &str,
+    def: &ToolDefinition,
     request: &ToolCallRequest,
 ) -> Result<Option<ToolCallResult>, ToolError> {
-    let reservation = core.stores.idem.reserve(key).await.map_err(|e| {
+    let store_error = |e: crate::store::StoreError| {
         ToolError::new(
             ToolErrorCode::Unavailable,
             format!("idempotency store: {e}"),
         )
         .with_hint("the tool-executor's store is failing; do not retry, tell the user")
-    })?;
+    };
+    let mut reservation = core.stores.idem.reserve(key).await.map_err(store_error)?;
+    if let Reservation::Pending { since } = reservation {
+        let patience = if core.stores.idem.may_be_running(key) {
+            holder_patience(since, def, chrono::Utc::now())
+        } else {
+            std::time::Duration::ZERO
+        };
+        if !patience.is_zero() {
+            tracing::info!(tool = %request.name, key, %since, ?patience, "the same write call is already running; waiting for its outcome");
+            reservation = core
+                .stores
+                .idem
+                .await_settled(key, patience)
+                .await
+                .map_err(store_error)?;
+        }
+    }
     match reservation {
         Reservation::Reserved => Ok(None),
         Reservation::Recorded(stored) => {
@@ -227,6 +246,33 @@ async fn reserve(
         }
     }
 }
+
+/// How long a call waits for an earlier execution of the same write call (on NATS, the same
+/// request sent again after its reply was lost). That execution is over by its own timeout
+/// (for an async tool, a submission: at most [`SUBMISSION_PATIENCE`]) plus
+/// [`SETTLE_GRACE`] to record its result; past that it died mid-call and waiting is
+/// pointless. The wait never exceeds what the caller allows (the tool's timeout, to which the
+/// session adds a margin), so the answer arrives before the caller gives up.
+pub(super) fn holder_patience(
+    since: chrono::DateTime<chrono::Utc>,
+    def: &ToolDefinition,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::time::Duration {
+    let runs_for = match def.mode {
+        ToolMode::Sync => def.timeout(),
+        ToolMode::Async => SUBMISSION_PATIENCE,
+    };
+    let settled_by = chrono::Duration::from_std(runs_for + SETTLE_GRACE)
+        .ok()
+        .and_then(|d| since.checked_add_signed(d))
+        .unwrap_or(since);
+    let left = (settled_by - now).to_std().unwrap_or_default();
+    left.min(runs_for)
+}
+
+/// How long an async tool's submission may take (the session waits the engine's request
+/// timeout, 5 s by default, plus a margin for it).
+const SUBMISSION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn run_sync(
     core: &ExecCore,

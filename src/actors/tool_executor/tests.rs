@@ -419,7 +419,14 @@ async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     // A previous executor reserved the key, then died before recording an outcome.
     let reserved = c.stores.idem.reserve(&key).await.unwrap();
     assert_eq!(reserved, crate::tools::idempotency::Reservation::Reserved);
+    drop(c);
+    let c = core_in(
+        dir.path(),
+        vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
+    )
+    .await;
 
+    let started = std::time::Instant::now();
     let retry = execute(&c, request("call-2", "refund", args), Caller::default()).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0, "the write ran again");
     assert_eq!(retry.status, ToolStatus::Error);
@@ -428,6 +435,75 @@ async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     assert!(error.message.contains("never"), "{}", error.message);
     assert!(error.hint.unwrap_or_default().contains("check"));
     assert_eq!(c.metrics.snapshot().idempotent_unfinished, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a reservation left by a dead executor is reported at once, not waited for"
+    );
+}
+
+/// A write tool that takes a while, counting its executions.
+struct SlowWrite {
+    calls: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Tool for SlowWrite {
+    fn spec(&self) -> ToolSpec {
+        counting(&self.calls, ToolEffect::Write, ToolRisk::Low).spec()
+    }
+    fn definition(&self) -> ToolDefinition {
+        counting(&self.calls, ToolEffect::Write, ToolRisk::Low).definition()
+    }
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(json!({"refunded": arguments["order_id"], "execution": n}))
+    }
+}
+
+// On NATS a call whose reply was lost is sent again, and the copy can arrive while the first
+// execution is still running: it must get that execution's result, not "outcome unknown".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_sent_again_while_it_runs_gets_the_first_executions_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = core_in(
+        dir.path(),
+        vec![Arc::new(SlowWrite {
+            calls: calls.clone(),
+        })],
+    )
+    .await;
+    let args = json!({"order_id": "JD-7", "amount": 12});
+    let first = tokio::spawn({
+        let (c, args) = (c.clone(), args.clone());
+        async move { execute(&c, request("call-1", "refund", args), Caller::default()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let again = execute(&c, request("call-1", "refund", args), Caller::default()).await;
+    let first = first.await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
+    assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
+    assert_eq!(again.status, ToolStatus::Ok, "{again:?}");
+    assert_eq!(again.via, "idempotent-replay");
+    assert_eq!(again.output, first.output);
+    assert_eq!(c.metrics.snapshot().idempotent_unfinished, 0);
+}
+
+#[test]
+fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
+    let def = counting(&Arc::default(), ToolEffect::Write, ToolRisk::Low).definition();
+    let now = Utc::now();
+    let timeout = def.timeout();
+    // Just started: wait up to the tool's timeout, never longer (the caller adds only a margin).
+    assert_eq!(super::run::holder_patience(now, &def, now), timeout);
+    // Past its own timeout it may still be recording through a failover: wait what is left.
+    let late = now - chrono::Duration::from_std(timeout).unwrap();
+    let left = super::run::holder_patience(late, &def, now);
+    assert!(left > Duration::ZERO && left <= timeout, "{left:?}");
+    // Past timeout and grace: it died mid-call; do not wait at all.
+    let dead = now - chrono::Duration::seconds(3600);
+    assert_eq!(super::run::holder_patience(dead, &def, now), Duration::ZERO);
 }
 
 /// A write tool that fails on its first execution.
