@@ -73,15 +73,7 @@ async fn cancel_current(
         .map(|(_, c)| format!("{}.{}", c.agent, c.session))
         .collect();
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
-    let mut state = TurnState {
-        env,
-        handoffs_written: meta.handoffs.len(),
-        meta,
-        task,
-        log: &[],
-        added: Vec::new(),
-        emitter,
-    };
+    let mut state = TurnState::new(env, meta, task, &[], emitter);
     fail(
         &mut state,
         &record,

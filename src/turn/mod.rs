@@ -38,7 +38,7 @@ use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
 use crate::protocol::subjects;
 use crate::protocol::RecallHit;
 use crate::protocol::{PlanReply, PlanRequest, RecalledMemory, ToolsCatalog, TurnEvent};
-use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
+use crate::store::sessions::{next_seq_after, SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
 use crate::tools::scenes;
@@ -137,9 +137,33 @@ struct TurnState<'a> {
     emitter: Emitter,
     /// Handoffs in the metadata as last written; another one means the next save writes it.
     handoffs_written: usize,
+    /// With a replicated log: this turn's messages stored mid-turn and not yet appended.
+    /// They go out with the turn's next full save (an answer, a pause, a failure), or before
+    /// a call that acts on the world ([`TurnState::flush_deferred`]), so a turn makes two log
+    /// round trips where it made one per step.
+    deferred: Vec<StoredMessage>,
 }
 
-impl TurnState<'_> {
+impl<'a> TurnState<'a> {
+    fn new(
+        env: &'a TurnEnv,
+        meta: &'a mut SessionMeta,
+        task: &'a mut TaskState,
+        log: &'a [StoredMessage],
+        emitter: Emitter,
+    ) -> Self {
+        Self {
+            env,
+            handoffs_written: meta.handoffs.len(),
+            meta,
+            task,
+            log,
+            added: Vec::new(),
+            emitter,
+            deferred: Vec::new(),
+        }
+    }
+
     fn record(&mut self) -> &mut TurnRecord {
         // `run_turn` checks there is a turn before building the state.
         self.task.turn.get_or_insert_with(|| {
@@ -181,22 +205,52 @@ impl TurnState<'_> {
             self.task.turn.as_ref().map(|t| t.phase),
             Some(TurnPhase::Received | TurnPhase::Planning | TurnPhase::AwaitingTools)
         );
-        if running && self.meta.handoffs.len() == self.handoffs_written {
+        let step = running && self.meta.handoffs.len() == self.handoffs_written;
+        if step && self.env.store.is_replicated() {
+            // A mid-turn step on the replicated log waits for the turn's next full save: what
+            // a crash loses here is what it loses on one disk before a flush (the turn resumes
+            // from its last stored step), while every append keeps its fence.
+            self.meta.next_seq = next_seq_after(self.meta.next_seq, messages);
+            self.deferred.push(stored.clone());
+        } else if step {
             self.env
                 .store
                 .save_step(self.meta, messages, self.task)
                 .await?;
         } else {
-            self.env.store.save(self.meta, messages, self.task).await?;
+            self.save_with(messages).await?;
             self.handoffs_written = self.meta.handoffs.len();
         }
         self.added.push(stored);
         Ok(())
     }
 
-    /// Store the task state alone, flushed.
+    /// Store the task state alone (with any deferred messages), flushed.
     async fn save_task(&mut self) -> Result<(), TurnError> {
-        self.env.store.save(self.meta, &[], self.task).await?;
+        self.save_with(&[]).await
+    }
+
+    /// Append the deferred mid-turn messages now: before a call that acts on the world, so a
+    /// process that lost the session to another owner learns it (its append is fenced) before
+    /// it acts, not after.
+    async fn flush_deferred(&mut self) -> Result<(), TurnError> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        self.save_task().await
+    }
+
+    /// A full save of the task with the deferred messages and then `messages`; the deferred
+    /// ones are dropped only once stored.
+    async fn save_with(&mut self, messages: &[StoredMessage]) -> Result<(), TurnError> {
+        if self.deferred.is_empty() {
+            self.env.store.save(self.meta, messages, self.task).await?;
+            return Ok(());
+        }
+        let mut all = self.deferred.clone();
+        all.extend_from_slice(messages);
+        self.env.store.save(self.meta, &all, self.task).await?;
+        self.deferred.clear();
         Ok(())
     }
 
@@ -242,20 +296,18 @@ pub async fn run_turn(
         return TurnOutcome::empty(TurnError::NoTurn);
     };
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
-    let handoffs_written = meta.handoffs.len();
-    let mut state = TurnState {
-        env,
-        handoffs_written,
-        meta,
-        task,
-        log: &log,
-        added: Vec::new(),
-        emitter,
-    };
+    let mut state = TurnState::new(env, meta, task, &log, emitter);
     let result = steps(&mut state, &record).await;
     let error = result.err();
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
         fail(&mut state, &record, e).await;
+    }
+    // Every way out of a turn saves in full (a turn handed back resumes from its log); this
+    // is the net under one that would not.
+    if error.is_none() {
+        if let Err(e) = state.flush_deferred().await {
+            tracing::error!(session = %state.meta.session, error = %e, "the turn's last steps were not stored; it resumes from the step before them");
+        }
     }
     // Reading the turn's messages costs a copy: only when this process records metrics.
     if crate::telemetry::metrics::enabled() {
@@ -540,6 +592,8 @@ pub fn new_stored(
 mod delegation_tests;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod replicated_tests;
 #[cfg(test)]
 mod talk_tests;
 #[cfg(test)]

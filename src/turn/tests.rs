@@ -75,8 +75,24 @@ impl Session {
         }
     }
 
+    /// A session whose store writes through the replicated `log` (as with `--bus nats://`).
+    pub(super) fn on_log(
+        ports: FakePorts,
+        log: Arc<dyn crate::store::replica::SessionLog>,
+    ) -> Self {
+        let mut s = Self::new(ports);
+        s.env.store = s.env.store.clone().with_log(log);
+        s
+    }
+
     /// Accept `text` (as the router would hand it over) and run the turn.
     pub(super) async fn say(&mut self, text: &str) -> TurnOutcome {
+        self.accept(text).await;
+        self.resume().await
+    }
+
+    /// Accept `text` and store it, without running the turn.
+    pub(super) async fn accept(&mut self, text: &str) {
         let message = Inbound {
             envelope: Envelope::request(UserMessage::text(text)),
             user: self.meta.user.clone(),
@@ -87,7 +103,6 @@ impl Session {
             .stored()
             .expect("accepted");
         self.log.push(stored);
-        self.resume().await
     }
 
     /// Run the turn in progress from where its state stands.

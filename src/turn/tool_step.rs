@@ -13,7 +13,7 @@ use crate::protocol::{ToolCallResult, TurnEvent};
 use crate::store::sessions::StoredMessage;
 use crate::store::tasks::{AwaitedJob, ChildTask, Decision, PendingConfirmation, TurnPhase};
 use crate::store::tool_result::StoredToolResult;
-use crate::tools::definition::ToolDefinition;
+use crate::tools::definition::{ToolDefinition, ToolEffect};
 
 /// Most identifiers kept in the key-facts region (oldest go first).
 const MAX_KEY_FACTS: usize = 20;
@@ -73,6 +73,9 @@ pub(super) async fn run(
         .collect();
     let open: Vec<&ToolCall> = calls.iter().filter(|c| !answered.contains(&c.id)).collect();
     let plan = classify(state, step, &open);
+    if !only_reads(tools, &plan) {
+        state.flush_deferred().await?;
+    }
     let mut ready = plan.ready;
     for call in &plan.handoffs {
         announce_call(state, call, turn_id).await;
@@ -239,6 +242,19 @@ struct Classified {
     delegate: Vec<ToolCall>,
     /// The agent hands the conversation on.
     handoffs: Vec<ToolCall>,
+}
+
+/// Whether everything `plan` does now is a call of a known `read` tool: nothing that acts on
+/// the world (a write, an unknown or worker tool, a handoff, a delegation, a confirmation).
+fn only_reads(tools: &[ToolDefinition], plan: &Classified) -> bool {
+    plan.handoffs.is_empty()
+        && plan.delegate.is_empty()
+        && plan.asked.is_empty()
+        && plan.to_run.iter().all(|(call, _)| {
+            tools
+                .iter()
+                .any(|t| t.name == call.name && t.effect == ToolEffect::Read)
+        })
 }
 
 fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> Classified {

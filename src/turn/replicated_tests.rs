@@ -1,0 +1,122 @@
+//! A turn on the replicated session log (`--bus nats://`): mid-turn steps travel with the
+//! turn's next full save, and never past a call that acts on the world.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use super::fake::FakePorts;
+use super::tests::{calls, last_is_user, says, tool, Session};
+use crate::llm::Role;
+use crate::store::replica::{LogRecord, SessionLog};
+use crate::store::tasks::TurnPhase;
+use crate::store::test_log::MemoryLog;
+use crate::tools::definition::ToolEffect;
+
+/// The session's records in the log, decoded.
+fn records(log: &MemoryLog) -> Vec<LogRecord> {
+    futures::executor::block_on(log.read_after("assistant", "s1", 0))
+        .unwrap()
+        .into_iter()
+        .map(|(_, bytes)| serde_json::from_slice(&bytes).unwrap())
+        .collect()
+}
+
+/// Calls `name` once, then answers.
+fn call_then_answer(name: &'static str) -> FakePorts {
+    FakePorts::new(move |r| {
+        if last_is_user(r) {
+            calls(name, json!({"order_id": "A-1"}))
+        } else {
+            says("done")
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_tool_loop_turn_appends_its_steps_with_the_answer_not_one_by_one() {
+    let log = Arc::new(MemoryLog::default());
+    let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
+    let mut s = Session::on_log(ports, log.clone());
+    let outcome = s.say("add one and two").await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let records = records(&log);
+    // Accepted; answered with the call and its result; extraction queued.
+    assert_eq!(
+        records.len(),
+        3,
+        "one append per commit point and the extraction note"
+    );
+    let roles: Vec<Role> = records
+        .iter()
+        .flat_map(|r| r.messages.iter().map(|m| m.message.role))
+        .collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    let seqs: Vec<u64> = records
+        .iter()
+        .flat_map(|r| r.messages.iter().map(|m| m.seq))
+        .collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+    assert_eq!(
+        records[1].task.turn.as_ref().map(|t| t.phase),
+        Some(TurnPhase::Answered)
+    );
+    // The local copy holds what the log holds.
+    s.reload();
+    assert_eq!(s.log.len(), 4);
+}
+
+#[tokio::test]
+async fn a_write_call_runs_only_once_its_step_is_in_the_replicated_log() {
+    let log = Arc::new(MemoryLog::default());
+    let mut refund = tool("refund");
+    refund.effect = ToolEffect::Write;
+    let seen_by_tool = log.clone();
+    let ports = call_then_answer("refund").tool(refund, move |_| {
+        let stored: Vec<Role> = records(&seen_by_tool)
+            .iter()
+            .flat_map(|r| r.messages.iter().map(|m| m.message.role))
+            .collect();
+        assert_eq!(
+            stored,
+            [Role::User, Role::Assistant],
+            "the call is stored first"
+        );
+        Ok(json!({"refunded": true}))
+    });
+    let mut s = Session::on_log(ports, log.clone());
+    let outcome = s.say("refund A-1").await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(s.ports.seen().calls.len(), 1);
+    assert_eq!(s.phase(), TurnPhase::Answered);
+}
+
+#[tokio::test]
+async fn an_owner_that_lost_the_session_learns_it_before_a_write_runs() {
+    let log = Arc::new(MemoryLog::default());
+    let mut refund = tool("refund");
+    refund.effect = ToolEffect::Write;
+    let ports = call_then_answer("refund").tool(refund, |_| Ok(json!({"refunded": true})));
+    let mut s = Session::on_log(ports, log.clone());
+    s.accept("refund A-1").await;
+    // Another process took the session over and appended meanwhile.
+    let last = log.last("assistant", "s1").await.unwrap();
+    log.append("assistant", "s1", Bytes::from_static(b"{}"), last)
+        .await
+        .unwrap();
+    let outcome = s.resume().await;
+    assert!(
+        outcome.error.as_ref().is_some_and(|e| e.hands_back()),
+        "{:?}",
+        outcome.error
+    );
+    assert_eq!(
+        s.ports.seen().calls.len(),
+        0,
+        "the write ran on a lost session"
+    );
+}
