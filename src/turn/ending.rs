@@ -107,18 +107,8 @@ pub(super) async fn finish(
         state.save_task().await?;
     }
     state.env.store.commit().await?;
-    let answer = TurnEvent::Answer {
-        turn_id: record.turn_id.clone(),
-        text: text.to_string(),
-    };
-    state.emitter.emit(answer.clone()).await;
     let current = state.record().clone();
-    if let Some(to) = &current.answer_to {
-        answer_elsewhere(state.env, &state.emitter, to, answer).await;
-    }
-    if let Some(parent) = &current.parent {
-        delegation::report(state.env, state.meta, parent, &current, Some(text)).await;
-    }
+    deliver(state.env, state.meta, &state.emitter, &current, text).await;
     let current = state.current();
     let queued = match current.first() {
         Some(user_message) => {
@@ -130,9 +120,32 @@ pub(super) async fn finish(
     state.save_task().await
 }
 
-/// Finish an answered turn a crash cut off after its answer was stored: send the answer again
-/// (the crash may have come before it left the process; the event keeps its id, see
-/// [`crate::bus::events::answer_event_id`]) and queue the transcript for extraction.
+/// Send a stored answer everywhere it goes: the session's events, the subject its message
+/// asked for, and the parent turn that delegated it.
+async fn deliver(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    emitter: &Emitter,
+    record: &TurnRecord,
+    text: &str,
+) {
+    let answer = TurnEvent::Answer {
+        turn_id: record.turn_id.clone(),
+        text: text.to_string(),
+    };
+    emitter.emit(answer.clone()).await;
+    if let Some(to) = &record.answer_to {
+        answer_elsewhere(env, emitter, to, answer).await;
+    }
+    if let Some(parent) = &record.parent {
+        delegation::report(env, meta, parent, record, Some(text)).await;
+    }
+}
+
+/// Finish an answered turn a crash cut off after its answer was stored: deliver the answer
+/// again — the crash may have come before it left the process (the event keeps its id, see
+/// [`crate::bus::events::answer_event_id`]; a parent ignores a second report of a child it
+/// has heard from) — and queue the transcript for extraction.
 pub async fn queue_extraction(
     env: &TurnEnv,
     meta: &mut SessionMeta,
@@ -148,12 +161,8 @@ pub async fn queue_extraction(
         .filter(|m| m.turn_id == record.turn_id)
         .collect();
     if let Some(answer) = own.last().filter(|_| own.len() > 1) {
-        Emitter::new(env.ports.clone(), meta, &record.trace_id)
-            .emit(TurnEvent::Answer {
-                turn_id: record.turn_id.clone(),
-                text: answer.message.content.clone(),
-            })
-            .await;
+        let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+        deliver(env, meta, &emitter, &record, &answer.message.content).await;
     }
     let queued = match (own.first(), own.last().filter(|_| own.len() > 1)) {
         (Some(user_message), Some(answer)) => {

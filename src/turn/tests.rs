@@ -413,6 +413,44 @@ async fn a_turn_resumes_from_each_persisted_state_without_repeating_a_stored_cal
     assert!(s.task.pending_extraction().is_none());
 }
 
+// A crash between storing an answer and sending it: at start-up the answer goes everywhere
+// `finish` would have sent it, not only to the session's own events.
+#[tokio::test]
+async fn an_answer_a_crash_cut_off_reaches_the_reply_subject_and_the_parent_turn() {
+    let mut s = Session::new(FakePorts::new(|_| says("42")));
+    s.say("what is six times seven").await;
+    let turn = s.task.turn.as_mut().unwrap();
+    turn.answer_to = Some("ops.replies".into());
+    turn.parent = Some(crate::store::tasks::ParentLink {
+        agent: "lead".into(),
+        session: "p1".into(),
+        turn_id: "turn-p".into(),
+        call_id: "call-p".into(),
+        job_id: "job-p".into(),
+        chain: vec!["lead".into()],
+        token_budget: None,
+        deadline: Utc::now(),
+    });
+    turn.extraction_queued = false;
+    let (replies, reports) = {
+        let seen = s.ports.seen();
+        (seen.replies.len(), seen.job_events.len())
+    };
+    super::queue_extraction(&s.env, &mut s.meta, &mut s.task, &s.log)
+        .await
+        .unwrap();
+    let seen = s.ports.seen();
+    let to_subject: Vec<&str> = seen.replies[replies..]
+        .iter()
+        .map(|(to, _)| to.as_str())
+        .collect();
+    assert_eq!(to_subject, ["ops.replies"]);
+    let report = &seen.job_events[reports..];
+    assert_eq!(report.len(), 1, "the parent turn is told");
+    assert_eq!(report[0].job_id, "job-p");
+    assert_eq!(report[0].status, crate::protocol::JobStatus::Done);
+}
+
 #[tokio::test]
 async fn planning_interrupted_mid_step_plans_again() {
     let ports = FakePorts::new(|_| says("hello back"));
