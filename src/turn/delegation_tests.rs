@@ -6,6 +6,7 @@ use serde_json::json;
 use super::fake::FakePorts;
 use super::inbound::{self, Inbound};
 use super::tests::{calls, last_is_user, says, Session};
+use super::TurnError;
 use crate::config::Config;
 use crate::llm::ToolCall;
 use crate::protocol::envelope::Envelope;
@@ -408,6 +409,42 @@ async fn cancelling_a_waiting_turn_fails_it_and_cancels_its_children() {
     ));
     s.reload();
     assert_eq!(s.phase(), TurnPhase::Failed, "the cancellation is stored");
+}
+
+// The router raises the cancel flag when the cancel arrives; a child's answer can wake the
+// turn first, which then sees the flag and fails. The cancel, handled next, still reports the
+// turn it stopped and its children.
+#[tokio::test]
+async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
+    let mut s = session_of("triage", fan_out());
+    s.say("order A1 is delayed").await;
+    let turn_id = s.task.turn.as_ref().unwrap().turn_id.clone();
+    let job_id = s.task.turn.as_ref().unwrap().jobs[0].job_id.clone();
+    let event = child_answer(&s, &job_id, "the parcel is in Lyon", 10);
+    deliver(&mut s, &event);
+    s.env
+        .cancel
+        .store(true, std::sync::atomic::Ordering::Release);
+    let outcome = s.resume().await;
+    assert!(
+        matches!(outcome.error, Some(TurnError::Cancelled(_))),
+        "{:?}",
+        outcome.error.map(|e| e.to_string())
+    );
+    assert_eq!(s.phase(), TurnPhase::Failed);
+    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "changed my mind").await;
+    assert_eq!(accepted.turn_id.as_deref(), Some(turn_id.as_str()));
+    assert_eq!(
+        accepted.children.len(),
+        1,
+        "the child still working: {accepted:?}"
+    );
+    // Without the flag, a session with nothing unfinished stopped nothing.
+    s.env
+        .cancel
+        .store(false, std::sync::atomic::Ordering::Release);
+    let again = super::cancel(&s.env, &mut s.meta, &mut s.task, "again").await;
+    assert_eq!(again.turn_id, None);
 }
 
 #[tokio::test]

@@ -63,15 +63,9 @@ async fn cancel_current(
     reason: &str,
 ) -> CancelAccepted {
     let Some(record) = task.unfinished_turn().cloned() else {
-        return CancelAccepted {
-            turn_id: None,
-            children: Vec::new(),
-        };
+        return stopped_by_the_flag(env, task);
     };
-    let children = record
-        .unfinished_children()
-        .map(|(_, c)| format!("{}.{}", c.agent, c.session))
-        .collect();
+    let children = child_sessions(&record);
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
     let mut state = TurnState::new(env, meta, task, &[], emitter);
     fail(
@@ -89,6 +83,32 @@ async fn cancel_current(
         turn_id: Some(record.turn_id),
         children,
     }
+}
+
+/// The turn this cancel stopped before it was handled: the router raised the session's cancel
+/// flag when the cancel arrived, and the turn (woken meanwhile, e.g. by a child's answer) saw
+/// it and failed as cancelled, telling its children. Nothing unfinished is left, but the
+/// request did stop that turn and says so.
+fn stopped_by_the_flag(env: &TurnEnv, task: &TaskState) -> CancelAccepted {
+    let stopped = task.turn.as_ref().filter(|t| {
+        env.cancelled()
+            && t.phase == TurnPhase::Failed
+            && t.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(TurnError::CANCELLED_PREFIX))
+    });
+    CancelAccepted {
+        turn_id: stopped.map(|t| t.turn_id.clone()),
+        children: stopped.map(child_sessions).unwrap_or_default(),
+    }
+}
+
+/// `agent.session` of each child a turn still waited for.
+fn child_sessions(record: &TurnRecord) -> Vec<String> {
+    record
+        .unfinished_children()
+        .map(|(_, c)| format!("{}.{}", c.agent, c.session))
+        .collect()
 }
 
 /// Store the turn as answered and commit, publish the answer, then queue the transcript for
