@@ -142,8 +142,8 @@ struct TurnState<'a> {
     handoffs_written: usize,
     /// With a replicated log: this turn's messages stored mid-turn and not yet appended.
     /// They go out with the turn's next full save (an answer, a pause, a failure), or before
-    /// a call that acts on the world ([`TurnState::flush_deferred`]), so a turn makes two log
-    /// round trips where it made one per step.
+    /// a call that may act on the world ([`TurnState::flush_deferred`]): one log round trip
+    /// per commit point instead of one per step.
     deferred: Vec<StoredMessage>,
 }
 

@@ -1,6 +1,8 @@
 //! One planning step's tool calls: which run now, which wait for the user's confirmation or
-//! an async job, and storing the results that are there — each flushed before the turn moves
-//! on, so a call whose result is stored never runs again.
+//! an async job, and storing the results that are there, so a call whose result is stored
+//! never runs again. (On the replicated log the step of `read` calls is appended with the
+//! turn's next commit point — see `TurnState::deferred` — and a crash before it may run those
+//! reads again.)
 
 use std::collections::HashSet;
 
@@ -244,8 +246,9 @@ struct Classified {
     handoffs: Vec<ToolCall>,
 }
 
-/// Whether everything `plan` does now is a call of a known `read` tool: nothing that acts on
-/// the world (a write, an unknown or worker tool, a handoff, a delegation, a confirmation).
+/// Whether everything `plan` does now is a call of a tool declared `read`: nothing that may
+/// act on the world (a call of any other or an unknown tool, a handoff, a delegation, a
+/// confirmation).
 fn only_reads(tools: &[ToolDefinition], plan: &Classified) -> bool {
     plan.handoffs.is_empty()
         && plan.delegate.is_empty()
