@@ -399,7 +399,14 @@ async fn an_agent_cannot_call_an_agent_it_does_not_delegate_to() {
 async fn cancelling_a_waiting_turn_fails_it_and_cancels_its_children() {
     let mut s = session_of("triage", fan_out());
     s.say("order A1 is delayed").await;
-    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "changed my mind").await;
+    let accepted = super::cancel(
+        &s.env,
+        &mut s.meta,
+        &mut s.task,
+        "changed my mind",
+        Utc::now(),
+    )
+    .await;
     assert!(accepted.turn_id.is_some());
     assert_eq!(accepted.children.len(), 2);
     assert_eq!(s.phase(), TurnPhase::Failed);
@@ -422,6 +429,7 @@ async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
     let job_id = s.task.turn.as_ref().unwrap().jobs[0].job_id.clone();
     let event = child_answer(&s, &job_id, "the parcel is in Lyon", 10);
     deliver(&mut s, &event);
+    let sent_at = Utc::now();
     s.env
         .cancel
         .store(true, std::sync::atomic::Ordering::Release);
@@ -432,7 +440,7 @@ async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
         outcome.error.map(|e| e.to_string())
     );
     assert_eq!(s.phase(), TurnPhase::Failed);
-    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "changed my mind").await;
+    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "stop", sent_at).await;
     assert_eq!(accepted.turn_id.as_deref(), Some(turn_id.as_str()));
     assert_eq!(
         accepted.children.len(),
@@ -443,8 +451,14 @@ async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
     s.env
         .cancel
         .store(false, std::sync::atomic::Ordering::Release);
-    let again = super::cancel(&s.env, &mut s.meta, &mut s.task, "again").await;
+    let again = super::cancel(&s.env, &mut s.meta, &mut s.task, "again", Utc::now()).await;
     assert_eq!(again.turn_id, None);
+    // A later cancel, flag and all, does not claim the turn an earlier one stopped.
+    s.env
+        .cancel
+        .store(true, std::sync::atomic::Ordering::Release);
+    let later = super::cancel(&s.env, &mut s.meta, &mut s.task, "later", Utc::now()).await;
+    assert_eq!(later.turn_id, None);
 }
 
 #[tokio::test]

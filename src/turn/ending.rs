@@ -3,6 +3,8 @@
 //! ([`fail`]: stored, announced, its delegated agents stopped and its parent told), or
 //! cancelled by the user ([`cancel`], with every turn of the session that still waits).
 
+use chrono::{DateTime, Utc};
+
 use super::{delegation, turn_start, Emitter, TurnEnv, TurnError, TurnState};
 use crate::llm::ChatMessage;
 use crate::protocol::{CancelAccepted, ExtractJob, TurnEvent};
@@ -35,17 +37,22 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     }
 }
 
-/// Stop the session's unfinished turn at the user's request (`user.cancel`), with the agents
-/// it delegated to; the turn that was stopped and the child sessions told.
+/// Stop the session's unfinished turn at the user's request (`user.cancel`, sent at
+/// `sent_at`), with the agents it delegated to; the turn that was stopped and the child
+/// sessions told.
 pub async fn cancel(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
     reason: &str,
+    sent_at: DateTime<Utc>,
 ) -> CancelAccepted {
     // Turns parked while a newer one talked are stopped as well.
     let parked: Vec<String> = task.parked.iter().map(|t| t.turn_id.clone()).collect();
     let mut stopped = cancel_current(env, meta, task, reason).await;
+    if stopped.turn_id.is_none() {
+        stopped = stopped_by_the_flag(env, task, sent_at);
+    }
     for turn_id in parked {
         if task.unpark(&turn_id) {
             let more = cancel_current(env, meta, task, reason).await;
@@ -63,7 +70,10 @@ async fn cancel_current(
     reason: &str,
 ) -> CancelAccepted {
     let Some(record) = task.unfinished_turn().cloned() else {
-        return stopped_by_the_flag(env, task);
+        return CancelAccepted {
+            turn_id: None,
+            children: Vec::new(),
+        };
     };
     let children = child_sessions(&record);
     let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
@@ -88,10 +98,12 @@ async fn cancel_current(
 /// The turn this cancel stopped before it was handled: the router raised the session's cancel
 /// flag when the cancel arrived, and the turn (woken meanwhile, e.g. by a child's answer) saw
 /// it and failed as cancelled, telling its children. Nothing unfinished is left, but the
-/// request did stop that turn and says so.
-fn stopped_by_the_flag(env: &TurnEnv, task: &TaskState) -> CancelAccepted {
+/// request did stop that turn and says so. A turn that failed before the cancel was sent is
+/// not this request's (a sender's clock far ahead only makes this report nothing).
+fn stopped_by_the_flag(env: &TurnEnv, task: &TaskState, sent_at: DateTime<Utc>) -> CancelAccepted {
     let stopped = task.turn.as_ref().filter(|t| {
         env.cancelled()
+            && t.updated_at >= sent_at
             && t.phase == TurnPhase::Failed
             && t.error
                 .as_deref()
