@@ -18,6 +18,7 @@ mod handoff;
 pub mod inbound;
 mod observe;
 pub mod ports;
+mod state;
 mod tool_calls;
 mod tool_step;
 mod waiting;
@@ -30,15 +31,16 @@ use chrono::{DateTime, Utc};
 pub use emit::Emitter;
 pub use ending::{cancel, queue_extraction};
 use ending::{fail, finish};
+use state::{turn_start, TurnState};
 pub use waiting::{finished_by, job_result};
 
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
-use crate::llm::{ChatMessage, Role, ToolSpec, Usage};
+use crate::llm::{ChatMessage, Role, ToolSpec};
 use crate::protocol::subjects;
 use crate::protocol::RecallHit;
 use crate::protocol::{PlanReply, PlanRequest, RecalledMemory, ToolsCatalog, TurnEvent};
-use crate::store::sessions::{next_seq_after, SessionMeta, SessionStore, StoredMessage};
+use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
 use crate::tools::scenes;
@@ -126,166 +128,6 @@ impl TurnOutcome {
             error: Some(error),
         }
     }
-}
-
-/// Mutable state of a running turn: the session's view, persisted at every step.
-struct TurnState<'a> {
-    env: &'a TurnEnv,
-    meta: &'a mut SessionMeta,
-    task: &'a mut TaskState,
-    /// The whole log before this turn's later messages; the turn's own messages follow in
-    /// `added`.
-    log: &'a [StoredMessage],
-    added: Vec<StoredMessage>,
-    emitter: Emitter,
-    /// Handoffs in the metadata as last written; another one means the next save writes it.
-    handoffs_written: usize,
-    /// With a replicated log: this turn's messages stored mid-turn and not yet appended.
-    /// They go out with the turn's next full save (an answer, a pause, a failure), or before
-    /// a call that may act on the world ([`TurnState::flush_deferred`]): one log round trip
-    /// per commit point instead of one per step.
-    deferred: Vec<StoredMessage>,
-}
-
-impl<'a> TurnState<'a> {
-    fn new(
-        env: &'a TurnEnv,
-        meta: &'a mut SessionMeta,
-        task: &'a mut TaskState,
-        log: &'a [StoredMessage],
-        emitter: Emitter,
-    ) -> Self {
-        Self {
-            env,
-            handoffs_written: meta.handoffs.len(),
-            meta,
-            task,
-            log,
-            added: Vec::new(),
-            emitter,
-            deferred: Vec::new(),
-        }
-    }
-
-    fn record(&mut self) -> &mut TurnRecord {
-        // `run_turn` checks there is a turn before building the state.
-        self.task.turn.get_or_insert_with(|| {
-            TurnRecord::received(String::new(), String::new(), String::new())
-        })
-    }
-
-    fn set_phase(&mut self, phase: TurnPhase) {
-        let r = self.record();
-        r.phase = phase;
-        r.updated_at = Utc::now();
-    }
-
-    /// The turn has its answer; queueing its extraction is still ahead (`ending::finish`).
-    fn set_answered(&mut self) {
-        self.set_phase(TurnPhase::Answered);
-        self.record().extraction_queued = false;
-    }
-
-    /// Store a message of this turn together with the current phase, flushed.
-    async fn persist(
-        &mut self,
-        message: ChatMessage,
-        usage: Option<Usage>,
-    ) -> Result<(), TurnError> {
-        let turn_id = self.record().turn_id.clone();
-        let mut stored = new_stored(
-            &self.env.tokens,
-            self.meta.next_seq,
-            &turn_id,
-            message,
-            Utc::now(),
-        );
-        stored.usage = usage;
-        let messages = std::slice::from_ref(&stored);
-        // Mid-turn the session's metadata record may lag; a turn that pauses or ends, or a
-        // handoff, writes it.
-        let running = matches!(
-            self.task.turn.as_ref().map(|t| t.phase),
-            Some(TurnPhase::Received | TurnPhase::Planning | TurnPhase::AwaitingTools)
-        );
-        let step = running && self.meta.handoffs.len() == self.handoffs_written;
-        if step && self.env.store.is_replicated() {
-            // A mid-turn step on the replicated log waits for the turn's next full save: what
-            // a crash loses here is what it loses on one disk before a flush (the turn resumes
-            // from its last stored step), while every append keeps its fence.
-            self.meta.next_seq = next_seq_after(self.meta.next_seq, messages);
-            self.deferred.push(stored.clone());
-        } else if step {
-            self.env
-                .store
-                .save_step(self.meta, messages, self.task)
-                .await?;
-        } else {
-            self.save_with(messages).await?;
-            self.handoffs_written = self.meta.handoffs.len();
-        }
-        self.added.push(stored);
-        Ok(())
-    }
-
-    /// Store the task state alone (with any deferred messages), flushed.
-    async fn save_task(&mut self) -> Result<(), TurnError> {
-        self.save_with(&[]).await
-    }
-
-    /// Append the deferred mid-turn messages now: before a call that acts on the world, so a
-    /// process that lost the session to another owner learns it (its append is fenced) before
-    /// it acts, not after.
-    async fn flush_deferred(&mut self) -> Result<(), TurnError> {
-        if self.deferred.is_empty() {
-            return Ok(());
-        }
-        self.save_task().await
-    }
-
-    /// A full save of the task with the deferred messages and then `messages`; the deferred
-    /// ones are dropped only once stored.
-    async fn save_with(&mut self, messages: &[StoredMessage]) -> Result<(), TurnError> {
-        if self.deferred.is_empty() {
-            self.env.store.save(self.meta, messages, self.task).await?;
-            return Ok(());
-        }
-        let mut all = self.deferred.clone();
-        all.extend_from_slice(messages);
-        self.env.store.save(self.meta, &all, self.task).await?;
-        self.deferred.clear();
-        Ok(())
-    }
-
-    /// This turn's messages so far (those already in the log, then those added now). Another
-    /// turn's messages may sit between them (it talked while this one waited): they are left
-    /// out.
-    fn current(&self) -> Vec<StoredMessage> {
-        let Some(record) = self.task.turn.as_ref() else {
-            return self.added.clone();
-        };
-        let start = turn_start(self.log, record);
-        let mut current: Vec<StoredMessage> = self.log[start..]
-            .iter()
-            .filter(|m| m.turn_id == record.turn_id)
-            .cloned()
-            .collect();
-        current.extend(self.added.iter().cloned());
-        current
-    }
-}
-
-/// Index of the first message of `record`'s turn (its user message) in `log`; `log.len()`
-/// when it is not there.
-fn turn_start(log: &[StoredMessage], record: &TurnRecord) -> usize {
-    if let Some(at) = log.iter().rposition(|m| m.id == record.message_id) {
-        return at;
-    }
-    let mut start = log.len();
-    while start > 0 && log[start - 1].turn_id == record.turn_id {
-        start -= 1;
-    }
-    start
 }
 
 /// Run (or resume) the session's turn in progress to its answer or error.
