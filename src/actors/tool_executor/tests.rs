@@ -23,12 +23,13 @@ use crate::tools::registry::ToolRegistry;
 use crate::tools::stores::ToolStores;
 use crate::tools::{Tool, ToolError, ToolErrorCode};
 
-/// A tool that counts its executions.
+/// A tool that counts its executions (each taking `delay`).
 struct Counting {
     calls: Arc<AtomicUsize>,
     effect: ToolEffect,
     risk: ToolRisk,
     mode: ToolMode,
+    delay: Duration,
 }
 
 #[async_trait]
@@ -48,6 +49,7 @@ impl Tool for Counting {
         d
     }
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        tokio::time::sleep(self.delay).await;
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(json!({"refunded": arguments["order_id"], "execution": n}))
     }
@@ -59,6 +61,7 @@ fn counting(calls: &Arc<AtomicUsize>, effect: ToolEffect, risk: ToolRisk) -> Arc
         effect,
         risk,
         mode: ToolMode::Sync,
+        delay: Duration::ZERO,
     })
 }
 
@@ -374,6 +377,7 @@ async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
         effect: ToolEffect::Write,
         risk: ToolRisk::Low,
         mode: ToolMode::Async,
+        delay: Duration::ZERO,
     });
     let c = core(&db, bus.clone(), vec![Arc::new(GenerateReport), writer]);
     let mut read_job = unfinished("generate_report");
@@ -441,26 +445,6 @@ async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     );
 }
 
-/// A write tool that takes a while, counting its executions.
-struct SlowWrite {
-    calls: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Tool for SlowWrite {
-    fn spec(&self) -> ToolSpec {
-        counting(&self.calls, ToolEffect::Write, ToolRisk::Low).spec()
-    }
-    fn definition(&self) -> ToolDefinition {
-        counting(&self.calls, ToolEffect::Write, ToolRisk::Low).definition()
-    }
-    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(json!({"refunded": arguments["order_id"], "execution": n}))
-    }
-}
-
 // On NATS a call whose reply was lost is sent again, and the copy can arrive while the first
 // execution is still running: it must get that execution's result, not "outcome unknown".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -469,8 +453,12 @@ async fn a_write_sent_again_while_it_runs_gets_the_first_executions_result() {
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core_in(
         dir.path(),
-        vec![Arc::new(SlowWrite {
+        vec![Arc::new(Counting {
             calls: calls.clone(),
+            effect: ToolEffect::Write,
+            risk: ToolRisk::Low,
+            mode: ToolMode::Sync,
+            delay: Duration::from_millis(300),
         })],
     )
     .await;
@@ -519,6 +507,7 @@ impl Tool for FailsOnce {
             effect: ToolEffect::Write,
             risk: ToolRisk::Low,
             mode: ToolMode::Sync,
+            delay: Duration::ZERO,
         }
         .spec()
     }
