@@ -192,13 +192,13 @@ pub async fn queue_extraction(
         .iter()
         .filter(|m| m.turn_id == record.turn_id)
         .collect();
-    if let Some(answer) = own.last().filter(|_| own.len() > 1) {
-        let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
-        deliver(env, meta, &emitter, &record, &answer.message.content).await;
-    }
+    // The turn's last message is its answer when there is more than the user's message.
     let queued = match (own.first(), own.last().filter(|_| own.len() > 1)) {
         (Some(user_message), Some(answer)) => {
-            enqueue_extraction(env, meta, &record, user_message, &answer.message.content).await
+            let text = &answer.message.content;
+            let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+            deliver(env, meta, &emitter, &record, text).await;
+            enqueue_extraction(env, meta, &record, user_message, text).await
         }
         _ => true,
     };
