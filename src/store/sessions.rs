@@ -411,17 +411,18 @@ impl SessionStore {
 
     /// Make everything written so far durable as `engine.durability` says (on disk before
     /// this returns in `sync` mode).
+    ///
+    /// With a replicated log this waits for nothing: every save was appended to the log, and
+    /// acknowledged by the server, before it reached the local trees, so the log already holds
+    /// what the guarantee covers. The trees are a cache that [`Self::load_synced`] brings up to
+    /// date from the log, whatever a crash cut off from them; they are flushed in the
+    /// background (by the batch flusher, or sled's own flush every 500 ms), not twice a turn.
     pub async fn commit(&self) -> Result<(), StoreError> {
-        // With a replicated log, what a new owner needs is in the log already (appends wait
-        // for the server's acknowledgement); the local flush keeps the cache's own guarantees,
-        // and a cache that cannot be flushed only costs this process its cache.
-        match self.db.commit().await {
-            Err(e) if self.log.is_some() => {
-                cache_failed("(flush)", &StoreError::from(e));
-                Ok(())
-            }
-            other => Ok(other?),
+        if self.log.is_some() {
+            self.db.commit_lazy();
+            return Ok(());
         }
+        Ok(self.db.commit().await?)
     }
 
     /// All sessions, optionally only one user's.
@@ -529,5 +530,30 @@ mod tests {
         assert_eq!(got[1].message.content, "two");
         assert_eq!(store.meta("a", "s").unwrap().unwrap().next_seq, 2);
         assert!(store.messages("a", "s2").unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_commit_with_a_replicated_log_waits_for_no_local_flush_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log: Arc<dyn SessionLog> = Arc::new(crate::store::test_log::MemoryLog::default());
+        let db = Durable::from(crate::store::open(dir.path()).unwrap());
+        let store = SessionStore::open(&db).unwrap().with_log(log.clone());
+        let mut meta = SessionMeta::new("a", "s", "u");
+        let messages = [msg(0, "one"), msg(1, "two")];
+        store
+            .save(&mut meta, &messages, &TaskState::default())
+            .await
+            .unwrap();
+        store.commit().await.unwrap();
+        assert_eq!(db.flushes(), 0, "a sync commit flushed the local cache");
+
+        // A process whose cache lost everything since its last flush gets it back from the log.
+        let fresh = tempfile::tempdir().unwrap();
+        let empty = Durable::from(crate::store::open(fresh.path()).unwrap());
+        let restarted = SessionStore::open(&empty).unwrap().with_log(log);
+        let (loaded, got, _) = restarted.load_synced("a", "s").await.unwrap();
+        assert_eq!(loaded.unwrap().next_seq, 2);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].message.content, "two");
     }
 }
