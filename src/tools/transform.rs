@@ -58,14 +58,7 @@ pub struct Identifier {
 
 /// Transform a result for the context; `detail_budget` is in characters.
 pub fn transform(result: &ToolCallResult, detail_budget: usize) -> TransformedResult {
-    let (status, body) = match result.status {
-        ToolStatus::Ok if result.auto_corrected => (
-            "ok",
-            json!({"output": result.output, "auto_corrected": true, "corrections": result.corrections}),
-        ),
-        ToolStatus::Ok => ("ok", result.output.clone()),
-        ToolStatus::Error => ("error", json!({"error": result.error})),
-    };
+    let (status, body) = detail_body(result);
     TransformedResult {
         tool_use_id: result.call_id.clone(),
         tool_name: result.name.clone(),
@@ -74,6 +67,28 @@ pub fn transform(result: &ToolCallResult, detail_budget: usize) -> TransformedRe
         detail: trim_chars(&body.to_string(), detail_budget),
         raw_reference: result.raw_reference.clone(),
     }
+}
+
+/// The result's status and the JSON its `detail` shows.
+fn detail_body(result: &ToolCallResult) -> (&'static str, Value) {
+    match result.status {
+        ToolStatus::Ok if result.auto_corrected => (
+            "ok",
+            json!({"output": result.output, "auto_corrected": true, "corrections": result.corrections}),
+        ),
+        ToolStatus::Ok => ("ok", result.output.clone()),
+        ToolStatus::Error => ("error", json!({"error": result.error})),
+    }
+}
+
+/// Whether the context shows all of `result`: its `detail` at [`DEFAULT_DETAIL_CHARS`] is not
+/// cut. A copy of such an output behind a `raw_reference` would add nothing, so the executor
+/// keeps raw outputs only for results this is false for.
+pub fn shown_in_full(result: &ToolCallResult) -> bool {
+    let (_, body) = detail_body(result);
+    let text = body.to_string();
+    // Bytes bound characters from above: most outputs are decided without counting.
+    text.len() <= DEFAULT_DETAIL_CHARS || text.chars().count() <= DEFAULT_DETAIL_CHARS
 }
 
 fn summarize(result: &ToolCallResult) -> String {

@@ -286,18 +286,21 @@ async fn run_sync(
     match tokio::time::timeout(timeout, tool.call(arguments)).await {
         Ok(Ok(output)) => {
             out.status = ToolStatus::Ok;
-            if request.name != crate::tools::builtin::RAW_GET {
+            out.output = output;
+            // Only an output the context cannot show in full is kept for `tool_raw_get`.
+            if request.name != crate::tools::builtin::RAW_GET
+                && !crate::tools::transform::shown_in_full(out)
+            {
                 match core
                     .stores
                     .raw
-                    .store(&request.name, &request.call_id, &output)
+                    .store(&request.name, &request.call_id, &out.output)
                     .await
                 {
                     Ok(reference) => out.raw_reference = Some(reference),
                     Err(e) => tracing::warn!(error = %e, "raw output not stored"),
                 }
             }
-            out.output = output;
         }
         Ok(Err(e)) => out.error = Some(e),
         Err(_) => out.error = Some(timeout_error(&request.name, timeout, def.effect)),

@@ -170,9 +170,46 @@ async fn read_tools_run_every_time() {
             Caller::default(),
         )
         .await;
-        assert!(r.raw_reference.is_some());
+        assert_eq!(r.status, ToolStatus::Ok);
     }
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_output_too_long_for_the_context_is_kept_for_tool_raw_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = core_in(
+        dir.path(),
+        vec![counting(&calls, ToolEffect::Read, ToolRisk::Low)],
+    )
+    .await;
+    let short = execute(
+        &c,
+        request("a", "refund", json!({"order_id": "JD-20251111-0042"})),
+        Caller::default(),
+    )
+    .await;
+    assert_eq!(short.status, ToolStatus::Ok);
+    assert_eq!(short.raw_reference, None, "the context shows it all");
+
+    let long_id = "x".repeat(crate::tools::transform::DEFAULT_DETAIL_CHARS);
+    let long = execute(
+        &c,
+        request("b", "refund", json!({"order_id": long_id})),
+        Caller::default(),
+    )
+    .await;
+    let reference = long.raw_reference.clone().expect("a long output is kept");
+    let kept = c.stores.raw.find(&reference).await.unwrap().unwrap();
+    assert_eq!(kept.output, long.output);
+    let shown =
+        crate::tools::transform::transform(&long, crate::tools::transform::DEFAULT_DETAIL_CHARS);
+    assert!(
+        shown.detail.contains("see raw_reference"),
+        "{}",
+        shown.detail
+    );
 }
 
 /// A tool slower than its one-second timeout.
