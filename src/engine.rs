@@ -405,9 +405,6 @@ impl Engine {
         let arbiters = (0..count)
             .map(|_| self.arbiter())
             .collect::<Result<Vec<_>, _>>()?;
-        for arbiter in &arbiters {
-            attach_bus(arbiter, deps.bus.clone()).await;
-        }
         let router = SessionRouter::new(env, deps.bus.clone(), arbiters);
         // The services, the eviction timer and the resume scan live on the I/O runtime.
         let bus = deps.bus.clone();
@@ -486,21 +483,4 @@ fn host_name() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
-}
-
-/// Have the bus prepare `arbiter`'s thread to send without a hop to the I/O runtime (a NATS
-/// connection of its own). Without it the thread sends through the I/O runtime's connection,
-/// which works as well, only slower; so a failure is a warning.
-async fn attach_bus(arbiter: &ArbiterHandle, bus: SharedBus) {
-    let (done, attached) = tokio::sync::oneshot::channel();
-    arbiter.spawn(async move {
-        let _ = done.send(bus.attach_actor_thread().await);
-    });
-    match attached.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "a session thread sends through the I/O runtime's connection")
-        }
-        Err(_) => tracing::warn!("a session thread stopped before its bus connection was ready"),
-    }
 }

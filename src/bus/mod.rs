@@ -333,13 +333,6 @@ pub trait Bus: Send + Sync + 'static {
     /// Wait until everything published so far has left this process.
     async fn flush(&self) -> Result<(), BusError>;
 
-    /// Prepare the calling actor thread to send without a hop to another runtime (NATS: a
-    /// connection of its own on this thread). Call once on each session arbiter; a bus with
-    /// nothing to prepare does nothing.
-    async fn attach_actor_thread(&self) -> Result<(), BusError> {
-        Ok(())
-    }
-
     /// Session partitions with failover and the replicated session log, when this bus has a
     /// cluster behind it (NATS with JetStream). `None` on the embedded bus: one process owns
     /// every session and sled alone holds them.

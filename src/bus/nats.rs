@@ -10,15 +10,9 @@
 //! pull task on the connect-time runtime itself. Subscription and consumer streams can be
 //! polled from anywhere.
 //!
-//! The one exception: a session arbiter opens a connection of its own
-//! ([`Bus::attach_actor_thread`], see [`affinity`]), and what a session sends from that thread
-//! (publishes, requests, durable and log appends) goes over it, without a hop to the I/O
-//! runtime and back.
-//!
 //! The client reconnects by itself after the server goes away (not on the *initial* connect,
 //! which fails within [`CONNECT_TIMEOUT`] with [`BusError::Connect`]).
 
-mod affinity;
 mod audit;
 mod auth;
 mod balance;
@@ -55,62 +49,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a refused connection is retried at start, for a nats-server that is starting.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
-/// Open a connection to `url` (seeds separated by commas) with `credentials`, reporting what
-/// the server refuses it to `violations`; a server that is still starting is waited for up to
-/// [`STARTUP_WAIT`].
-async fn open_client(
-    url: &str,
-    credentials: &NatsAuth,
-    violations: &Arc<permissions::Violations>,
-) -> Result<async_nats::Client, BusError> {
-    let connect_error = |reason: String| BusError::Connect {
-        url: url.to_string(),
-        reason,
-    };
-    // `nats://a:4222,nats://b:4222` names the seeds of one cluster: the client fails
-    // over between them (and learns the rest of the cluster from the servers).
-    let servers: Vec<&str> = url
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    // A server that is still starting (same script, docker-compose) is waited for.
-    let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
-    loop {
-        let watched = violations.clone();
-        let options = async_nats::ConnectOptions::new()
-            .name("hermes")
-            .connection_timeout(CONNECT_TIMEOUT)
-            .event_callback(move |event| {
-                watched.observe(&event);
-                async {}
-            });
-        let options = auth::apply(options, credentials)
-            .await
-            .map_err(connect_error)?;
-        let attempt = options.connect(servers.as_slice()).await;
-        match attempt {
-            Ok(client) => return Ok(client),
-            Err(err)
-                if err.kind() == ConnectErrorKind::Io
-                    && !auth::is_tls_failure(&err, credentials)
-                    && tokio::time::Instant::now() < deadline =>
-            {
-                tracing::info!(url, error = %err, "nats-server not reachable yet; retrying");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(err) => {
-                return Err(connect_error(match err.kind() {
-                    ConnectErrorKind::TimedOut => {
-                        format!("no answer within {CONNECT_TIMEOUT:?}")
-                    }
-                    _ => auth::explain(&err, credentials),
-                }))
-            }
-        }
-    }
-}
-
 /// Stops a background task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -122,11 +60,7 @@ impl Drop for AbortOnDrop {
 
 /// A bus on a NATS server (with JetStream enabled for durable queues).
 pub struct NatsBus {
-    /// This bus among the others of the process ([`affinity`]).
-    id: u64,
     url: String,
-    /// How to open another connection like `client` (for [`Bus::attach_actor_thread`]).
-    credentials: NatsAuth,
     client: async_nats::Client,
     jetstream: async_nats::jetstream::Context,
     /// The runtime `connect` ran on; background tasks started later go there too.
@@ -151,14 +85,13 @@ impl NatsBus {
             self.set_stream_known(queue, true);
         }
         let headers = trace::headers();
-        let sender = self.jetstream_sender();
-        match jetstream::publish(&sender, queue, payload.clone(), headers.clone()).await {
+        match jetstream::publish(&self.jetstream, queue, payload.clone(), headers.clone()).await {
             Err(jetstream::PublishFailure::StreamMissing) => {
                 // Deleted behind our back (or the server lost its store): recreate, retry once.
                 self.set_stream_known(queue, false);
                 jetstream::ensure_stream(&self.jetstream, queue, self.replicas()).await?;
                 self.set_stream_known(queue, true);
-                jetstream::publish(&sender, queue, payload, headers)
+                jetstream::publish(&self.jetstream, queue, payload, headers)
                     .await
                     .map_err(|e| e.into_bus_error(queue))
             }
@@ -192,25 +125,62 @@ impl NatsBus {
                  that thread blocks; connect from a multi-threaded tokio runtime"
             );
         }
+        // `nats://a:4222,nats://b:4222` names the seeds of one cluster: the client fails
+        // over between them (and learns the rest of the cluster from the servers).
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         let who = match &credentials.identity {
             Some(identity) => format!("{} (identity `{identity}`)", credentials.credential.who()),
             None => credentials.credential.who(),
         };
         let violations = Arc::new(permissions::Violations::new(who));
-        let client = open_client(url, credentials, &violations).await?;
+        // A server that is still starting (same script, docker-compose) is waited for.
+        let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
+        let client = loop {
+            let watched = violations.clone();
+            let options = async_nats::ConnectOptions::new()
+                .name("hermes")
+                .connection_timeout(CONNECT_TIMEOUT)
+                .event_callback(move |event| {
+                    watched.observe(&event);
+                    async {}
+                });
+            let options = auth::apply(options, credentials)
+                .await
+                .map_err(connect_error)?;
+            let attempt = options.connect(servers.as_slice()).await;
+            match attempt {
+                Ok(client) => break client,
+                Err(err)
+                    if err.kind() == ConnectErrorKind::Io
+                        && !auth::is_tls_failure(&err, credentials)
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::info!(url, error = %err, "nats-server not reachable yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(err) => {
+                    return Err(connect_error(match err.kind() {
+                        ConnectErrorKind::TimedOut => {
+                            format!("no answer within {CONNECT_TIMEOUT:?}")
+                        }
+                        _ => auth::explain(&err, credentials),
+                    }))
+                }
+            }
+        };
         let jetstream = async_nats::jetstream::new(client.clone());
-        let id = affinity::next_bus_id();
         let cluster = Arc::new(cluster::NatsCluster::new(
-            id,
             jetstream.clone(),
             runtime.clone(),
             cluster,
         ));
         Ok(Self {
-            id,
             local: Arc::default(),
             url: url.to_string(),
-            credentials: credentials.clone(),
             client,
             jetstream,
             runtime,
@@ -219,17 +189,6 @@ impl NatsBus {
             identity: credentials.identity.clone(),
             violations,
         })
-    }
-
-    /// The connection to send on: the calling actor thread's own ([`affinity`]), or the
-    /// I/O runtime's.
-    fn sender(&self) -> async_nats::Client {
-        affinity::client(self.id).unwrap_or_else(|| self.client.clone())
-    }
-
-    /// [`Self::sender`]'s JetStream context.
-    fn jetstream_sender(&self) -> async_nats::jetstream::Context {
-        affinity::jetstream(self.id).unwrap_or_else(|| self.jetstream.clone())
     }
 
     /// Copies JetStream keeps of each stream this bus creates.
@@ -288,14 +247,13 @@ impl Bus for NatsBus {
     async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
-        let sender = self.sender();
         let sent = match trace::headers() {
             Some(headers) => {
-                sender
+                self.client
                     .publish_with_headers(subject.to_string(), headers, payload)
                     .await
             }
-            None => sender.publish(subject.to_string(), payload).await,
+            None => self.client.publish(subject.to_string(), payload).await,
         };
         sent.map_err(|e| self.io_error("publish failed", e))
     }
@@ -387,11 +345,7 @@ impl Bus for NatsBus {
         if let Some(headers) = trace::headers() {
             request = request.headers(headers);
         }
-        match self
-            .sender()
-            .send_request(subject.to_string(), request)
-            .await
-        {
+        match self.client.send_request(subject.to_string(), request).await {
             Ok(reply) => Ok(reply.payload),
             // A request the server's permissions stopped looks like silence: say why.
             Err(err) => Err(
@@ -468,27 +422,10 @@ impl Bus for NatsBus {
     }
 
     async fn flush(&self) -> Result<(), BusError> {
-        if let Some(own) = affinity::client(self.id) {
-            own.flush()
-                .await
-                .map_err(|e| self.io_error("flush failed", e))?;
-        }
         self.client
             .flush()
             .await
             .map_err(|e| self.io_error("flush failed", e))
-    }
-
-    /// Open this thread's own connection, so that what its actors send skips the hop to the
-    /// I/O runtime ([`affinity`]). The connection's I/O then runs on this thread: call it
-    /// only on an actor arbiter, whose work never blocks.
-    async fn attach_actor_thread(&self) -> Result<(), BusError> {
-        if affinity::attached(self.id) {
-            return Ok(());
-        }
-        let client = open_client(&self.url, &self.credentials, &self.violations).await?;
-        affinity::attach(self.id, client);
-        Ok(())
     }
 
     fn cluster(&self) -> Option<Arc<dyn Cluster>> {

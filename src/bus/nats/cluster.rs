@@ -79,17 +79,14 @@ fn storage_error(what: &str, err: impl std::fmt::Display) -> BusError {
 }
 
 impl NatsCluster {
-    /// The cluster of bus `bus` (its [`super::affinity`] id), on `jetstream`.
-    pub fn new(bus: u64, jetstream: Context, runtime: Handle, options: ClusterOptions) -> Self {
+    pub fn new(jetstream: Context, runtime: Handle, options: ClusterOptions) -> Self {
         let log = Arc::new(NatsSessionLog::new(
-            bus,
             &jetstream,
             options.replicas,
             LOG_STREAM,
             LOG_PREFIX,
         ));
         let memory_log = Arc::new(NatsSessionLog::new(
-            bus,
             &jetstream,
             options.replicas,
             MEMORY_LOG_STREAM,

@@ -24,8 +24,6 @@ use crate::store::replica::{LogError, SessionLog};
 /// A log of fenced appends on one stream, a subject per `<a>.<b>` key: the session log
 /// (`HERMES_SESSION_LOG`) and the memory log (`HERMES_MEMORY_LOG`).
 pub struct NatsSessionLog {
-    /// The bus whose thread connections appends go over ([`super::affinity`]).
-    bus: u64,
     jetstream: Context,
     replicas: usize,
     stream_name: &'static str,
@@ -42,14 +40,12 @@ fn unavailable(err: impl std::fmt::Display) -> LogError {
 
 impl NatsSessionLog {
     pub(super) fn new(
-        bus: u64,
         jetstream: &Context,
         replicas: usize,
         stream_name: &'static str,
         prefix: &'static str,
     ) -> Self {
         Self {
-            bus,
             jetstream: jetstream.clone(),
             replicas,
             stream_name,
@@ -116,11 +112,8 @@ impl SessionLog for NatsSessionLog {
                 unavailable(e)
             }
         };
-        // From a session arbiter, over its own connection.
-        let sender = super::affinity::jetstream(self.bus);
-        let ack = sender
-            .as_ref()
-            .unwrap_or(&self.jetstream)
+        let ack = self
+            .jetstream
             .publish_with_headers(self.subject(agent, session), headers, record)
             .await
             .map_err(classify)?;
