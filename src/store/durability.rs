@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+/// Longest a [`Durable::flush_soon`] write waits for its flush in `sync` mode.
+pub const BACKGROUND_FLUSH_EVERY: Duration = Duration::from_millis(20);
+
 /// How writes become durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -198,6 +201,20 @@ impl Durable {
         }
     }
 
+    /// Have everything written so far flushed in the background, whatever the mode: within
+    /// the batch interval in `batch` mode, within [`BACKGROUND_FLUSH_EVERY`] in `sync` mode.
+    /// Never waits. For a cache whose guarantee lives elsewhere (the session trees under a
+    /// replicated log): it stays fresh, and one flush covers many writers.
+    pub fn flush_soon(&self) {
+        let mut pending = lock(&self.shared.signal.state);
+        pending.issued += 1;
+        if pending.dirty_since.is_none() {
+            pending.dirty_since = Some(Instant::now());
+            drop(pending);
+            self.shared.signal.wake.notify_one();
+        }
+    }
+
     /// Wait until everything written before this call is on disk, whatever the mode.
     pub async fn flush_all(&self) -> Result<(), FlushError> {
         let ticket = {
@@ -249,7 +266,11 @@ fn flusher(
                     break;
                 }
                 match (mode, pending.dirty_since) {
-                    (Mode::Batch(every), Some(since)) => {
+                    (mode, Some(since)) => {
+                        let every = match mode {
+                            Mode::Batch(every) => every,
+                            Mode::Sync => BACKGROUND_FLUSH_EVERY,
+                        };
                         let left = every.saturating_sub(since.elapsed());
                         if left.is_zero() {
                             break;
