@@ -1,7 +1,8 @@
 //! Validation + dispatch overhead of one tool call (the `add` built-in, so tool work is ~0):
 //!
 //! - `validate/*`: the registry's whitelist + schema validation (+ repair) alone;
-//! - `execute/add`: the executor's call path without a bus (validation, run, raw store);
+//! - `execute/add`: the executor's call path without a bus (validation, run; `add`'s short
+//!   output is not copied to the raw store);
 //! - `dispatch/embedded`, `dispatch/nats`: a full request on `hermes.tool.add` to a running
 //!   tool-executor actor and its reply. NATS runs only when `HERMES_NATS_SERVER` points to a
 //!   nats-server binary (it is started on a free port), else it is skipped with a message.
