@@ -114,6 +114,10 @@ impl JobStatus {
 /// Default timeout of one call when a definition sets none, seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 
+/// How much longer than a tool's own timeout its caller waits for the reply: the executor
+/// reports the tool's timeouts itself, and the caller must not give up first.
+pub const TOOL_REPLY_MARGIN: Duration = Duration::from_secs(5);
+
 /// How a call returns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

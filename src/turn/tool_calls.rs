@@ -16,7 +16,7 @@ use crate::tools::worker;
 use crate::tools::{ToolError, ToolErrorCode};
 
 /// Extra time the session waits beyond the tool's own timeout (the executor reports timeouts).
-const REPLY_MARGIN: Duration = Duration::from_secs(5);
+const REPLY_MARGIN: Duration = crate::protocol::tool::TOOL_REPLY_MARGIN;
 
 pub(super) async fn execute(
     env: &TurnEnv,

@@ -9,6 +9,7 @@ use tokio::runtime::Handle;
 
 use super::jobs;
 use crate::bus::SharedBus;
+use crate::protocol::tool::TOOL_REPLY_MARGIN;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA, SETTLE_GRACE};
@@ -251,24 +252,31 @@ async fn reserve(
 /// request sent again after its reply was lost). That execution is over by its own timeout
 /// (for an async tool, a submission: at most [`SUBMISSION_PATIENCE`]) plus
 /// [`SETTLE_GRACE`] to record its result; past that it died mid-call and waiting is
-/// pointless. The wait never exceeds what the caller allows (the tool's timeout, to which the
-/// session adds a margin), so the answer arrives before the caller gives up.
+/// pointless. The wait ends a moment before the caller of this copy stops waiting (the
+/// tool's timeout plus [`TOOL_REPLY_MARGIN`]; for an async tool, the submission's patience),
+/// so the answer arrives before the caller gives up: through a JetStream failover the
+/// earlier execution gets every second the caller allows to record its result.
 pub(super) fn holder_patience(
     since: chrono::DateTime<chrono::Utc>,
     def: &ToolDefinition,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::time::Duration {
-    let runs_for = match def.mode {
-        ToolMode::Sync => def.timeout(),
-        ToolMode::Async => SUBMISSION_PATIENCE,
+    let (runs_for, caller_waits) = match def.mode {
+        ToolMode::Sync => (def.timeout(), def.timeout() + TOOL_REPLY_MARGIN),
+        ToolMode::Async => (SUBMISSION_PATIENCE, SUBMISSION_PATIENCE),
     };
     let settled_by = chrono::Duration::from_std(runs_for + SETTLE_GRACE)
         .ok()
         .and_then(|d| since.checked_add_signed(d))
         .unwrap_or(since);
     let left = (settled_by - now).to_std().unwrap_or_default();
-    left.min(runs_for)
+    // Answer a moment before the caller of this copy stops waiting for it.
+    left.min(caller_waits.saturating_sub(ANSWER_AHEAD))
 }
+
+/// How long before its caller's wait runs out a copy that waited for an earlier execution
+/// answers.
+const ANSWER_AHEAD: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long an async tool's submission may take (the session waits the engine's request
 /// timeout, 5 s by default, plus a margin for it).

@@ -520,12 +520,18 @@ fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
     let def = counting(&Arc::default(), ToolEffect::Write, ToolRisk::Low).definition();
     let now = Utc::now();
     let timeout = def.timeout();
-    // Just started: wait up to the tool's timeout, never longer (the caller adds only a margin).
-    assert_eq!(super::run::holder_patience(now, &def, now), timeout);
+    // Just started: wait until just before the caller of this copy gives up (the tool's
+    // timeout and the reply margin), never longer.
+    let caller_waits = timeout + crate::protocol::tool::TOOL_REPLY_MARGIN;
+    let patience = super::run::holder_patience(now, &def, now);
+    assert!(
+        patience > timeout && patience < caller_waits,
+        "{patience:?}"
+    );
     // Past its own timeout it may still be recording through a failover: wait what is left.
     let late = now - chrono::Duration::from_std(timeout).unwrap();
     let left = super::run::holder_patience(late, &def, now);
-    assert!(left > Duration::ZERO && left <= timeout, "{left:?}");
+    assert!(left > Duration::ZERO && left < caller_waits, "{left:?}");
     // Past timeout and grace: it died mid-call; do not wait at all.
     let dead = now - chrono::Duration::seconds(3600);
     assert_eq!(super::run::holder_patience(dead, &def, now), Duration::ZERO);
