@@ -21,6 +21,39 @@ use tokio::sync::watch;
 /// Longest a [`Durable::flush_soon`] write waits for its flush in `sync` mode.
 pub const BACKGROUND_FLUSH_EVERY: Duration = Duration::from_millis(20);
 
+/// How often a flush that keeps failing (a full disk) is logged again.
+const FAILURE_REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// Logs failed flushes: the first at once, then at most one line per
+/// [`FAILURE_REPORT_EVERY`] with how many failed since, so a full disk under a busy engine
+/// (a background flush every few milliseconds) does not flood the log.
+#[derive(Default)]
+struct FailureReport {
+    last_logged: Option<Instant>,
+    since_logged: u64,
+}
+
+impl FailureReport {
+    fn failed(&mut self, error: &sled::Error) {
+        self.since_logged += 1;
+        if self
+            .last_logged
+            .is_none_or(|at| at.elapsed() >= FAILURE_REPORT_EVERY)
+        {
+            tracing::error!(error = %error, failed_flushes = self.since_logged, "flushing the data directory failed; check free disk space and permissions");
+            self.last_logged = Some(Instant::now());
+            self.since_logged = 0;
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.last_logged.take().is_some() {
+            tracing::info!("flushing the data directory works again");
+        }
+        self.since_logged = 0;
+    }
+}
+
 /// How writes become durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -255,6 +288,7 @@ fn flusher(
     mode: Mode,
 ) {
     let mut durable = 0u64;
+    let mut failures = FailureReport::default();
     loop {
         let covered = {
             let mut pending = lock(&signal.state);
@@ -302,6 +336,7 @@ fn flusher(
         stats.flush_nanos.fetch_add(nanos, Ordering::Relaxed);
         match result {
             Ok(_) => {
+                failures.recovered();
                 durable = covered;
                 progress.send_modify(|p| {
                     p.durable = covered;
@@ -309,7 +344,7 @@ fn flusher(
                 });
             }
             Err(e) => {
-                tracing::error!(error = %e, "flush failed");
+                failures.failed(&e);
                 let error = FlushError(e.to_string().into());
                 // Writers waiting now get the error; the next request tries again.
                 lock(&signal.state).wanted = durable;
@@ -325,6 +360,28 @@ mod tests {
 
     fn open(dir: &std::path::Path, mode: Mode) -> Durable {
         Durable::new(crate::store::open(dir).unwrap(), mode)
+    }
+
+    #[test]
+    fn a_flush_that_keeps_failing_is_logged_once_a_minute_with_a_count() {
+        let error = sled::Error::Unsupported("no space left on device".into());
+        let mut report = FailureReport::default();
+        report.failed(&error);
+        assert!(report.last_logged.is_some(), "the first failure is logged");
+        assert_eq!(report.since_logged, 0);
+        report.failed(&error);
+        report.failed(&error);
+        assert_eq!(
+            report.since_logged, 2,
+            "the next ones are counted, not logged"
+        );
+        report.recovered();
+        assert!(report.last_logged.is_none());
+        report.failed(&error);
+        assert_eq!(
+            report.since_logged, 0,
+            "a new failure after recovering is logged"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
