@@ -224,13 +224,7 @@ impl Durable {
     /// flush (every 500 ms).
     pub fn commit_lazy(&self) {
         if let Mode::Batch(_) = self.shared.mode {
-            let mut pending = lock(&self.shared.signal.state);
-            pending.issued += 1;
-            if pending.dirty_since.is_none() {
-                pending.dirty_since = Some(Instant::now());
-                drop(pending);
-                self.shared.signal.wake.notify_one();
-            }
+            self.flush_soon();
         }
     }
 
