@@ -92,6 +92,15 @@ async fn core_in(dir: &std::path::Path, tools: Vec<Arc<dyn Tool>>) -> ExecCore {
     core(&db, bus, tools)
 }
 
+/// [`core_in`] with the low-risk counting tool alone, counting into `calls`.
+async fn counting_core_in(
+    dir: &std::path::Path,
+    calls: &Arc<AtomicUsize>,
+    effect: ToolEffect,
+) -> ExecCore {
+    core_in(dir, vec![counting(calls, effect, ToolRisk::Low)]).await
+}
+
 fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
     ToolCallRequest {
         call_id: call_id.into(),
@@ -110,11 +119,7 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     let calls = Arc::new(AtomicUsize::new(0));
     let args = json!({"order_id": "JD-20251111-0042", "amount": "30"});
     let first = {
-        let c = core_in(
-            dir.path(),
-            vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-        )
-        .await;
+        let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
         let first = execute(
             &c,
             request("call-1", "refund", args.clone()),
@@ -126,11 +131,7 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
     };
     assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let c = core_in(
-        dir.path(),
-        vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-    )
-    .await;
+    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
     // The turn retries the same call (the model may even re-send the number as a string).
     let retry = execute(
         &c,
@@ -179,11 +180,7 @@ async fn read_tools_run_every_time() {
 async fn only_an_output_too_long_for_the_context_is_kept_for_tool_raw_get() {
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    let c = core_in(
-        dir.path(),
-        vec![counting(&calls, ToolEffect::Read, ToolRisk::Low)],
-    )
-    .await;
+    let c = counting_core_in(dir.path(), &calls, ToolEffect::Read).await;
     let short = execute(
         &c,
         request("a", "refund", json!({"order_id": "JD-20251111-0042"})),
@@ -450,22 +447,14 @@ async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
 async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    let c = core_in(
-        dir.path(),
-        vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-    )
-    .await;
+    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
     let args = json!({"order_id": "JD-1", "amount": 30});
     let key = crate::tools::idempotency::idempotency_key("s1", "turn-1", "refund", &args);
     // A previous executor reserved the key, then died before recording an outcome.
     let reserved = c.stores.idem.reserve(&key).await.unwrap();
     assert_eq!(reserved, crate::tools::idempotency::Reservation::Reserved);
     drop(c);
-    let c = core_in(
-        dir.path(),
-        vec![counting(&calls, ToolEffect::Write, ToolRisk::Low)],
-    )
-    .await;
+    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
 
     let started = std::time::Instant::now();
     let retry = execute(&c, request("call-2", "refund", args), Caller::default()).await;
