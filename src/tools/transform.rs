@@ -20,6 +20,7 @@
 //!
 //! Results are deduplicated, in order of appearance, at most [`MAX_IDENTIFIERS`].
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -69,15 +70,17 @@ pub fn transform(result: &ToolCallResult, detail_budget: usize) -> TransformedRe
     }
 }
 
-/// The result's status and the JSON its `detail` shows.
-fn detail_body(result: &ToolCallResult) -> (&'static str, Value) {
+/// The result's status and the JSON its `detail` shows (a plain output as it is, uncopied).
+fn detail_body(result: &ToolCallResult) -> (&'static str, Cow<'_, Value>) {
     match result.status {
         ToolStatus::Ok if result.auto_corrected => (
             "ok",
-            json!({"output": result.output, "auto_corrected": true, "corrections": result.corrections}),
+            Cow::Owned(
+                json!({"output": result.output, "auto_corrected": true, "corrections": result.corrections}),
+            ),
         ),
-        ToolStatus::Ok => ("ok", result.output.clone()),
-        ToolStatus::Error => ("error", json!({"error": result.error})),
+        ToolStatus::Ok => ("ok", Cow::Borrowed(&result.output)),
+        ToolStatus::Error => ("error", Cow::Owned(json!({"error": result.error}))),
     }
 }
 
