@@ -91,3 +91,33 @@ async fn dropping_the_embedded_bus_ends_its_subscriptions_and_consumers() {
         .unwrap()
         .is_none());
 }
+
+/// A shared bucket reads what was last written, and a deleted key reads as empty (the
+/// marker a delete leaves is not a value) until it is created again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_a_shared_bucket_reads_the_last_write_and_nothing_after_a_delete() {
+    let fx = fixture::Fixture::nats().await;
+    let bucket = fx
+        .bus
+        .cluster()
+        .expect("NATS has a cluster")
+        .bucket("contract_kv", None);
+    assert_eq!(bucket.get("k").await.unwrap(), None);
+    assert!(bucket.create("k", "one".into()).await.unwrap());
+    assert!(
+        !bucket.create("k", "two".into()).await.unwrap(),
+        "create-only"
+    );
+    bucket.put("k", "three".into()).await.unwrap();
+    assert_eq!(
+        bucket.get("k").await.unwrap().as_deref(),
+        Some(&b"three"[..])
+    );
+    bucket.delete("k").await.unwrap();
+    assert_eq!(bucket.get("k").await.unwrap(), None);
+    assert!(bucket.create("k", "four".into()).await.unwrap());
+    assert_eq!(
+        bucket.get("k").await.unwrap().as_deref(),
+        Some(&b"four"[..])
+    );
+}

@@ -113,3 +113,63 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
     });
     serve.stop();
 }
+
+/// A job id can reach a copy of the tool-executor before the job's record does (the bucket's
+/// leader changed in between): the copy looks again a moment later instead of dropping it.
+#[test]
+fn a_queued_job_whose_record_shows_up_late_still_runs() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
+    let serve = Serve::start(&config, &nats.url(), "tool-executor");
+    rt.block_on(async {
+        let job_id = hermes::tools::jobs::new_job_id();
+        let mut sub = bus
+            .subscribe(&subjects::job(&job_id).unwrap())
+            .await
+            .unwrap();
+        bus.durable_publish(subjects::JOB_QUEUE, job_id.clone().into())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = chrono::Utc::now();
+        let record = hermes::tools::jobs::JobRecord {
+            job_id: job_id.clone(),
+            tool: "generate_report".into(),
+            call_id: "late-1".into(),
+            agent: None,
+            session: None,
+            user: None,
+            turn_id: None,
+            arguments: json!({"topic": "late", "seconds": 0}),
+            status: JobStatus::Submitted,
+            progress: None,
+            result: None,
+            error: None,
+            idempotency_key: None,
+            attempts: 0,
+            created: now,
+            updated: now,
+        };
+        bus.cluster()
+            .expect("NATS has a cluster")
+            .bucket(hermes::tools::jobs::BUCKET, None)
+            .put(&job_id, serde_json::to_vec(&record).unwrap().into())
+            .await
+            .unwrap();
+        let done = loop {
+            let (_, event) = next_job_event(&mut sub).await;
+            if event.status.is_final() {
+                break event;
+            }
+        };
+        assert_eq!(done.status, JobStatus::Done, "{done:?}");
+        assert_eq!(done.result.unwrap()["topic"], "late");
+    });
+    serve.stop();
+}

@@ -25,6 +25,9 @@ use crate::tools::metrics::Counter;
 /// after the first means a copy died while holding it).
 const MAX_DELIVER: u64 = 10;
 
+/// How many deliveries of a job id may find no record before the id is dropped.
+const RECORD_LOOKUPS: u64 = 3;
+
 /// Queue `job_id` for whichever copy pulls it first.
 pub async fn enqueue(core: &ExecCore, job_id: &str) -> Result<(), BusError> {
     core.bus
@@ -67,6 +70,13 @@ async fn run_queued(core: ExecCore, message: DurableMessage, ack_wait: Duration)
     let job_id = String::from_utf8_lossy(&message.payload).to_string();
     let record = match core.stores.jobs.find(&job_id).await {
         Ok(Some(record)) => record,
+        // The record is written before the id is queued; a stream leader elected a moment ago
+        // may not show it yet, so the id is tried again before it is given up.
+        Ok(None) if message.delivery < RECORD_LOOKUPS => {
+            tracing::warn!(job = %job_id, delivery = message.delivery, "queued job's record not found yet; trying again shortly");
+            let _ = message.nak(Some(Duration::from_secs(1))).await;
+            return;
+        }
         Ok(None) => {
             tracing::error!(job = %job_id, "queued job has no record; dropped");
             settle(&message, &job_id).await;

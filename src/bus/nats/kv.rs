@@ -1,7 +1,8 @@
 //! [`SharedKv`] on a JetStream KV bucket, created on first use with the cluster's replicas.
 
 use async_nats::jetstream::kv::{Config, CreateErrorKind, Store};
-use async_nats::jetstream::stream::StorageType;
+use async_nats::jetstream::message::StreamMessage;
+use async_nats::jetstream::stream::{LastRawMessageErrorKind, StorageType};
 use async_nats::jetstream::Context;
 use std::time::Duration;
 
@@ -105,11 +106,22 @@ impl SharedKv for NatsKv {
         }
     }
 
+    /// Read from the bucket's stream leader. The client's own `get` is a direct get, which
+    /// any replica answers: a follower still catching up (a node just restarted) answers with
+    /// an older value or none, and a copy would miss what another copy has just written (a
+    /// queued job's record, a reserved idempotency key).
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
         let store = self.store().await?;
-        through_failover("reading a key", || store.get(key))
-            .await
-            .map_err(|e| self.error(&format!("cannot read key {key}"), e))
+        let subject = format!("{}{key}", store.prefix);
+        let read = through_failover("reading a key", || {
+            store.stream.get_last_raw_message_by_subject(&subject)
+        })
+        .await;
+        match read {
+            Ok(message) => Ok(holds_value(&message).then_some(message.payload)),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(self.error(&format!("cannot read key {key}"), e)),
+        }
     }
 
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
@@ -127,3 +139,14 @@ impl SharedKv for NatsKv {
             .map_err(|e| self.error(&format!("cannot delete key {key}"), e))
     }
 }
+
+/// Whether a bucket's message is a value, not the marker a delete or purge leaves.
+fn holds_value(message: &StreamMessage) -> bool {
+    !message
+        .headers
+        .get(KV_OPERATION)
+        .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
+}
+
+/// The header a KV delete or purge marks its message with.
+const KV_OPERATION: &str = "KV-Operation";
