@@ -7,8 +7,9 @@
 //! - **no responders** means nobody received the request: it is sent again, with a growing
 //!   pause, for up to [`NO_RESPONDERS_PATIENCE`] (or the request's own timeout, if shorter);
 //! - **no reply in time** may mean the request ran: it is sent once more only when running it
-//!   twice is harmless ([`Repeat::OnSilence`]: reads, planning, executor tools — whose `write`
-//!   calls are deduplicated by their idempotency key).
+//!   twice is harmless ([`Repeat::OnSilence`]: reads, planning, executor tools), or when the
+//!   receiver deduplicates it ([`Repeat::OnSilenceWaiting`]: executor `write` calls, whose copy
+//!   the executor holds until the first execution's outcome is recorded).
 //!
 //! On the embedded bus nothing is lost in flight, so requests there are sent once.
 
@@ -29,6 +30,9 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 pub enum Repeat {
     /// Running it twice is harmless: send it once more.
     OnSilence,
+    /// The receiver deduplicates it: send it once more and wait this long for the copy's
+    /// reply, which may come only once the first execution settled.
+    OnSilenceWaiting(Duration),
     /// It may have taken effect: report the silence instead.
     Never,
 }
@@ -45,7 +49,8 @@ pub async fn request<R: Request + Clone>(
     }
     let patience_ends = Instant::now() + NO_RESPONDERS_PATIENCE.min(timeout);
     let mut pause = FIRST_PAUSE;
-    let mut silences_left = u8::from(repeat == Repeat::OnSilence);
+    let mut silences_left = u8::from(repeat != Repeat::Never);
+    let mut timeout = timeout;
     loop {
         match rpc::request(bus, envelope.clone(), timeout).await {
             Err(RpcError::Bus(BusError::NoResponders { subject })) => {
@@ -58,6 +63,9 @@ pub async fn request<R: Request + Clone>(
             }
             Err(RpcError::Bus(BusError::Timeout { subject, after })) if silences_left > 0 => {
                 silences_left -= 1;
+                if let Repeat::OnSilenceWaiting(copy_wait) = repeat {
+                    timeout = copy_wait;
+                }
                 tracing::warn!(%subject, ?after, "no reply in time; the request may have been lost, sending it once more");
             }
             other => return other,

@@ -118,6 +118,19 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// reports the tool's timeouts itself, and the caller must not give up first.
 pub const TOOL_REPLY_MARGIN: Duration = Duration::from_secs(5);
 
+/// How long after a `write` tool's own timeout its execution may still be recording its
+/// outcome: on a NATS cluster the record's write to the shared idempotency bucket rides out a
+/// JetStream failover (15 s of retries plus one last attempt).
+pub const WRITE_SETTLE_GRACE: Duration = Duration::from_secs(20);
+
+/// How long a caller waits for the reply to a `write` call it sent again after `first_wait`
+/// passed in silence: the executor holds the copy until the earlier execution settles (up to
+/// [`WRITE_SETTLE_GRACE`] past the tool's timeout) and answers with its outcome, so the caller
+/// must outwait that.
+pub fn repeated_write_wait(first_wait: Duration) -> Duration {
+    first_wait + WRITE_SETTLE_GRACE
+}
+
 /// How a call returns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

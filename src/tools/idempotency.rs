@@ -43,9 +43,6 @@ pub const TREE: &str = "tool_results_idem";
 pub const BUCKET: &str = "hermes_idem";
 /// `via` of a result served from the record instead of a new execution.
 pub const REPLAY_VIA: &str = "idempotent-replay";
-/// How long after its own timeout an execution may still be recording its result: a write
-/// to the shared bucket rides out a JetStream failover for up to 15 s, plus one attempt.
-pub const SETTLE_GRACE: Duration = Duration::from_secs(20);
 const FIRST_POLL: Duration = Duration::from_millis(20);
 const LONGEST_POLL: Duration = Duration::from_millis(500);
 

@@ -15,7 +15,7 @@ use crate::bus::{rpc, BusError, SharedBus};
 use crate::config::Config;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::ToolsListRequest;
-use crate::protocol::tool::{ToolEffect, ToolSource};
+use crate::protocol::tool::{repeated_write_wait, ToolEffect, ToolSource};
 use crate::protocol::{
     Cancel, CancelAccepted, ExtractJob, JobEvent, PlanReply, PlanRequest, RecallHit, RecallRequest,
     SummariseRequest, ToolCallRequest, ToolCallResult, ToolStatus, ToolsCatalog, TurnEvent,
@@ -118,10 +118,11 @@ impl BusPorts {
         Duration::from_secs(self.config.engine.request_timeout_secs)
     }
 
-    /// Whether a call of `tool` that got no reply may be sent again: executor tools yes (reads
-    /// are harmless to repeat, and the executor runs a `write` once per idempotency key); a
-    /// worker's `write` tool no, as nothing deduplicates it.
-    fn repeat_of(&self, tool: &str) -> Repeat {
+    /// Whether a call of `tool` that got no reply within `wait` may be sent again: executor
+    /// tools yes (reads are harmless to repeat, and the executor runs a `write` once per
+    /// idempotency key, holding a copy until the first execution's outcome is recorded, so the
+    /// copy is waited for longer); a worker's `write` tool no, as nothing deduplicates it.
+    fn repeat_of(&self, tool: &str, wait: Duration) -> Repeat {
         let catalog = lock(&self.catalog).clone();
         let definition = catalog
             .as_ref()
@@ -129,6 +130,9 @@ impl BusPorts {
         match definition {
             Some(d) if d.source == ToolSource::Worker && d.effect == ToolEffect::Write => {
                 Repeat::Never
+            }
+            Some(d) if d.effect == ToolEffect::Write => {
+                Repeat::OnSilenceWaiting(repeated_write_wait(wait))
             }
             Some(_) => Repeat::OnSilence,
             None => Repeat::Never,
@@ -200,7 +204,7 @@ impl TurnPorts for BusPorts {
         timeout: Duration,
     ) -> ToolCallResult {
         let (call_id, name) = (request.call_id.clone(), request.name.clone());
-        let repeat = self.repeat_of(&name);
+        let repeat = self.repeat_of(&name, timeout);
         let envelope = addressed(scope, Envelope::request(request));
         match retry::request(self.bus.as_ref(), envelope, timeout, repeat).await {
             Ok(reply) => reply.body,

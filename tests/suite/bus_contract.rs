@@ -92,6 +92,67 @@ async fn dropping_the_embedded_bus_ends_its_subscriptions_and_consumers() {
         .is_none());
 }
 
+/// On NATS a request that met silence is sent once more. A plain repeat waits for its copy as
+/// long as for the first; a deduplicated write call's repeat waits as long as it is told, since
+/// the executor holds the copy until the first execution's outcome is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_a_repeat_after_silence_waits_for_its_copy_as_long_as_the_caller_said() {
+    use hermes::bus::retry::{self, Repeat};
+    use hermes::bus::rpc::RpcError;
+    use hermes::protocol::envelope::Envelope;
+    use hermes::protocol::request::ToolsListRequest;
+    use hermes::protocol::subjects::TOOLS_LIST;
+    use hermes::protocol::tool::ToolsCatalog;
+
+    let fx = fixture::Fixture::nats().await;
+    // Drops the first request of each pair; answers the second after `slow`.
+    let slow = Duration::from_millis(900);
+    let mut sub = fx.bus.subscribe(TOOLS_LIST).await.unwrap();
+    let bus = fx.bus.clone();
+    tokio::spawn(async move {
+        let mut seen = 0_u32;
+        while let Some(message) = sub.next().await {
+            seen += 1;
+            if seen % 2 == 1 {
+                continue;
+            }
+            let request =
+                Envelope::<ToolsListRequest>::decode_request(&message.payload, 1 << 20).unwrap();
+            let reply = request.reply(ToolsCatalog::default()).encode().unwrap();
+            let bus = bus.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(slow).await;
+                hermes::bus::respond(bus.as_ref(), &message, reply)
+                    .await
+                    .unwrap();
+            });
+        }
+    });
+    let first_wait = Duration::from_millis(400);
+    let ask = |repeat| {
+        retry::request(
+            fx.bus.as_ref(),
+            Envelope::request(ToolsListRequest),
+            first_wait,
+            repeat,
+        )
+    };
+    let plain = ask(Repeat::OnSilence).await;
+    assert!(
+        matches!(plain, Err(RpcError::Bus(BusError::Timeout { .. }))),
+        "{plain:?}"
+    );
+    tokio::time::sleep(slow).await; // the late answer to the plain repeat's copy goes by
+    let started = Instant::now();
+    let held = ask(Repeat::OnSilenceWaiting(Duration::from_secs(5))).await;
+    assert!(held.is_ok(), "{held:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// A shared bucket reads what was last written, and a deleted key reads as empty (the
 /// marker a delete leaves is not a value) until it is created again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -469,6 +469,9 @@ async fn count_faults(
         let in_order =
             users.len() == wanted.len() && users.iter().zip(&wanted).all(|(a, b)| *a == b);
         let contiguous = by_seq.keys().copied().eq(0..by_seq.len() as u64);
+        if answers.len() < usize::try_from(turns).unwrap() {
+            eprintln!("session {session}: its log holds {by_seq:?}");
+        }
         if split || !in_order || !contiguous {
             eprintln!("session {session}: split={split} in_order={in_order} contiguous={contiguous}: {by_seq:?}");
             faults.split_histories += 1;

@@ -9,10 +9,10 @@ use tokio::runtime::Handle;
 
 use super::jobs;
 use crate::bus::SharedBus;
-use crate::protocol::tool::TOOL_REPLY_MARGIN;
+use crate::protocol::tool::{repeated_write_wait, TOOL_REPLY_MARGIN, WRITE_SETTLE_GRACE};
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
-use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA, SETTLE_GRACE};
+use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA};
 use crate::tools::metrics::{Counter, ExecutorMetrics};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::MCP_SEPARATOR;
@@ -251,26 +251,25 @@ async fn reserve(
 /// How long a call waits for an earlier execution of the same write call (on NATS, the same
 /// request sent again after its reply was lost). That execution is over by its own timeout
 /// (for an async tool, a submission: at most [`SUBMISSION_PATIENCE`]) plus
-/// [`SETTLE_GRACE`] to record its result; past that it died mid-call and waiting is
-/// pointless. The wait ends a moment before the caller of this copy stops waiting (the
-/// tool's timeout plus [`TOOL_REPLY_MARGIN`]; for an async tool, the submission's patience),
-/// so the answer arrives before the caller gives up: through a JetStream failover the
-/// earlier execution gets every second the caller allows to record its result.
+/// [`WRITE_SETTLE_GRACE`] to record its result; past that it died mid-call and waiting is
+/// pointless. The caller of a copy waits [`repeated_write_wait`] for it, which outlasts that,
+/// so through a JetStream failover the earlier execution gets every second it may need to
+/// record its result; the wait still ends a moment before the caller's does.
 pub(super) fn holder_patience(
     since: chrono::DateTime<chrono::Utc>,
     def: &ToolDefinition,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::time::Duration {
-    let (runs_for, caller_waits) = match def.mode {
-        ToolMode::Sync => (def.timeout(), def.timeout() + TOOL_REPLY_MARGIN),
-        ToolMode::Async => (SUBMISSION_PATIENCE, SUBMISSION_PATIENCE),
+    let runs_for = match def.mode {
+        ToolMode::Sync => def.timeout(),
+        ToolMode::Async => SUBMISSION_PATIENCE,
     };
-    let settled_by = chrono::Duration::from_std(runs_for + SETTLE_GRACE)
+    let settled_by = chrono::Duration::from_std(runs_for + WRITE_SETTLE_GRACE)
         .ok()
         .and_then(|d| since.checked_add_signed(d))
         .unwrap_or(since);
     let left = (settled_by - now).to_std().unwrap_or_default();
-    // Answer a moment before the caller of this copy stops waiting for it.
+    let caller_waits = repeated_write_wait(runs_for + TOOL_REPLY_MARGIN);
     left.min(caller_waits.saturating_sub(ANSWER_AHEAD))
 }
 

@@ -509,18 +509,19 @@ fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
     let def = counting(&Arc::default(), ToolEffect::Write, ToolRisk::Low).definition();
     let now = Utc::now();
     let timeout = def.timeout();
-    // Just started: wait until just before the caller of this copy gives up (the tool's
-    // timeout and the reply margin), never longer.
-    let caller_waits = timeout + crate::protocol::tool::TOOL_REPLY_MARGIN;
-    let patience = super::run::holder_patience(now, &def, now);
-    assert!(
-        patience > timeout && patience < caller_waits,
-        "{patience:?}"
+    let settled_by = timeout + crate::protocol::tool::WRITE_SETTLE_GRACE;
+    let caller_waits = crate::protocol::tool::repeated_write_wait(
+        timeout + crate::protocol::tool::TOOL_REPLY_MARGIN,
     );
+    // Just started: wait as long as it may take to run and record its outcome through a
+    // failover, which ends before the caller of this copy gives up.
+    let patience = super::run::holder_patience(now, &def, now);
+    assert_eq!(patience, settled_by);
+    assert!(patience < caller_waits, "{patience:?} vs {caller_waits:?}");
     // Past its own timeout it may still be recording through a failover: wait what is left.
     let late = now - chrono::Duration::from_std(timeout).unwrap();
     let left = super::run::holder_patience(late, &def, now);
-    assert!(left > Duration::ZERO && left < caller_waits, "{left:?}");
+    assert_eq!(left, crate::protocol::tool::WRITE_SETTLE_GRACE);
     // Past timeout and grace: it died mid-call; do not wait at all.
     let dead = now - chrono::Duration::seconds(3600);
     assert_eq!(super::run::holder_patience(dead, &def, now), Duration::ZERO);
