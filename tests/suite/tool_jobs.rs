@@ -51,21 +51,47 @@ async fn call(bus: &bus::SharedBus, name: &str, arguments: serde_json::Value) ->
     reply.body
 }
 
+/// A nats-server, a tool-executor config in a fresh directory, and a client on its own runtime.
+struct World {
+    nats: NatsServer,
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    rt: tokio::runtime::Runtime,
+    bus: bus::SharedBus,
+}
+
+impl World {
+    fn start() -> Self {
+        let nats = NatsServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
+        Self {
+            nats,
+            _dir: dir,
+            config,
+            rt,
+            bus,
+        }
+    }
+
+    /// `hermes serve --actors tool-executor` on the world's server and config.
+    fn serve(&self) -> Serve {
+        Serve::start(&self.config, &self.nats.url(), "tool-executor")
+    }
+}
+
 #[test]
 fn an_async_job_survives_kill_9_of_the_tool_executor() {
-    let nats = NatsServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
-
-    let serve = Serve::start(&config, &nats.url(), "tool-executor");
-    let (job_id, mut sub) = rt.block_on(async {
+    let w = World::start();
+    let serve = w.serve();
+    let (job_id, mut sub) = w.rt.block_on(async {
         let submitted = call(
-            &bus,
+            &w.bus,
             "generate_report",
             json!({"topic": "phones", "seconds": 4}),
         )
@@ -73,7 +99,8 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
         assert_eq!(submitted.status, ToolStatus::Ok, "{submitted:?}");
         assert_eq!(submitted.output["status"], "submitted");
         let job_id = submitted.output["job_id"].as_str().unwrap().to_string();
-        let mut sub = bus
+        let mut sub = w
+            .bus
             .subscribe(&subjects::job(&job_id).unwrap())
             .await
             .unwrap();
@@ -92,8 +119,8 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
     });
     serve.kill9();
 
-    let serve = Serve::start(&config, &nats.url(), "tool-executor");
-    rt.block_on(async {
+    let serve = w.serve();
+    w.rt.block_on(async {
         let (kind, done) = loop {
             let (kind, event) = next_job_event(&mut sub).await;
             if event.status.is_final() {
@@ -103,10 +130,10 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
         assert_eq!(kind, kinds::JOB_DONE, "{done:?}");
         assert_eq!(done.status, JobStatus::Done);
         assert_eq!(done.result.unwrap()["topic"], "phones");
-        let polled = call(&bus, "job_status", json!({"job_id": job_id})).await;
+        let polled = call(&w.bus, "job_status", json!({"job_id": job_id})).await;
         assert_eq!(polled.output["status"], "done", "{polled:?}");
         let request = Envelope::request(hermes::protocol::request::ToolsMetricsRequest);
-        let metrics: Envelope<ToolMetrics> = rpc::request(bus.as_ref(), request.clone(), T)
+        let metrics: Envelope<ToolMetrics> = rpc::request(w.bus.as_ref(), request.clone(), T)
             .await
             .unwrap();
         assert_eq!(metrics.body.jobs_resumed, 1);
@@ -118,22 +145,17 @@ fn an_async_job_survives_kill_9_of_the_tool_executor() {
 /// leader changed in between): the copy looks again a moment later instead of dropping it.
 #[test]
 fn a_queued_job_whose_record_shows_up_late_still_runs() {
-    let nats = NatsServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
-    let serve = Serve::start(&config, &nats.url(), "tool-executor");
-    rt.block_on(async {
+    let w = World::start();
+    let serve = w.serve();
+    w.rt.block_on(async {
         let job_id = hermes::tools::jobs::new_job_id();
-        let mut sub = bus
+        let mut sub = w
+            .bus
             .subscribe(&subjects::job(&job_id).unwrap())
             .await
             .unwrap();
-        bus.durable_publish(subjects::JOB_QUEUE, job_id.clone().into())
+        w.bus
+            .durable_publish(subjects::JOB_QUEUE, job_id.clone().into())
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -156,7 +178,8 @@ fn a_queued_job_whose_record_shows_up_late_still_runs() {
             created: now,
             updated: now,
         };
-        bus.cluster()
+        w.bus
+            .cluster()
             .expect("NATS has a cluster")
             .bucket(hermes::tools::jobs::BUCKET, None)
             .put(&job_id, serde_json::to_vec(&record).unwrap().into())
