@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::stream::{Config, DirectGetErrorKind, RetentionPolicy, StorageType};
+use async_nats::jetstream::stream::{
+    Config, LastRawMessageErrorKind, RetentionPolicy, StorageType,
+};
 use async_nats::jetstream::Context;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -94,14 +96,17 @@ impl AuditTrail for NatsAuditTrail {
         let (first, mut seq) = (info.state.first_sequence, info.state.last_sequence);
         let mut out = Vec::new();
         while out.len() < limit && seq >= first.max(1) {
-            match through_failover("reading an audit record", || stream.direct_get(seq)).await {
+            // From the stream's leader: a replica still catching up (a node just restarted)
+            // would answer "not found" for a record written a moment ago.
+            match through_failover("reading an audit record", || stream.get_raw_message(seq)).await
+            {
                 // The stream holds every audit kind; the caller reads some.
                 Ok(message) if subjects.iter().any(|s| *s == *message.subject) => {
                     out.push(message.payload)
                 }
                 Ok(_) => {}
                 // Expired or removed meanwhile.
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => {}
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {}
                 Err(e) => return Err(error("cannot read a record", e)),
             }
             seq -= 1;
