@@ -1,5 +1,7 @@
-//! Logs of fenced appends on JetStream: one stream, a subject per `<a>.<b>` key, read by
-//! direct get. The session log (`HERMES_SESSION_LOG`, `hermes.slog.<agent>.<session>`) and the
+//! Logs of fenced appends on JetStream: one stream, a subject per `<a>.<b>` key, read from the
+//! stream's leader (a direct get is answered by any replica, and one catching up after a
+//! restart answers with an older record or none: a new owner would load a stale session and
+//! be fenced at its first append, again and again until that replica caught up). The session log (`HERMES_SESSION_LOG`, `hermes.slog.<agent>.<session>`) and the
 //! memory log (`HERMES_MEMORY_LOG`, `hermes.mlog.user.<hex user>`) are two of them. Appends
 //! carry `Nats-Expected-Last-Subject-Sequence`, so a writer that has not seen the latest record
 //! is refused ([`LogError::Fenced`]).
@@ -10,7 +12,9 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::pull::OrderedConfig;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::context::PublishErrorKind;
-use async_nats::jetstream::stream::{Config, DirectGetErrorKind, RetentionPolicy, StorageType};
+use async_nats::jetstream::stream::{
+    Config, LastRawMessageErrorKind, RetentionPolicy, StorageType,
+};
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
 use async_trait::async_trait;
@@ -124,12 +128,12 @@ impl SessionLog for NatsSessionLog {
         let stream = self.stream().await?;
         let subject = self.subject(agent, session);
         match through_failover("reading a session log", || {
-            stream.direct_get_last_for_subject(subject.clone())
+            stream.get_last_raw_message_by_subject(&subject)
         })
         .await
         {
             Ok(message) => Ok(message.sequence),
-            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(0),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(0),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -146,7 +150,11 @@ impl SessionLog for NatsSessionLog {
         let mut from = after + 1;
         loop {
             match through_failover("reading a session log", || {
-                stream.direct_get_next_for_subject(subject.clone(), Some(from))
+                stream
+                    .raw_message_builder()
+                    .sequence(from)
+                    .next_by_subject(subject.clone())
+                    .send()
             })
             .await
             {
@@ -154,7 +162,9 @@ impl SessionLog for NatsSessionLog {
                     from = message.sequence + 1;
                     records.push((message.sequence, message.payload));
                 }
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(records),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                    return Ok(records)
+                }
                 Err(e) => return Err(unavailable(e)),
             }
         }
