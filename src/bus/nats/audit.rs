@@ -54,6 +54,7 @@ impl NatsAuditTrail {
                     storage: StorageType::File,
                     num_replicas: self.replicas.max(1),
                     max_age: RETENTION,
+                    // Reads go to the leader; kept as streams made by earlier versions have it.
                     allow_direct: true,
                     ..Default::default()
                 };

@@ -12,7 +12,7 @@
 //!   redelivery in one primitive, and ordering within a partition comes with it; the session
 //!   log's fenced appends (below) cover the one thing pinning alone does not — a paused old
 //!   owner that wakes up and writes.
-//! - Stream `HERMES_SESSION_LOG` (limits retention, direct get) holds each session's log under
+//! - Stream `HERMES_SESSION_LOG` (limits retention, read from its leader) holds each session's log under
 //!   `hermes.slog.<agent>.<session>`, with fenced appends ([`super::log`]); the memory log
 //!   `HERMES_MEMORY_LOG` is another such log.
 

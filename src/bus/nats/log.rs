@@ -1,10 +1,13 @@
-//! Logs of fenced appends on JetStream: one stream, a subject per `<a>.<b>` key, read from the
-//! stream's leader (a direct get is answered by any replica, and one catching up after a
-//! restart answers with an older record or none: a new owner would load a stale session and
-//! be fenced at its first append, again and again until that replica caught up). The session log (`HERMES_SESSION_LOG`, `hermes.slog.<agent>.<session>`) and the
-//! memory log (`HERMES_MEMORY_LOG`, `hermes.mlog.user.<hex user>`) are two of them. Appends
-//! carry `Nats-Expected-Last-Subject-Sequence`, so a writer that has not seen the latest record
-//! is refused ([`LogError::Fenced`]).
+//! Logs of fenced appends on JetStream: one stream, a subject per `<a>.<b>` key. The session
+//! log (`HERMES_SESSION_LOG`, `hermes.slog.<agent>.<session>`) and the memory log
+//! (`HERMES_MEMORY_LOG`, `hermes.mlog.user.<hex user>`) are two of them. Appends carry
+//! `Nats-Expected-Last-Subject-Sequence`, so a writer that has not seen the latest record is
+//! refused ([`LogError::Fenced`]).
+//!
+//! Records are read from the stream's leader. A direct get is answered by any replica, and one
+//! catching up after a restart answers with an older record or none: a new owner would load a
+//! stale session and be fenced at its first append, again and again until that replica caught
+//! up.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -71,6 +74,7 @@ impl NatsSessionLog {
                     retention: RetentionPolicy::Limits,
                     storage: StorageType::File,
                     num_replicas: self.replicas.max(1),
+                    // Reads go to the leader; kept as streams made by earlier versions have it.
                     allow_direct: true,
                     ..Default::default()
                 };
