@@ -208,7 +208,7 @@ impl SessionRouter {
                 checked,
                 item.reply,
                 Some(settle),
-                item.delivery > 1,
+                item.delivery > 1 || item.repeat,
                 item.traceparent,
             ),
             Err(refusal) => {

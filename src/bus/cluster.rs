@@ -68,6 +68,9 @@ pub struct OwnedItem {
     pub reply: Option<String>,
     /// 1 on first delivery; more when a previous owner did not settle it.
     pub delivery: u64,
+    /// A publisher's resend of an item already stored (its acknowledgement was lost): the
+    /// session answers it as it answered the original and does not handle it twice.
+    pub repeat: bool,
     pub acker: Arc<dyn Acker>,
     /// The W3C trace context of the span that enqueued it, when this process exports traces.
     pub traceparent: Option<String>,
@@ -109,7 +112,8 @@ pub trait Cluster: Send + Sync + 'static {
     fn options(&self) -> &ClusterOptions;
 
     /// Store an inbound item in its session's partition inbox; returns once it is stored.
-    /// `dedupe_id` (the envelope id) makes a publisher's retry a no-op. The current span's
+    /// `dedupe_id` (the envelope id) makes a publisher's retry a no-op, except that one
+    /// waiting on `reply` is answered again ([`OwnedItem::repeat`]). The current span's
     /// trace context goes along (see [`OwnedItem::traceparent`]).
     async fn enqueue(
         &self,

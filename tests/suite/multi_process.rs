@@ -63,6 +63,15 @@ fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
     })
 }
 
+/// The messages of the assistant's `session` in a stopped serve's data directory.
+fn stored_messages(data: &Path, session: &str) -> Vec<hermes::store::sessions::StoredMessage> {
+    let db = hermes::store::durability::Durable::from(hermes::store::open(data).unwrap());
+    SessionStore::open(&db)
+        .unwrap()
+        .messages("assistant", session)
+        .unwrap()
+}
+
 #[test]
 fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
     let nats = NatsServer::start();
@@ -80,19 +89,51 @@ fn an_acknowledged_message_survives_kill_9_and_the_session_reloads() {
     );
     serve.stop();
 
-    let db = hermes::store::durability::Durable::from(
-        hermes::store::open(&dir.path().join("crash-data")).unwrap(),
-    );
-    let messages = SessionStore::open(&db)
-        .unwrap()
-        .messages("assistant", "crash1")
-        .unwrap();
+    let messages = stored_messages(&dir.path().join("crash-data"), "crash1");
     let stored = messages
         .iter()
         .find(|m| m.id == first.message_id)
         .expect("the acknowledged message is stored");
     assert_eq!(stored.message.content, "remember this message");
     assert!(messages.iter().any(|m| m.id == second.message_id));
+}
+
+/// A publisher that lost its `accepted` and sends the same envelope again is answered again —
+/// the inbox drops the resend by its id, and the session answers a repeat of it — and the
+/// message is in the session once.
+#[test]
+fn a_message_sent_again_with_the_same_id_is_acknowledged_again_and_stored_once() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "again");
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (first, second) = rt.block_on(async {
+        let bus = bus::connect(&nats.url(), None).await.unwrap();
+        let env = Envelope::request(UserMessage::text("say it once")).for_session(
+            "assistant",
+            "again1",
+            Some("u1"),
+        );
+        let mut replies = Vec::new();
+        for _ in 0..2 {
+            let reply: Envelope<Accepted> =
+                rpc::request(bus.as_ref(), env.clone(), Duration::from_secs(60))
+                    .await
+                    .expect("every send of the message is acknowledged");
+            replies.push(reply.body);
+        }
+        (replies[0].clone(), replies[1].clone())
+    });
+    assert_eq!(first, second);
+    serve.stop();
+
+    let messages = stored_messages(&dir.path().join("again-data"), "again1");
+    let copies = messages.iter().filter(|m| m.id == first.message_id).count();
+    assert_eq!(copies, 1, "{messages:?}");
 }
 
 #[test]

@@ -48,6 +48,8 @@ const LOG_PREFIX: &str = "hermes.slog";
 /// The replicated memory log: one subject per user (see [`crate::memory::replica`]).
 const MEMORY_LOG_STREAM: &str = "HERMES_MEMORY_LOG";
 const MEMORY_LOG_PREFIX: &str = "hermes.mlog";
+/// The header marking an item as a publisher's resend of one already stored.
+const REPEAT_HEADER: &str = "Hermes-Repeat";
 /// The header carrying the original publisher's reply subject through the inbox.
 const REPLY_HEADER: &str = "Hermes-Reply";
 /// The priority group every session process pulls in.
@@ -137,6 +139,30 @@ impl NatsCluster {
     }
 }
 
+impl NatsCluster {
+    /// Store one inbox item; true when JetStream already held its message id. Retried
+    /// through a failover: the message id makes a repeat of a stored item a no-op.
+    async fn store_item(
+        &self,
+        subject: &str,
+        headers: &HeaderMap,
+        payload: &Bytes,
+    ) -> Result<bool, BusError> {
+        through_failover("storing an inbox item", || async {
+            let ack = self
+                .jetstream
+                .publish_with_headers(subject.to_string(), headers.clone(), payload.clone())
+                .await
+                .map_err(|e| storage_error("the session inbox refused the message", e))?;
+            let ack = ack
+                .await
+                .map_err(|e| storage_error("the session inbox did not confirm the message", e))?;
+            Ok::<bool, BusError>(ack.duplicate)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl Cluster for NatsCluster {
     fn options(&self) -> &ClusterOptions {
@@ -159,18 +185,20 @@ impl Cluster for NatsCluster {
         }
         super::trace::add(&mut headers);
         let subject = self.inbox_subject(agent, session);
-        // Retried through a failover: the message id makes a repeat of a stored item a no-op.
-        through_failover("storing an inbox item", || async {
-            let ack = self
-                .jetstream
-                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-                .await
-                .map_err(|e| storage_error("the session inbox refused the message", e))?;
-            ack.await
-                .map_err(|e| storage_error("the session inbox did not confirm the message", e))?;
-            Ok::<(), BusError>(())
-        })
-        .await
+        let duplicate = self.store_item(&subject, &headers, &payload).await?;
+        // A publisher's resend of an item already stored (its acknowledgement was lost) is
+        // dropped by the message id; one waiting for a reply gets it through a repeat item,
+        // which its session answers as it did the original, never handling it twice.
+        if let (true, Some(reply)) = (duplicate, reply) {
+            let mut repeat = HeaderMap::new();
+            let repeat_id = format!("{dedupe_id}~repeat~{}", uuid::Uuid::now_v7().simple());
+            repeat.insert(async_nats::header::NATS_MESSAGE_ID, repeat_id.as_str());
+            repeat.insert(REPLY_HEADER, reply);
+            repeat.insert(REPEAT_HEADER, "1");
+            super::trace::add(&mut repeat);
+            self.store_item(&subject, &repeat, &payload).await?;
+        }
+        Ok(())
     }
 
     async fn own_partitions(&self) -> Result<OwnedItems, BusError> {
@@ -473,6 +501,10 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         .as_ref()
         .and_then(|h| h.get(REPLY_HEADER))
         .map(|v| v.to_string());
+    let repeat = message
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.get(REPEAT_HEADER).is_some());
     let traceparent = super::trace::received(message.headers.as_ref());
     let subject = message.subject.to_string();
     // hermes.inbox.<partition>.<agent>.<session>
@@ -494,6 +526,7 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         payload,
         reply,
         delivery,
+        repeat,
         acker: Arc::new(JetStreamAcker::new(message)),
         traceparent,
     })
