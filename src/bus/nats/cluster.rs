@@ -137,9 +137,7 @@ impl NatsCluster {
         let p = partition_of(agent, session, self.options.partitions);
         format!("{INBOX_PREFIX}.{p}.{agent}.{session}")
     }
-}
 
-impl NatsCluster {
     /// Store one inbox item; true when JetStream already held its message id. Retried
     /// through a failover: the message id makes a repeat of a stored item a no-op.
     async fn store_item(
@@ -188,7 +186,9 @@ impl Cluster for NatsCluster {
         let duplicate = self.store_item(&subject, &headers, &payload).await?;
         // A publisher's resend of an item already stored (its acknowledgement was lost) is
         // dropped by the message id; one waiting for a reply gets it through a repeat item,
-        // which its session answers as it did the original, never handling it twice.
+        // which its session answers as it did the original, never handling it twice. (Our own
+        // retry through a failover may see its first attempt as the duplicate: the repeat
+        // item then only sends the reply once more.)
         if let (true, Some(reply)) = (duplicate, reply) {
             let mut repeat = HeaderMap::new();
             let repeat_id = format!("{dedupe_id}~repeat~{}", uuid::Uuid::now_v7().simple());
