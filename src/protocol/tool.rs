@@ -118,6 +118,13 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// reports the tool's timeouts itself, and the caller must not give up first.
 pub const TOOL_REPLY_MARGIN: Duration = Duration::from_secs(5);
 
+/// How long a caller waits for the reply to a call of a tool that runs for at most
+/// `tool_timeout` (its own timeout, or for an async tool its submission's): that plus
+/// [`TOOL_REPLY_MARGIN`]. The executor reckons with this wait when it holds a repeated call.
+pub fn tool_reply_wait(tool_timeout: Duration) -> Duration {
+    tool_timeout + TOOL_REPLY_MARGIN
+}
+
 /// How long after a `write` tool's own timeout its execution may still be recording its
 /// outcome: on a NATS cluster the record's write to the shared idempotency bucket rides out a
 /// JetStream failover (15 s of retries plus one last attempt).

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{Emitter, TurnEnv};
 use crate::llm::ToolCall;
+use crate::protocol::tool::tool_reply_wait;
 use crate::protocol::{ToolCallRequest, ToolCallResult, TurnEvent};
 use crate::store::sessions::SessionMeta;
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode};
@@ -14,9 +15,6 @@ use crate::tools::registry::closest_names;
 use crate::tools::transform::{self, DEFAULT_DETAIL_CHARS};
 use crate::tools::worker;
 use crate::tools::{ToolError, ToolErrorCode};
-
-/// Extra time the session waits beyond the tool's own timeout (the executor reports timeouts).
-const REPLY_MARGIN: Duration = crate::protocol::tool::TOOL_REPLY_MARGIN;
 
 pub(super) async fn execute(
     env: &TurnEnv,
@@ -42,7 +40,7 @@ pub(super) async fn execute(
                 Ok(prepared) => {
                     let mut repaired = call.clone();
                     repaired.arguments = prepared.arguments;
-                    let wait = def.timeout() + REPLY_MARGIN;
+                    let wait = tool_reply_wait(def.timeout());
                     let mut result =
                         dispatch(env, emitter, meta, turn_id, &repaired, confirmed, wait).await;
                     result.auto_corrected |= !prepared.corrections.is_empty();
@@ -82,15 +80,15 @@ pub(super) async fn execute(
 fn wait_for(env: &TurnEnv, def: &ToolDefinition) -> Duration {
     match def.mode {
         ToolMode::Async => {
-            Duration::from_secs(env.config.engine.request_timeout_secs) + REPLY_MARGIN
+            tool_reply_wait(Duration::from_secs(env.config.engine.request_timeout_secs))
         }
-        ToolMode::Sync => def.timeout() + REPLY_MARGIN,
+        ToolMode::Sync => tool_reply_wait(def.timeout()),
     }
 }
 
 /// How long the session waits for a tool without a definition at hand (e.g. `job_status`).
 pub(super) fn default_wait(env: &TurnEnv) -> Duration {
-    Duration::from_secs(env.config.tools.default_timeout_secs) + REPLY_MARGIN
+    tool_reply_wait(Duration::from_secs(env.config.tools.default_timeout_secs))
 }
 
 /// Send one call to its tool and wait up to `timeout` for its result (errors become results).

@@ -9,7 +9,7 @@ use tokio::runtime::Handle;
 
 use super::jobs;
 use crate::bus::SharedBus;
-use crate::protocol::tool::{repeated_write_wait, TOOL_REPLY_MARGIN, WRITE_SETTLE_GRACE};
+use crate::protocol::tool::{repeated_write_wait, tool_reply_wait, WRITE_SETTLE_GRACE};
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA};
@@ -269,7 +269,7 @@ pub(super) fn holder_patience(
         .and_then(|d| since.checked_add_signed(d))
         .unwrap_or(since);
     let left = (settled_by - now).to_std().unwrap_or_default();
-    let caller_waits = repeated_write_wait(runs_for + TOOL_REPLY_MARGIN);
+    let caller_waits = repeated_write_wait(tool_reply_wait(runs_for));
     left.min(caller_waits.saturating_sub(ANSWER_AHEAD))
 }
 

@@ -12,9 +12,9 @@
 //!   redelivery in one primitive, and ordering within a partition comes with it; the session
 //!   log's fenced appends (below) cover the one thing pinning alone does not — a paused old
 //!   owner that wakes up and writes.
-//! - Stream `HERMES_SESSION_LOG` (limits retention, read from its leader) holds each session's log under
-//!   `hermes.slog.<agent>.<session>`, with fenced appends ([`super::log`]); the memory log
-//!   `HERMES_MEMORY_LOG` is another such log.
+//! - Stream `HERMES_SESSION_LOG` (limits retention, read from its leader) holds each session's
+//!   log under `hermes.slog.<agent>.<session>`, with fenced appends ([`super::log`]); the
+//!   memory log `HERMES_MEMORY_LOG` is another such log.
 
 use std::sync::Arc;
 use std::time::Duration;
