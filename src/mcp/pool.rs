@@ -35,6 +35,8 @@ struct Slot {
     prompts: Vec<McpPrompt>,
     connections: u32,
     failed_attempts: u32,
+    /// [`Listing::as_of`] of the lists mounted now.
+    listed_as_of: u64,
 }
 
 /// The mounted servers.
@@ -50,6 +52,9 @@ struct Listing {
     tools: Vec<McpTool>,
     resources: Vec<McpResource>,
     prompts: Vec<McpPrompt>,
+    /// The server's `list_changed` count read before listing: a later count means the listing
+    /// may be stale.
+    as_of: u64,
 }
 
 impl McpPool {
@@ -77,6 +82,7 @@ impl McpPool {
                 prompts: Vec::new(),
                 connections: 0,
                 failed_attempts: 0,
+                listed_as_of: 0,
             };
             match outcome {
                 Ok((client, listing)) => slot.mount(client, listing),
@@ -195,11 +201,15 @@ impl McpPool {
         }
     }
 
-    /// Wait until the live client dies (→ `reconnecting`) or announces a list change
-    /// (→ re-list).
+    /// Wait until the live client dies (→ `reconnecting`) or has announced a list change since
+    /// its lists were read (→ re-list). A change announced before this task got here counts
+    /// too: on a busy host the first `list_changed` can arrive before the watch starts.
     async fn watch_live(&self, name: &str, client: Arc<dyn McpClient>) {
+        let listed_as_of = match self.read().get(name) {
+            Some(slot) => slot.listed_as_of,
+            None => return,
+        };
         let mut changed = client.list_changed();
-        changed.borrow_and_update();
         tokio::select! {
             reason = client.closed() => {
                 tracing::error!(server = %name, %reason, "MCP server died; reconnecting");
@@ -212,10 +222,11 @@ impl McpPool {
                 self.bump();
                 client.shutdown().await;
             }
-            Ok(()) = changed.changed() => {
+            Ok(()) = async { changed.wait_for(|count| *count != listed_as_of).await.map(drop) } => {
                 match list_everything(client.as_ref()).await {
                     Ok(listing) => {
                         if let Some(slot) = self.write().get_mut(name) {
+                            slot.listed_as_of = listing.as_of;
                             slot.tools = listing.tools;
                             slot.resources = listing.resources;
                             slot.prompts = listing.prompts;
@@ -223,7 +234,10 @@ impl McpPool {
                         tracing::info!(server = %name, "MCP server lists refreshed");
                         self.bump();
                     }
-                    Err(error) => tracing::warn!(server = %name, %error, "re-listing after list_changed failed"),
+                    Err(error) => {
+                        tracing::warn!(server = %name, %error, "re-listing after list_changed failed; retrying");
+                        tokio::time::sleep(FIRST_BACKOFF).await;
+                    }
                 }
             }
         }
@@ -271,6 +285,7 @@ impl Slot {
         self.tools = listing.tools;
         self.resources = listing.resources;
         self.prompts = listing.prompts;
+        self.listed_as_of = listing.as_of;
         self.connections += 1;
         self.failed_attempts = 0;
     }
@@ -298,6 +313,7 @@ impl Slot {
 
 /// Tools (required), resources and prompts (a failure there is logged and left empty).
 async fn list_everything(client: &dyn McpClient) -> Result<Listing, String> {
+    let as_of = *client.list_changed().borrow();
     let tools = client
         .list_tools()
         .await
@@ -314,6 +330,7 @@ async fn list_everything(client: &dyn McpClient) -> Result<Listing, String> {
         tools,
         resources,
         prompts,
+        as_of,
     })
 }
 
@@ -327,6 +344,7 @@ fn backoff(failed_attempts: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::McpError;
 
     #[test]
     fn backoff_doubles_from_250ms_and_caps_at_30s() {
@@ -359,5 +377,111 @@ mod tests {
         let unknown = pool.client("nope").err().unwrap();
         assert!(unknown.contains("mounted: ghost"), "{unknown}");
         pool.shutdown().await;
+    }
+
+    /// A server whose tool list the test grows and announces by hand.
+    struct GrowingServer {
+        tools: Mutex<Vec<McpTool>>,
+        changed: watch::Sender<u64>,
+    }
+
+    impl GrowingServer {
+        fn grow(&self, name: &str) {
+            self.tools.lock().unwrap().push(McpTool {
+                name: name.into(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+                hints: Default::default(),
+            });
+            self.changed.send_modify(|count| *count += 1);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl McpClient for GrowingServer {
+        fn server(&self) -> &str {
+            "grow"
+        }
+        async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
+            Ok(self.tools.lock().unwrap().clone())
+        }
+        async fn call_tool(
+            &self,
+            _: &str,
+            _: serde_json::Value,
+            _: Duration,
+        ) -> Result<crate::protocol::mcp::McpToolResult, McpError> {
+            unreachable!("the test never calls a tool")
+        }
+        async fn list_resources(&self) -> Result<Vec<McpResource>, McpError> {
+            Ok(Vec::new())
+        }
+        async fn read_resource(
+            &self,
+            _: &str,
+            _: Duration,
+        ) -> Result<Vec<crate::protocol::mcp::McpResourceContent>, McpError> {
+            unreachable!("the test never reads a resource")
+        }
+        async fn list_prompts(&self) -> Result<Vec<McpPrompt>, McpError> {
+            Ok(Vec::new())
+        }
+        async fn get_prompt(
+            &self,
+            _: &str,
+            _: serde_json::Value,
+            _: Duration,
+        ) -> Result<crate::protocol::mcp::McpPromptResult, McpError> {
+            unreachable!("the test never gets a prompt")
+        }
+        async fn closed(&self) -> String {
+            std::future::pending().await
+        }
+        fn list_changed(&self) -> watch::Receiver<u64> {
+            self.changed.subscribe()
+        }
+        async fn shutdown(&self) {}
+    }
+
+    #[tokio::test]
+    async fn a_list_change_announced_before_the_watch_starts_is_still_relisted() {
+        let server = Arc::new(GrowingServer {
+            tools: Mutex::new(Vec::new()),
+            changed: watch::channel(0).0,
+        });
+        let pool = Arc::new(McpPool {
+            slots: RwLock::new(BTreeMap::new()),
+            changes: watch::channel(0).0,
+            tasks: Mutex::new(Vec::new()),
+            self_exe: PathBuf::from("/nonexistent/self"),
+        });
+        let client: Arc<dyn McpClient> = server.clone();
+        let listing = list_everything(client.as_ref()).await.unwrap();
+        let mut slot = Slot {
+            config: McpServerConfig {
+                name: "grow".into(),
+                ..Default::default()
+            },
+            client: None,
+            status: "failed",
+            error: None,
+            tools: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
+            connections: 0,
+            failed_attempts: 0,
+            listed_as_of: 0,
+        };
+        slot.mount(Arc::clone(&client), listing);
+        pool.write().insert("grow".into(), slot);
+
+        server.grow("extra_1");
+        tokio::time::timeout(Duration::from_secs(5), pool.watch_live("grow", client))
+            .await
+            .expect("the change announced before the watch was never picked up");
+
+        let tools = &pool.catalog().servers[0].tools;
+        assert_eq!(tools.len(), 1, "{tools:?}");
+        assert_eq!(tools[0].name, "extra_1");
     }
 }
