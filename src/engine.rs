@@ -393,6 +393,7 @@ impl Engine {
             },
             tokens,
             cancel: Arc::default(),
+            ack: Default::default(),
         };
         let reader = SessionReader::of(&env.store);
         self.services.extend(

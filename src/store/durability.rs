@@ -109,6 +109,9 @@ struct Pending {
     wanted: u64,
     /// When the oldest write not yet covered by a flush happened (batch mode).
     dirty_since: Option<Instant>,
+    /// The latest time the next flush may start: a writer waits for a flush that other
+    /// writers are likely to ask for soon ([`Durable::ticket_within`]).
+    flush_by: Option<Instant>,
     closed: bool,
 }
 
@@ -251,6 +254,27 @@ impl Durable {
             pending.issued
         };
         self.shared.signal.wake.notify_one();
+        self.reached(Ticket(ticket)).await
+    }
+
+    /// A claim on everything written before this call, flushed at the latest `max` from now:
+    /// a writer that must know its writes are on disk, but can share the flush that another
+    /// writer (or its own next commit) asks for meanwhile. [`Durable::reached`] waits for it.
+    pub fn ticket_within(&self, max: Duration) -> Ticket {
+        let by = Instant::now() + max;
+        let ticket = {
+            let mut pending = lock(&self.shared.signal.state);
+            pending.issued += 1;
+            pending.flush_by = Some(pending.flush_by.map_or(by, |at| at.min(by)));
+            pending.issued
+        };
+        self.shared.signal.wake.notify_one();
+        Ticket(ticket)
+    }
+
+    /// Wait until the writes `ticket` claims are on disk.
+    pub async fn reached(&self, ticket: Ticket) -> Result<(), FlushError> {
+        let Ticket(ticket) = ticket;
         let mut progress = self.shared.progress.clone();
         let reached = progress
             .wait_for(|p| p.durable >= ticket || p.error.is_some())
@@ -271,6 +295,11 @@ impl Durable {
         }
     }
 }
+
+/// What [`Durable::ticket_within`] hands out: the writes issued up to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a ticket is only worth waiting for"]
+pub struct Ticket(u64);
 
 /// The flusher: waits for a reason to flush (a waiting writer, or a batch interval that ran
 /// out), then covers every write issued so far with one flush.
@@ -293,13 +322,20 @@ fn flusher(
                 if pending.wanted > durable {
                     break;
                 }
-                match (mode, pending.dirty_since) {
-                    (mode, Some(since)) => {
-                        let every = match mode {
-                            Mode::Batch(every) => every,
-                            Mode::Sync => BACKGROUND_FLUSH_EVERY,
-                        };
-                        let left = every.saturating_sub(since.elapsed());
+                let every = match mode {
+                    Mode::Batch(every) => every,
+                    Mode::Sync => BACKGROUND_FLUSH_EVERY,
+                };
+                let due = [
+                    pending.dirty_since.map(|since| since + every),
+                    pending.flush_by,
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                match due {
+                    Some(due) => {
+                        let left = due.saturating_duration_since(Instant::now());
                         if left.is_zero() {
                             break;
                         }
@@ -309,12 +345,13 @@ fn flusher(
                             .map(|(g, _)| g)
                             .unwrap_or_else(|e| e.into_inner().0);
                     }
-                    _ => {
+                    None => {
                         pending = signal.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
                     }
                 }
             }
             pending.dirty_since = None;
+            pending.flush_by = None;
             pending.issued
         };
         let Some(shared) = shared.upgrade() else {
@@ -423,6 +460,34 @@ mod tests {
             2,
             "an explicit flush flushes in batch mode too"
         );
+    }
+
+    #[tokio::test]
+    async fn a_ticket_is_flushed_within_its_time_without_another_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = open(dir.path(), Mode::Sync);
+        durable.insert(b"k", b"v".to_vec()).unwrap();
+        let ticket = durable.ticket_within(Duration::from_millis(20));
+        tokio::time::timeout(Duration::from_secs(5), durable.reached(ticket))
+            .await
+            .expect("the flusher flushes by the ticket's time")
+            .unwrap();
+        assert_eq!(durable.flushes(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_commit_meanwhile_covers_a_ticket_with_the_same_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = open(dir.path(), Mode::Sync);
+        durable.insert(b"a", b"v".to_vec()).unwrap();
+        let ticket = durable.ticket_within(Duration::from_secs(60));
+        durable.insert(b"b", b"v".to_vec()).unwrap();
+        durable.commit().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(1), durable.reached(ticket))
+            .await
+            .expect("the commit's flush covers the earlier ticket")
+            .unwrap();
+        assert_eq!(durable.flushes(), 1, "one flush served both");
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::durability::Durable;
+use super::durability::{Durable, Mode, Ticket};
 use super::replica::{LogRecord, SessionLog};
 use super::tasks::TaskState;
 use super::StoreError;
@@ -423,6 +423,19 @@ impl SessionStore {
             return Ok(());
         }
         Ok(self.db.commit().await?)
+    }
+
+    /// For a writer that must wait for its writes to be durable but may share a flush: in
+    /// `sync` mode without a replicated log, a claim on everything written so far that a
+    /// flush covers within `max` ([`Self::reached`] waits for it). `None` where
+    /// [`Self::commit`] waits for nothing anyway (`batch` mode, a replicated log).
+    pub fn commit_within(&self, max: std::time::Duration) -> Option<Ticket> {
+        (self.log.is_none() && self.db.mode() == Mode::Sync).then(|| self.db.ticket_within(max))
+    }
+
+    /// Wait until the writes `ticket` claims are on disk.
+    pub async fn reached(&self, ticket: Ticket) -> Result<(), StoreError> {
+        Ok(self.db.reached(ticket).await?)
     }
 
     /// All sessions, optionally only one user's.

@@ -1,8 +1,11 @@
-//! A turn's events: every event of a turn goes out through its [`Emitter`], to the ports.
+//! A turn's events: every event of a turn goes out through its [`Emitter`], to the ports,
+//! after the acknowledgement of the turn's message ([`super::ack`]).
 
 use std::sync::Arc;
 
+use super::ack::AckSlot;
 use super::ports::TurnPorts;
+use super::TurnEnv;
 use crate::bus::events::EventScope;
 use crate::protocol::TurnEvent;
 use crate::store::sessions::SessionMeta;
@@ -12,12 +15,14 @@ use crate::store::sessions::SessionMeta;
 pub struct Emitter {
     ports: Arc<dyn TurnPorts>,
     scope: EventScope,
+    ack: AckSlot,
 }
 
 impl Emitter {
-    pub fn new(ports: Arc<dyn TurnPorts>, meta: &SessionMeta, trace_id: &str) -> Self {
+    pub fn new(env: &TurnEnv, meta: &SessionMeta, trace_id: &str) -> Self {
         Self {
-            ports,
+            ports: env.ports.clone(),
+            ack: env.ack.clone(),
             scope: EventScope {
                 agent: meta.agent.clone(),
                 session: meta.session.clone(),
@@ -32,7 +37,9 @@ impl Emitter {
         &self.scope
     }
 
+    /// Publish `event`, after the acknowledgement of the turn's message if that is still on
+    /// its way.
     pub async fn emit(&self, event: TurnEvent) {
-        self.ports.emit(&self.scope, event).await;
+        self.ack.emit(self.ports.as_ref(), &self.scope, event).await;
     }
 }

@@ -22,6 +22,7 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     if let Err(se) = state.env.store.commit().await {
         tracing::error!(error = %se, "failed turn state not committed");
     }
+    state.env.ack.sent().await;
     state
         .emitter
         .emit(TurnEvent::Error {
@@ -76,7 +77,7 @@ async fn cancel_current(
         };
     };
     let children = child_sessions(&record);
-    let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+    let emitter = Emitter::new(env, meta, &record.trace_id);
     let mut state = TurnState::new(env, meta, task, &[], emitter);
     fail(
         &mut state,
@@ -139,6 +140,9 @@ pub(super) async fn finish(
         state.save_task().await?;
     }
     state.env.store.commit().await?;
+    // The flush covered the message's acknowledgement too: it and the events held for it
+    // leave first.
+    state.env.ack.sent().await;
     let current = state.record().clone();
     deliver(state.env, state.meta, &state.emitter, &current, text).await;
     let current = state.current();
@@ -196,7 +200,7 @@ pub async fn queue_extraction(
     let queued = match (own.first(), own.last().filter(|_| own.len() > 1)) {
         (Some(user_message), Some(answer)) => {
             let text = &answer.message.content;
-            let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+            let emitter = Emitter::new(env, meta, &record.trace_id);
             deliver(env, meta, &emitter, &record, text).await;
             enqueue_extraction(env, meta, &record, user_message, text).await
         }

@@ -49,6 +49,8 @@ pub struct Seen {
     pub job_events: Vec<JobEvent>,
     /// The namespaces of the last recall.
     pub recall_namespaces: Vec<String>,
+    /// What left the turn, in order: `reply`, `call` (a tool call) or an event's kind.
+    pub out: Vec<String>,
 }
 
 impl FakePorts {
@@ -106,7 +108,10 @@ impl TurnPorts for FakePorts {
         request: ToolCallRequest,
         timeout: Duration,
     ) -> ToolCallResult {
-        self.seen().calls.push((request.clone(), timeout));
+        let mut seen = self.seen();
+        seen.out.push("call".into());
+        seen.calls.push((request.clone(), timeout));
+        drop(seen);
         let Some(run) = self.tools.get(&request.name) else {
             let error = ToolError::new(ToolErrorCode::Unavailable, "no executor serves it");
             return failed(request.call_id, request.name, error);
@@ -134,7 +139,9 @@ impl TurnPorts for FakePorts {
     }
 
     async fn emit(&self, _: &EventScope, event: TurnEvent) {
-        self.seen().events.push(event);
+        let mut seen = self.seen();
+        seen.out.push(event.type_name().to_string());
+        seen.events.push(event);
     }
 
     async fn enqueue_extraction(&self, _: &EventScope, job: ExtractJob) -> bool {
@@ -143,7 +150,9 @@ impl TurnPorts for FakePorts {
     }
 
     async fn reply(&self, to: &str, payload: Bytes) {
-        self.seen().replies.push((to.to_string(), payload));
+        let mut seen = self.seen();
+        seen.out.push("reply".into());
+        seen.replies.push((to.to_string(), payload));
     }
 
     async fn send_message(

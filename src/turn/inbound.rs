@@ -1,13 +1,16 @@
 //! What arrives for a session before a turn runs: a user message, accepted by persisting it
-//! with a new turn (committed before the acknowledgement leaves), and the user's decision on a
-//! paused turn's high-risk calls. Replies to the publisher go through the ports.
+//! with a new turn (on disk before the acknowledgement leaves, which in `sync` mode shares
+//! the turn's next flush: [`super::ack`]), and the user's decision on a paused turn's
+//! high-risk calls. Replies to the publisher go through the ports.
 
 use chrono::Utc;
 
+use super::ack::ACK_FLUSH_WITHIN;
 use super::{goal_tokens, new_stored, TurnEnv};
 use crate::llm::ChatMessage;
 use crate::protocol::envelope::{error_envelope, Envelope};
 use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, UserMessage};
+use crate::store::durability::Ticket;
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::{Decision, TaskState, TurnPhase, TurnRecord};
 
@@ -112,7 +115,8 @@ pub async fn decide(
 /// What became of a user message.
 #[derive(Debug)]
 pub enum Acceptance {
-    /// Stored with a new turn, and acknowledged.
+    /// Stored with a new turn, and acknowledged (in `sync` mode: the acknowledgement leaves
+    /// with the first flush that covers it, see [`super::ack`]).
     Accepted(StoredMessage),
     /// Refused with an error reply (wrong user, a paused turn, storage failed).
     Refused,
@@ -187,11 +191,17 @@ pub async fn accept(
         .map(|d| super::delegation::parent_link(d));
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
-    let saved = match env
+    let saved = env
         .store
         .save(meta, std::slice::from_ref(&stored), task)
-        .await
-    {
+        .await;
+    if saved.is_ok() {
+        if let Some(ticket) = env.store.commit_within(ACK_FLUSH_WITHIN) {
+            acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;
+            return Acceptance::Accepted(stored);
+        }
+    }
+    let saved = match saved {
         Ok(()) => env.store.commit().await,
         Err(e) => Err(e),
     };
@@ -216,6 +226,36 @@ pub async fn accept(
     });
     reply(env, msg.reply.as_deref(), &accepted).await;
     Acceptance::Accepted(stored)
+}
+
+/// Send the acknowledgement of `stored` once the flush `ticket` waits for has put it on
+/// disk, without holding up the turn (see [`super::ack`]); a failed flush is the publisher's
+/// `store_failed`.
+async fn acknowledge_once_flushed(
+    env: &TurnEnv,
+    msg: &Inbound<UserMessage>,
+    meta: &SessionMeta,
+    stored: &StoredMessage,
+    ticket: Ticket,
+) {
+    let opener = env.ack.hold().await;
+    let accepted = msg.envelope.reply(Accepted {
+        message_id: stored.id.clone(),
+        session: meta.session.clone(),
+        seq: stored.seq,
+    });
+    let (env, to, session) = (env.clone(), msg.reply.clone(), meta.session.clone());
+    tokio::spawn(async move {
+        match env.store.reached(ticket).await {
+            Ok(()) => reply(&env, to.as_deref(), &accepted).await,
+            Err(e) => {
+                tracing::error!(%session, error = %e, "message not flushed; its acknowledgement says so");
+                let err = error_envelope("store_failed", format!("message not stored: {e}"));
+                reply(&env, to.as_deref(), &err).await;
+            }
+        }
+        opener.open(env.ports.as_ref()).await;
+    });
 }
 
 /// Why a new message cannot start a turn now, and what to do.

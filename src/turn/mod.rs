@@ -10,6 +10,7 @@
 //! after a crash and continues where the log stops: a tool call whose result is stored is not
 //! executed again.
 
+pub mod ack;
 mod context;
 pub mod delegation;
 mod emit;
@@ -55,13 +56,17 @@ pub struct TurnEnv {
     pub tokens: TokenCounter,
     /// Set when the session's turn is to stop (`user.cancel`); checked before every step.
     pub cancel: Arc<AtomicBool>,
+    /// The acknowledgement of the session's last message, while it waits for its flush.
+    pub ack: ack::AckSlot,
 }
 
 impl TurnEnv {
-    /// This environment with a cancel flag of its own (one per session actor).
+    /// This environment with a cancel flag and an acknowledgement slot of its own (one per
+    /// session actor).
     pub fn with_own_cancel(&self) -> Self {
         Self {
             cancel: Arc::default(),
+            ack: ack::AckSlot::default(),
             ..self.clone()
         }
     }
@@ -140,7 +145,7 @@ pub async fn run_turn(
     let Some(record) = task.unfinished_turn().cloned() else {
         return TurnOutcome::empty(TurnError::NoTurn);
     };
-    let emitter = Emitter::new(env.ports.clone(), meta, &record.trace_id);
+    let emitter = Emitter::new(env, meta, &record.trace_id);
     let mut state = TurnState::new(env, meta, task, &log, emitter);
     let result = steps(&mut state, &record).await;
     let error = result.err();

@@ -116,8 +116,13 @@ impl<'a> TurnState<'a> {
 
     /// Append the deferred mid-turn messages now: before a call that acts on the world, so a
     /// process that lost the session to another owner learns it (its append is fenced) before
-    /// it acts, not after.
+    /// it acts, not after. The turn's message is acknowledged (so on disk) by then as well.
     pub(super) async fn flush_deferred(&mut self) -> Result<(), TurnError> {
+        if self.env.ack.pending().await {
+            // No waiting for a flush another commit may ask for: this call needs it now.
+            self.env.store.commit().await?;
+            self.env.ack.sent().await;
+        }
         if self.deferred.is_empty() {
             return Ok(());
         }
