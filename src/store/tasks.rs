@@ -183,6 +183,10 @@ pub struct PendingConfirmation {
     pub asked_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// The id of the `user.confirmation` envelope that decided it: the same envelope sent
+    /// again is acknowledged again, not refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 /// An async job a call submitted; the turn continues when every such job has a result.

@@ -42,6 +42,12 @@ pub async fn decide(
         return false;
     }
     let wanted = msg.envelope.body.call_id.as_deref();
+    let approve = msg.envelope.body.approve;
+    if let Some(again) = decided_already(task, &msg.envelope.id, approve) {
+        // Sent again (its first acknowledgement was lost): the same answer, nothing redone.
+        reply(env, to, &msg.envelope.reply(again)).await;
+        return false;
+    }
     let Some(turn) = task.unfinished_turn_mut() else {
         let text = format!(
             "session `{}` has no turn waiting for a confirmation",
@@ -70,7 +76,6 @@ pub async fn decide(
         reply(env, to, &error_envelope("nothing_to_confirm", text)).await;
         return false;
     }
-    let approve = msg.envelope.body.approve;
     let decision = if approve {
         Decision::Approved
     } else {
@@ -79,6 +84,7 @@ pub async fn decide(
     for c in turn.confirmations.iter_mut() {
         if chosen.contains(&c.call_id) {
             c.decision = Some(decision);
+            c.decided_by = Some(msg.envelope.id.clone());
         }
     }
     turn.updated_at = Utc::now();
@@ -93,6 +99,7 @@ pub async fn decide(
             for c in turn.confirmations.iter_mut() {
                 if chosen.contains(&c.call_id) {
                     c.decision = None;
+                    c.decided_by = None;
                 }
             }
         }
@@ -110,6 +117,27 @@ pub async fn decide(
     });
     reply(env, to, &accepted).await;
     true
+}
+
+/// The acknowledgement the decision `envelope_id` got when it was taken: a publisher that
+/// lost `confirmation.accepted` and sends the same envelope again hears it again.
+fn decided_already(
+    task: &TaskState,
+    envelope_id: &str,
+    approve: bool,
+) -> Option<ConfirmationAccepted> {
+    let turn = task.turn.as_ref()?;
+    let call_ids: Vec<String> = turn
+        .confirmations
+        .iter()
+        .filter(|c| c.decided_by.as_deref() == Some(envelope_id))
+        .map(|c| c.call_id.clone())
+        .collect();
+    (!call_ids.is_empty()).then(|| ConfirmationAccepted {
+        turn_id: turn.turn_id.clone(),
+        call_ids,
+        approve,
+    })
 }
 
 /// What became of a user message.

@@ -286,6 +286,49 @@ async fn a_write_call_waits_until_its_message_is_acknowledged() {
 }
 
 #[tokio::test]
+async fn a_decision_sent_again_gets_the_same_acknowledgement_and_runs_nothing_twice() {
+    let mut risky = tool("cancel_order");
+    risky.risk = ToolRisk::High;
+    let ports = call_then_answer("cancel_order").tool(risky, |_| Ok(json!({"cancelled": true})));
+    let mut s = Session::new(ports);
+    s.say("cancel my order").await;
+    let decision = |reply: &str| Inbound {
+        envelope: Envelope::request(Confirmation {
+            approve: true,
+            call_id: None,
+        }),
+        user: "u1".to_string(),
+        reply: Some(reply.to_string()),
+    };
+    let first = decision("_INBOX.first");
+    assert!(inbound::decide(&s.env, &mut s.meta, &mut s.task, &first).await);
+    s.resume().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    let mut again = first.clone();
+    again.reply = Some("_INBOX.again".into());
+    assert!(
+        !inbound::decide(&s.env, &mut s.meta, &mut s.task, &again).await,
+        "nothing to resume"
+    );
+    let another = decision("_INBOX.another");
+    assert!(!inbound::decide(&s.env, &mut s.meta, &mut s.task, &another).await);
+    let seen = s.ports.seen();
+    assert_eq!(seen.calls.len(), 1, "the approved call ran once");
+    let answer = |inbox: &str| -> serde_json::Value {
+        let (_, payload) = seen.replies.iter().find(|(to, _)| to == inbox).unwrap();
+        serde_json::from_slice(payload).unwrap()
+    };
+    let (first, again) = (answer("_INBOX.first"), answer("_INBOX.again"));
+    assert_eq!(again["kind"], "confirmation.accepted", "{again}");
+    assert_eq!(again["body"], first["body"]);
+    assert_eq!(
+        answer("_INBOX.another")["kind"],
+        "error",
+        "a new decision after the turn ended finds nothing to confirm"
+    );
+}
+
+#[tokio::test]
 async fn a_high_risk_call_waits_for_approval_then_runs_confirmed() {
     let mut risky = tool("cancel_order");
     risky.risk = ToolRisk::High;

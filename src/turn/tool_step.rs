@@ -298,6 +298,7 @@ fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> C
                     arguments: call.arguments.clone(),
                     asked_at: Utc::now(),
                     decision: None,
+                    decided_by: None,
                 });
                 out.asked.push(call.clone());
             }
