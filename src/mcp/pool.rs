@@ -72,18 +72,7 @@ impl McpPool {
             async move { (config.clone(), pool.connect(config).await) }
         });
         for (config, outcome) in futures::future::join_all(first).await {
-            let mut slot = Slot {
-                config: config.clone(),
-                client: None,
-                status: "failed",
-                error: None,
-                tools: Vec::new(),
-                resources: Vec::new(),
-                prompts: Vec::new(),
-                connections: 0,
-                failed_attempts: 0,
-                listed_as_of: 0,
-            };
+            let mut slot = Slot::unconnected(config.clone());
             match outcome {
                 Ok((client, listing)) => slot.mount(client, listing),
                 Err(error) => {
@@ -277,6 +266,22 @@ impl McpPool {
 }
 
 impl Slot {
+    /// A server not connected yet (`failed` until its first connection).
+    fn unconnected(config: McpServerConfig) -> Self {
+        Self {
+            config,
+            client: None,
+            status: "failed",
+            error: None,
+            tools: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
+            connections: 0,
+            failed_attempts: 0,
+            listed_as_of: 0,
+        }
+    }
+
     fn mount(&mut self, client: Arc<dyn McpClient>, listing: Listing) {
         tracing::info!(server = %self.config.name, tools = listing.tools.len(), resources = listing.resources.len(), prompts = listing.prompts.len(), "MCP server mounted");
         self.client = Some(client);
@@ -457,21 +462,10 @@ mod tests {
         });
         let client: Arc<dyn McpClient> = server.clone();
         let listing = list_everything(client.as_ref()).await.unwrap();
-        let mut slot = Slot {
-            config: McpServerConfig {
-                name: "grow".into(),
-                ..Default::default()
-            },
-            client: None,
-            status: "failed",
-            error: None,
-            tools: Vec::new(),
-            resources: Vec::new(),
-            prompts: Vec::new(),
-            connections: 0,
-            failed_attempts: 0,
-            listed_as_of: 0,
-        };
+        let mut slot = Slot::unconnected(McpServerConfig {
+            name: "grow".into(),
+            ..Default::default()
+        });
         slot.mount(Arc::clone(&client), listing);
         pool.write().insert("grow".into(), slot);
 
