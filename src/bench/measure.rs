@@ -67,6 +67,8 @@ pub struct Snapshot {
     pub wall: std::time::Instant,
     pub switches: u64,
     pub flushes: u64,
+    /// Time the database's flusher spent flushing so far.
+    pub flushing: Duration,
     /// CPU of the deployment's other processes, when counted.
     pub deployment: Option<Duration>,
 }
@@ -79,6 +81,10 @@ impl Snapshot {
             wall: std::time::Instant::now(),
             switches: context_switches(),
             flushes: engine.db.as_ref().map_or(0, |d| d.flushes()),
+            flushing: engine
+                .db
+                .as_ref()
+                .map_or(Duration::ZERO, |d| d.flush_time()),
             deployment: deployment_cpu(),
         }
     }
@@ -103,6 +109,7 @@ pub fn per_turn_row(
         "cpu_us_per_turn": (end.cpu - start.cpu).as_secs_f64() * 1e6 / n,
         "context_switches_per_turn": (end.switches - start.switches) as f64 / n,
         "flushes_per_turn": (end.flushes - start.flushes) as f64 / n,
+        "flush_us_per_turn": (end.flushing - start.flushing).as_secs_f64() * 1e6 / n,
         "peak_rss_mb": peak_rss_mb(),
     });
     if let (Some(a), Some(b), Some(obj)) = (start.deployment, end.deployment, row.as_object_mut()) {
