@@ -6,7 +6,9 @@
 //! whichever comes first. The turn goes on meanwhile, so a quick turn costs one flush, not
 //! two. The publisher still hears `accepted` before anything else of the turn: events the
 //! turn emits meanwhile are held and published right after the acknowledgement, and a call
-//! that may act on the world first flushes and waits for it ([`AckSlot::sent`]).
+//! that may act on the world first flushes and waits for it ([`AckSlot::sent`]). Should that
+//! flush fail (a full disk), the publisher hears `store_failed`, and the turn's own next
+//! commit fails the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
