@@ -438,8 +438,15 @@ impl Handler<CancelTurn> for SessionActor {
                         .reason
                         .clone()
                         .unwrap_or_else(|| "cancelled by the user".into());
-                    let accepted =
-                        turn::cancel(&env, meta, &mut task, &reason, msg.envelope.ts).await;
+                    let accepted = turn::cancel(
+                        &env,
+                        meta,
+                        &mut task,
+                        &reason,
+                        &msg.envelope.id,
+                        msg.envelope.ts,
+                    )
+                    .await;
                     msg.envelope.reply(accepted).encode()
                 }
                 None => msg

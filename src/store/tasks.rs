@@ -244,6 +244,20 @@ pub struct TaskState {
     /// Identifiers pulled from tool results (`order_id=…`), shown to the model as key facts.
     #[serde(default)]
     pub key_facts: Vec<String>,
+    /// The last `user.cancel` handled and what it stopped: the same envelope sent again gets
+    /// the same answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_cancel: Option<CancelRecord>,
+}
+
+/// A handled `user.cancel`: its envelope id, the turn it stopped and the child sessions told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub envelope_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 impl TaskState {

@@ -404,6 +404,7 @@ async fn cancelling_a_waiting_turn_fails_it_and_cancels_its_children() {
         &mut s.meta,
         &mut s.task,
         "changed my mind",
+        "cancel-1",
         Utc::now(),
     )
     .await;
@@ -416,6 +417,22 @@ async fn cancelling_a_waiting_turn_fails_it_and_cancels_its_children() {
     ));
     s.reload();
     assert_eq!(s.phase(), TurnPhase::Failed, "the cancellation is stored");
+
+    // Its answer lost, the same cancel comes again (after a restart, even): the same answer,
+    // and nobody is told twice.
+    let again = super::cancel(
+        &s.env,
+        &mut s.meta,
+        &mut s.task,
+        "changed my mind",
+        "cancel-1",
+        Utc::now(),
+    )
+    .await;
+    assert_eq!(again, accepted);
+    assert_eq!(s.ports.seen().cancels.len(), 2);
+    let other = super::cancel(&s.env, &mut s.meta, &mut s.task, "", "cancel-2", Utc::now()).await;
+    assert_eq!(other.turn_id, None, "a new cancel finds nothing to stop");
 }
 
 // The router raises the cancel flag when the cancel arrives; a child's answer can wake the
@@ -440,7 +457,7 @@ async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
         outcome.error.map(|e| e.to_string())
     );
     assert_eq!(s.phase(), TurnPhase::Failed);
-    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "stop", sent_at).await;
+    let accepted = super::cancel(&s.env, &mut s.meta, &mut s.task, "stop", "c-1", sent_at).await;
     assert_eq!(accepted.turn_id.as_deref(), Some(turn_id.as_str()));
     assert_eq!(
         accepted.children.len(),
@@ -451,13 +468,13 @@ async fn a_cancel_whose_flag_stopped_the_woken_turn_first_reports_that_turn() {
     s.env
         .cancel
         .store(false, std::sync::atomic::Ordering::Release);
-    let again = super::cancel(&s.env, &mut s.meta, &mut s.task, "again", Utc::now()).await;
+    let again = super::cancel(&s.env, &mut s.meta, &mut s.task, "again", "c-2", Utc::now()).await;
     assert_eq!(again.turn_id, None);
     // A later cancel, flag and all, does not claim the turn an earlier one stopped.
     s.env
         .cancel
         .store(true, std::sync::atomic::Ordering::Release);
-    let later = super::cancel(&s.env, &mut s.meta, &mut s.task, "later", Utc::now()).await;
+    let later = super::cancel(&s.env, &mut s.meta, &mut s.task, "later", "c-3", Utc::now()).await;
     assert_eq!(later.turn_id, None);
 }
 

@@ -9,7 +9,7 @@ use super::{delegation, turn_start, Emitter, TurnEnv, TurnError, TurnState};
 use crate::llm::ChatMessage;
 use crate::protocol::{CancelAccepted, ExtractJob, TurnEvent};
 use crate::store::sessions::{SessionMeta, StoredMessage};
-use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
+use crate::store::tasks::{CancelRecord, TaskState, TurnPhase, TurnRecord};
 
 /// Store the turn as failed, say so, stop the agents it delegated to, and tell its parent.
 pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &TurnError) {
@@ -38,10 +38,47 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     }
 }
 
-/// Stop the session's unfinished turn at the user's request (`user.cancel`, sent at
-/// `sent_at`), with the agents it delegated to; the turn that was stopped and the child
-/// sessions told.
+/// Stop the session's unfinished turn at the user's request (`user.cancel` envelope
+/// `envelope_id`, sent at `sent_at`), with the agents it delegated to; the turn that was
+/// stopped and the child sessions told. The same envelope sent again (its answer was lost)
+/// gets the same answer and stops nothing more.
 pub async fn cancel(
+    env: &TurnEnv,
+    meta: &mut SessionMeta,
+    task: &mut TaskState,
+    reason: &str,
+    envelope_id: &str,
+    sent_at: DateTime<Utc>,
+) -> CancelAccepted {
+    if let Some(done) = task
+        .last_cancel
+        .as_ref()
+        .filter(|c| c.envelope_id == envelope_id)
+    {
+        return CancelAccepted {
+            turn_id: done.turn_id.clone(),
+            children: done.children.clone(),
+        };
+    }
+    let stopped = stop_all(env, meta, task, reason, sent_at).await;
+    task.last_cancel = Some(CancelRecord {
+        envelope_id: envelope_id.to_string(),
+        turn_id: stopped.turn_id.clone(),
+        children: stopped.children.clone(),
+    });
+    // Should this write fail, a resend merely finds nothing more to stop.
+    let recorded = match env.store.save(meta, &[], task).await {
+        Ok(()) => env.store.commit().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(session = %meta.session, error = %e, "the cancel's answer not recorded; a resend will say nothing was stopped");
+    }
+    stopped
+}
+
+/// [`cancel`]'s work: the unfinished turn and every parked one.
+async fn stop_all(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
