@@ -44,22 +44,28 @@ fn a_turn_with_a_tool_call_crosses_two_processes_over_nats() {
 }
 
 fn request_accepted(url: &str, session: &str, text: &str) -> Accepted {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    send_accepted(url, session, text, 1).remove(0)
+}
+
+/// Send one envelope of `text` to the assistant's `session` `times` times, as a publisher that
+/// lost its acknowledgement would; the `accepted` each send got.
+fn send_accepted(url: &str, session: &str, text: &str, times: usize) -> Vec<Accepted> {
+    crate::common::runtime::multi_thread(2).block_on(async {
         let bus = bus::connect(url, None).await.unwrap();
         let env = Envelope::request(UserMessage::text(text)).for_session(
             "assistant",
             session,
             Some("u1"),
         );
-        let reply: Envelope<Accepted> =
-            rpc::request(bus.as_ref(), env.clone(), Duration::from_secs(60))
-                .await
-                .unwrap();
-        reply.body
+        let mut accepted = Vec::new();
+        for _ in 0..times {
+            let reply: Envelope<Accepted> =
+                rpc::request(bus.as_ref(), env.clone(), Duration::from_secs(60))
+                    .await
+                    .expect("every send of the message is acknowledged");
+            accepted.push(reply.body);
+        }
+        accepted
     })
 }
 
@@ -107,28 +113,9 @@ fn a_message_sent_again_with_the_same_id_is_acknowledged_again_and_stored_once()
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "again");
     let serve = Serve::start(&config, &nats.url(), "all");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (first, second) = rt.block_on(async {
-        let bus = bus::connect(&nats.url(), None).await.unwrap();
-        let env = Envelope::request(UserMessage::text("say it once")).for_session(
-            "assistant",
-            "again1",
-            Some("u1"),
-        );
-        let mut replies = Vec::new();
-        for _ in 0..2 {
-            let reply: Envelope<Accepted> =
-                rpc::request(bus.as_ref(), env.clone(), Duration::from_secs(60))
-                    .await
-                    .expect("every send of the message is acknowledged");
-            replies.push(reply.body);
-        }
-        (replies[0].clone(), replies[1].clone())
-    });
-    assert_eq!(first, second);
+    let replies = send_accepted(&nats.url(), "again1", "say it once", 2);
+    let first = &replies[0];
+    assert_eq!(first, &replies[1]);
     serve.stop();
 
     let messages = stored_messages(&dir.path().join("again-data"), "again1");
