@@ -299,6 +299,18 @@ impl SessionStore {
         Ok(out)
     }
 
+    /// [`Self::save`], then [`Self::commit`]: durable as `engine.durability` says when this
+    /// returns.
+    pub async fn save_committed(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        self.save(meta, messages, task).await?;
+        self.commit().await
+    }
+
     /// Store the task state (and any messages) in one flush.
     ///
     /// With a replicated log the save is done once the log holds it: these trees are this

@@ -19,10 +19,9 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     if let Err(se) = state.save_task().await {
         tracing::error!(error = %se, "failed turn state not stored");
     }
-    if let Err(se) = state.env.store.commit().await {
+    if let Err(se) = state.env.commit().await {
         tracing::error!(error = %se, "failed turn state not committed");
     }
-    state.env.ack.sent().await;
     state
         .emitter
         .emit(TurnEvent::Error {
@@ -67,11 +66,7 @@ pub async fn cancel(
         children: stopped.children.clone(),
     });
     // Should this write fail, a resend merely finds nothing more to stop.
-    let recorded = match env.store.save(meta, &[], task).await {
-        Ok(()) => env.store.commit().await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = recorded {
+    if let Err(e) = env.store.save_committed(meta, &[], task).await {
         tracing::warn!(session = %meta.session, error = %e, "the cancel's answer not recorded; a resend will say nothing was stopped");
     }
     stopped
@@ -176,10 +171,7 @@ pub(super) async fn finish(
         state.set_answered();
         state.save_task().await?;
     }
-    state.env.store.commit().await?;
-    // The flush covered the message's acknowledgement too: it and the events held for it
-    // leave first.
-    state.env.ack.sent().await;
+    state.env.commit().await?;
     let current = state.record().clone();
     deliver(state.env, state.meta, &state.emitter, &current, text).await;
     let current = state.current();

@@ -89,11 +89,7 @@ pub async fn decide(
     }
     turn.updated_at = Utc::now();
     let turn_id = turn.turn_id.clone();
-    let saved = match env.store.save(meta, &[], task).await {
-        Ok(()) => env.store.commit().await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = saved {
+    if let Err(e) = env.store.save_committed(meta, &[], task).await {
         tracing::error!(session = %meta.session, error = %e, "decision not persisted; refused");
         if let Some(turn) = task.unfinished_turn_mut() {
             for c in turn.confirmations.iter_mut() {
@@ -219,18 +215,18 @@ pub async fn accept(
         .map(|d| super::delegation::parent_link(d));
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
-    let saved = env
+    let saved = match env
         .store
         .save(meta, std::slice::from_ref(&stored), task)
-        .await;
-    if saved.is_ok() {
-        if let Some(ticket) = env.store.commit_within(ACK_FLUSH_WITHIN) {
-            acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;
-            return Acceptance::Accepted(stored);
-        }
-    }
-    let saved = match saved {
-        Ok(()) => env.store.commit().await,
+        .await
+    {
+        Ok(()) => match env.store.commit_within(ACK_FLUSH_WITHIN) {
+            Some(ticket) => {
+                acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;
+                return Acceptance::Accepted(stored);
+            }
+            None => env.store.commit().await,
+        },
         Err(e) => Err(e),
     };
     if let Err(e) = saved {

@@ -74,6 +74,15 @@ impl TurnEnv {
     fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Acquire)
     }
+
+    /// A commit point of the turn: its writes durable as `engine.durability` says, then the
+    /// acknowledgement of its message — which that flush covered — out first, with the events
+    /// held for it ([`ack`]).
+    async fn commit(&self) -> Result<(), StoreError> {
+        let committed = self.store.commit().await;
+        self.ack.sent().await;
+        committed
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

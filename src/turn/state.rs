@@ -120,8 +120,7 @@ impl<'a> TurnState<'a> {
     pub(super) async fn flush_deferred(&mut self) -> Result<(), TurnError> {
         if self.env.ack.pending().await {
             // No waiting for a flush another commit may ask for: this call needs it now.
-            self.env.store.commit().await?;
-            self.env.ack.sent().await;
+            self.env.commit().await?;
         }
         if self.deferred.is_empty() {
             return Ok(());

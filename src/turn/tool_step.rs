@@ -126,8 +126,7 @@ pub(super) async fn run(
     // The pause is on disk before anyone is told to confirm, that a job runs, or is given a
     // delegated task: a crash from here on resumes the wait, and sends a task again only if
     // its agent never stored it.
-    state.env.store.commit().await?;
-    state.env.ack.sent().await;
+    state.env.commit().await?;
     if !send_tasks(state, step, started, turn_id).await {
         // A child refused its task: its error result is stored; plan again if nothing else
         // is awaited.
