@@ -134,14 +134,16 @@ async fn consume(mut consumer: DurableConsumer, worker: Worker) {
                 if let Outcome::Dropped(reason) = outcome {
                     tracing::debug!(reason, "extraction job acknowledged without a write");
                 }
-                if let Err(e) = delivery.ack().await {
+                // A redelivered job finds its turn marked as mined (`extracted`).
+                if let Err(e) = delivery.ack_unconfirmed().await {
                     tracing::warn!(error = %e, "extraction ack failed; it will be redelivered");
                 }
             }
             Outcome::Retry(e) if is_last(delivery.delivery) => {
                 // The queue would discard the job after this: tell the session instead.
                 worker.give_up(&delivery.payload, &e).await;
-                if let Err(e) = delivery.ack().await {
+                // A redelivered job finds its turn marked as mined (`extracted`).
+                if let Err(e) = delivery.ack_unconfirmed().await {
                     tracing::warn!(error = %e, "extraction ack failed; it will be redelivered");
                 }
             }
@@ -291,10 +293,17 @@ async fn extract_job(
         message_id: body.message_id.clone(),
         source_time: body.source_time,
     };
-    let applied = match service
-        .apply(&body.user, &body.namespace, &updates, &source)
-        .await
-    {
+    // Nothing to merge needs no catching up with the user's memory first (on NATS a round
+    // trip to the memory log).
+    let applying = async {
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        service
+            .apply(&body.user, &body.namespace, &updates, &source)
+            .await
+    };
+    let applied = match applying.await {
         Ok(a) => a,
         Err(e @ (MemoryError::InvalidName { .. } | MemoryError::InvalidUpdate { .. })) => {
             let message = format!("memory extraction dropped for this turn: {e}");

@@ -62,8 +62,9 @@ impl Settle {
         self.settled = true;
         self.heartbeat.abort();
         let acker = self.acker.clone();
+        // Unconfirmed: a lost ack means a redelivery, which the session recognises.
         self.io.spawn(async move {
-            if let Err(e) = acker.ack().await {
+            if let Err(e) = acker.ack_unconfirmed().await {
                 tracing::warn!(error = %e, "session item not acked; it will be delivered again and recognised as handled");
             }
         });

@@ -115,8 +115,15 @@ impl Serving {
 /// Settles one delivery of a durable queue message.
 #[async_trait]
 pub trait Acker: Send + Sync {
-    /// The message is handled; it will not be delivered again.
+    /// The message is handled; it will not be delivered again (confirmed by the queue when
+    /// this returns).
     async fn ack(&self) -> Result<(), BusError>;
+    /// [`Acker::ack`] without waiting for the queue's confirmation, for a consumer that
+    /// recognises a message it already handled: a lost acknowledgement costs one more
+    /// delivery, not a repeated effect.
+    async fn ack_unconfirmed(&self) -> Result<(), BusError> {
+        self.ack().await
+    }
     /// The message could not be handled now; deliver it again after `delay`.
     async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError>;
     /// Still working on it: push the redelivery deadline back by one `ack_wait`.
@@ -166,6 +173,11 @@ impl DurableMessage {
 
     pub async fn ack(&self) -> Result<(), BusError> {
         self.acker.ack().await
+    }
+
+    /// See [`Acker::ack_unconfirmed`].
+    pub async fn ack_unconfirmed(&self) -> Result<(), BusError> {
+        self.acker.ack_unconfirmed().await
     }
 
     pub async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {

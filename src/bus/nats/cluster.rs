@@ -480,6 +480,12 @@ impl Acker for CountedAcker {
         result
     }
 
+    async fn ack_unconfirmed(&self) -> Result<(), BusError> {
+        let result = self.inner.ack_unconfirmed().await;
+        self.settle();
+        result
+    }
+
     async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
         let result = self.inner.nak(delay).await;
         self.settle();

@@ -379,6 +379,11 @@ impl Acker for JetStreamAcker {
             .map_err(|e| ack_error("ack", e))
     }
 
+    /// A plain `+ACK`: no reply subscription, no round trip.
+    async fn ack_unconfirmed(&self) -> Result<(), BusError> {
+        self.message.ack().await.map_err(|e| ack_error("ack", e))
+    }
+
     async fn nak(&self, delay: Option<Duration>) -> Result<(), BusError> {
         self.message
             .ack_with(AckKind::Nak(delay))
