@@ -326,10 +326,12 @@ impl SessionStore {
         self.save_with(meta, messages, task, MetaWrite::Now).await
     }
 
-    /// [`Self::save`] for a step in the middle of a turn whose metadata changed only by the
-    /// new messages' sequence and the time: the local copy of the metadata is left as it is
-    /// ([`Self::load`] derives `next_seq` from the messages, and the turn's last save writes
-    /// it), which saves a record write per message.
+    /// [`Self::save`] for a save whose metadata changed only by the new messages' sequence and
+    /// the time (a step in the middle of a turn, a new message of a session that exists, a
+    /// note on the task): the local copy of the metadata is left as it is ([`Self::load`]
+    /// derives `next_seq` from the messages, and the turn's answer writes it), which saves a
+    /// record write. With a replicated log the copy is written all the same: it records how
+    /// far this process' cache follows the log.
     pub async fn save_step(
         &self,
         meta: &mut SessionMeta,
@@ -347,6 +349,11 @@ impl SessionStore {
         meta_write: MetaWrite,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
+        let meta_write = if self.log.is_some() {
+            MetaWrite::Now
+        } else {
+            meta_write
+        };
         let Some(log) = &self.log else {
             self.tasks
                 .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
@@ -414,7 +421,7 @@ impl SessionStore {
         }
         meta.next_seq = next_seq_after(meta.next_seq, messages);
         meta.updated_at = now;
-        if meta_write == MetaWrite::Now || messages.is_empty() {
+        if meta_write == MetaWrite::Now {
             self.sessions
                 .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
         }
@@ -469,7 +476,8 @@ impl SessionStore {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MetaWrite {
     Now,
-    /// Only the messages' sequence and the time changed: the record may lag.
+    /// Only the messages' sequence and the time changed: the record may lag (never with a
+    /// replicated log).
     Lag,
 }
 

@@ -182,7 +182,7 @@ pub(super) async fn finish(
         None => true,
     };
     state.record().extraction_queued = queued;
-    state.save_task().await
+    state.save_task_note().await
 }
 
 /// Send a stored answer everywhere it goes: the session's events, the subject its message

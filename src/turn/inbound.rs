@@ -215,11 +215,15 @@ pub async fn accept(
         .map(|d| super::delegation::parent_link(d));
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
-    let saved = match env
-        .store
-        .save(meta, std::slice::from_ref(&stored), task)
-        .await
-    {
+    let messages = std::slice::from_ref(&stored);
+    // A session's first message creates its metadata record; later ones only move its
+    // sequence, which the record may lag.
+    let saving = if meta.next_seq == 0 {
+        env.store.save(meta, messages, task).await
+    } else {
+        env.store.save_step(meta, messages, task).await
+    };
+    let saved = match saving {
         Ok(()) => match env.store.commit_within(ACK_FLUSH_WITHIN) {
             Some(ticket) => {
                 acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;

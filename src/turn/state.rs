@@ -114,6 +114,15 @@ impl<'a> TurnState<'a> {
         self.save_with(&[]).await
     }
 
+    /// [`Self::save_task`] for a note on the task that leaves the session's metadata as the
+    /// last full save wrote it (but for the time).
+    pub(super) async fn save_task_note(&mut self) -> Result<(), TurnError> {
+        if !self.deferred.is_empty() {
+            return self.save_task().await;
+        }
+        Ok(self.env.store.save_step(self.meta, &[], self.task).await?)
+    }
+
     /// Append the deferred mid-turn messages now: before a call that acts on the world, so a
     /// process that lost the session to another owner learns it (its append is fenced) before
     /// it acts, not after. The turn's message is acknowledged (so on disk) by then as well.

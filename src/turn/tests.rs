@@ -229,6 +229,40 @@ async fn a_tool_loop_answers_and_queues_the_extraction() {
 }
 
 #[tokio::test]
+async fn a_sessions_record_is_made_by_its_first_message_and_brought_up_to_date_by_each_answer() {
+    let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
+    let mut s = Session::new(ports);
+    let on_disk = |s: &Session| s.env.store.meta("assistant", "s1").unwrap();
+    s.accept("add one and two").await;
+    let created = on_disk(&s).expect("the first message creates the session's record");
+    assert_eq!(created.user, "u1");
+    s.resume().await;
+    assert_eq!(
+        on_disk(&s).unwrap().next_seq,
+        4,
+        "the answer writes the record"
+    );
+
+    // A later message only moves the sequence: a process restarted before its answer still
+    // counts it, and the turn goes on from there.
+    s.accept("add two and three").await;
+    s.reload();
+    assert_eq!(s.meta.next_seq, 5);
+    assert_eq!(s.meta.user, "u1");
+    let outcome = s.resume().await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let seqs: Vec<u64> = s.log.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, (0..8).collect::<Vec<u64>>());
+    assert_eq!(on_disk(&s).unwrap().next_seq, 8);
+    assert!(s.task.turn.as_ref().unwrap().extraction_queued);
+    s.reload();
+    assert!(
+        s.task.turn.as_ref().unwrap().extraction_queued,
+        "the note is stored"
+    );
+}
+
+#[tokio::test]
 async fn a_quick_sync_turn_shares_one_flush_with_its_acknowledgement_which_leaves_first() {
     let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
     let mut s = Session::new(ports);
