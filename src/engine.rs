@@ -394,6 +394,7 @@ impl Engine {
             tokens,
             cancel: Arc::default(),
             ack: Default::default(),
+            prefetched: Default::default(),
         };
         let reader = SessionReader::of(&env.store);
         self.services.extend(

@@ -49,6 +49,8 @@ pub struct Seen {
     pub job_events: Vec<JobEvent>,
     /// The namespaces of the last recall.
     pub recall_namespaces: Vec<String>,
+    /// Recalls asked for.
+    pub recalls: usize,
     /// What left the turn, in order: `reply`, `call` (a tool call) or an event's kind.
     pub out: Vec<String>,
 }
@@ -90,7 +92,10 @@ impl TurnPorts for FakePorts {
     }
 
     async fn recall(&self, _: &EventScope, recall: Recall<'_>) -> Result<Vec<RecallHit>, String> {
-        self.seen().recall_namespaces = recall.namespaces.to_vec();
+        let mut seen = self.seen();
+        seen.recall_namespaces = recall.namespaces.to_vec();
+        seen.recalls += 1;
+        drop(seen);
         Ok(self.recalled.iter().take(recall.limit).cloned().collect())
     }
 

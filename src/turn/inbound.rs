@@ -205,8 +205,11 @@ pub async fn accept(
         task.goal_tokens = goal_tokens(&env.tokens, &goal);
         task.goal = Some(goal);
     }
-    let mut record =
-        TurnRecord::received(turn_id, stored.id.clone(), msg.envelope.trace_id.clone());
+    let mut record = TurnRecord::received(
+        turn_id.clone(),
+        stored.id.clone(),
+        msg.envelope.trace_id.clone(),
+    );
     record.parent = msg
         .envelope
         .body
@@ -215,6 +218,7 @@ pub async fn accept(
         .map(|d| super::delegation::parent_link(d));
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
+    let recalling = recall_ahead(env, meta, msg, &turn_id, &text);
     let messages = std::slice::from_ref(&stored);
     // A session's first message creates its metadata record; later ones only move its
     // sequence, which the record may lag.
@@ -223,6 +227,12 @@ pub async fn accept(
     } else {
         env.store.save_step(meta, messages, task).await
     };
+    if let Some(recall) = recalling {
+        match &saving {
+            Ok(()) => env.prefetched.put(&turn_id, recall),
+            Err(_) => recall.abort(),
+        }
+    }
     let saved = match saving {
         Ok(()) => match env.store.commit_within(ACK_FLUSH_WITHIN) {
             Some(ticket) => {
@@ -254,6 +264,42 @@ pub async fn accept(
     });
     reply(env, msg.reply.as_deref(), &accepted).await;
     Acceptance::Accepted(stored)
+}
+
+/// With a replicated log, the new turn's recall started as a task, to run while its message
+/// is appended (see [`super::prefetch`]); `None` when the turn recalls for itself.
+fn recall_ahead(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    msg: &Inbound<UserMessage>,
+    turn_id: &str,
+    text: &str,
+) -> Option<tokio::task::JoinHandle<Vec<crate::protocol::RecallHit>>> {
+    if !env.store.is_replicated() {
+        return None;
+    }
+    let namespaces = env
+        .config
+        .agent(meta.active_agent())
+        .ok()?
+        .memory
+        .read
+        .clone();
+    let scope = crate::bus::events::EventScope {
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: Some(meta.user.clone()),
+        trace_id: msg.envelope.trace_id.clone(),
+    };
+    let (env, user, text, turn_id) = (
+        env.clone(),
+        meta.user.clone(),
+        text.to_owned(),
+        turn_id.to_owned(),
+    );
+    Some(tokio::spawn(async move {
+        super::recall_for(&env, &scope, &user, &namespaces, &text, &turn_id).await
+    }))
 }
 
 /// Send the acknowledgement of `stored` once the flush `ticket` waits for has put it on

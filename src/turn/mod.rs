@@ -19,6 +19,7 @@ mod handoff;
 pub mod inbound;
 mod observe;
 pub mod ports;
+pub mod prefetch;
 mod state;
 mod tool_calls;
 mod tool_step;
@@ -58,15 +59,18 @@ pub struct TurnEnv {
     pub cancel: Arc<AtomicBool>,
     /// The acknowledgement of the session's last message, while it waits for its flush.
     pub ack: ack::AckSlot,
+    /// Memories recalled for the session's new turn while its message was being stored.
+    pub prefetched: prefetch::Prefetched,
 }
 
 impl TurnEnv {
-    /// This environment with a cancel flag and an acknowledgement slot of its own (one per
-    /// session actor).
+    /// This environment with a cancel flag, an acknowledgement slot and a prefetch slot of its
+    /// own (one per session actor).
     pub fn with_own_cancel(&self) -> Self {
         Self {
             cancel: Arc::default(),
             ack: ack::AckSlot::default(),
+            prefetched: prefetch::Prefetched::default(),
             ..self.clone()
         }
     }
@@ -392,24 +396,48 @@ async fn plan(
         .map_err(TurnError::Plan)
 }
 
+/// The memories for the turn: recalled ahead while its message was stored, or now.
 async fn recall(
     state: &TurnState<'_>,
     agent: &crate::config::AgentConfig,
     query: &str,
     turn_id: &str,
 ) -> Vec<RecallHit> {
-    let env = state.env;
-    let limit = env.config.memory.recall_limit;
-    if agent.memory.read.is_empty() {
-        return Vec::new();
+    if let Some(hits) = state.env.prefetched.take(turn_id).await {
+        return hits;
     }
     let scope = state.emitter.scope();
+    recall_for(
+        state.env,
+        scope,
+        &state.meta.user,
+        &agent.memory.read,
+        query,
+        turn_id,
+    )
+    .await
+}
+
+/// Recall `user`'s memories for `query` in the `namespaces` an agent reads, for turn
+/// `turn_id`; a failure is logged and recalls nothing.
+async fn recall_for(
+    env: &TurnEnv,
+    scope: &crate::bus::events::EventScope,
+    user: &str,
+    namespaces: &[String],
+    query: &str,
+    turn_id: &str,
+) -> Vec<RecallHit> {
+    let limit = env.config.memory.recall_limit;
+    if namespaces.is_empty() {
+        return Vec::new();
+    }
     let recall = ports::Recall {
-        user: &state.meta.user,
+        user,
         query,
         limit,
         task: turn_id,
-        namespaces: &agent.memory.read,
+        namespaces,
     };
     let hits = match env.ports.recall(scope, recall).await {
         Ok(hits) => hits,

@@ -120,3 +120,65 @@ async fn an_owner_that_lost_the_session_learns_it_before_a_write_runs() {
         "the write ran on a lost session"
     );
 }
+
+/// A recalled memory saying `content`.
+fn hit(content: &str) -> crate::protocol::RecallHit {
+    let record = serde_json::from_value(json!({
+        "id": "m1", "user": "u1", "namespace": "default", "kind": "preference",
+        "key": "drink", "content": content, "importance": 0.8, "confidence": 0.9,
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "source": {"session": "s0", "message_id": "m0", "source_time": "2026-01-01T00:00:00Z"},
+        "version": 1
+    }))
+    .unwrap();
+    crate::protocol::RecallHit { record, score: 1.0 }
+}
+
+/// Wait (a few scheduler rounds at most) until `n` recalls were asked for.
+async fn recalled(s: &Session, n: usize) {
+    for _ in 0..100 {
+        if s.ports.seen().recalls >= n {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(s.ports.seen().recalls, n, "recalled without the turn");
+}
+
+#[tokio::test]
+async fn a_new_turn_recalls_while_its_message_is_appended_and_not_again() {
+    let log = Arc::new(MemoryLog::default());
+    let mut ports = FakePorts::new(|_| says("tea it is"));
+    ports.recalled = vec![hit("prefers green tea")];
+    let mut s = Session::on_log(ports, log.clone());
+    s.accept("what should I drink?").await;
+    // The recall runs by itself, before the turn does.
+    recalled(&s, 1).await;
+    let outcome = s.resume().await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    {
+        let seen = s.ports.seen();
+        assert_eq!(seen.recalls, 1, "the turn used the memories recalled ahead");
+        let context: Vec<&str> = seen.plans[0]
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert!(
+            context.iter().any(|c| c.contains("prefers green tea")),
+            "{context:?}"
+        );
+        assert!(seen.events.iter().any(|e| matches!(
+            e,
+            crate::protocol::TurnEvent::MemoryRecalled { memories, .. } if memories.len() == 1
+        )));
+    }
+
+    // A turn resumed after a restart has nothing recalled ahead: it recalls for itself.
+    s.accept("and to eat?").await;
+    recalled(&s, 2).await;
+    s.reload();
+    s.env.prefetched = Default::default();
+    s.resume().await;
+    assert_eq!(s.ports.seen().recalls, 3, "recalled for the resumed turn");
+}

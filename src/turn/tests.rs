@@ -56,6 +56,7 @@ impl Session {
             tokens: tokens(),
             cancel: Arc::default(),
             ack: Default::default(),
+            prefetched: Default::default(),
         };
         let meta = SessionMeta {
             agent: "assistant".into(),
