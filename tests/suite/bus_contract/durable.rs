@@ -28,6 +28,27 @@ pub async fn acked_durable_message_is_never_redelivered(fx: Fixture) {
     assert_no_durable(&mut consumer, Duration::from_millis(1500)).await;
 }
 
+pub async fn an_unconfirmed_ack_settles_the_message_as_well(fx: Fixture) {
+    for text_ in ["first", "second"] {
+        fx.bus
+            .durable_publish("jobs.quiet_ack", text_.into())
+            .await
+            .unwrap();
+    }
+    let mut consumer = fx
+        .bus
+        .durable_consume("jobs.quiet_ack", short_ack(500))
+        .await
+        .unwrap();
+    for want in ["first", "second"] {
+        let message = next_durable(&mut consumer).await;
+        assert_eq!(text(&message.payload), want);
+        assert_eq!(message.delivery, 1);
+        message.ack_unconfirmed().await.unwrap();
+    }
+    assert_no_durable(&mut consumer, Duration::from_millis(1500)).await;
+}
+
 pub async fn unacked_durable_message_is_redelivered_after_ack_wait(fx: Fixture) {
     fx.bus
         .durable_publish("jobs.unacked", "again".into())
