@@ -71,6 +71,8 @@ pub struct Snapshot {
     pub flushing: Duration,
     /// CPU of the deployment's other processes, when counted.
     pub deployment: Option<Duration>,
+    /// Messages this process exchanged over a networked bus so far.
+    pub traffic: Option<crate::bus::Traffic>,
 }
 
 impl Snapshot {
@@ -86,6 +88,7 @@ impl Snapshot {
                 .as_ref()
                 .map_or(Duration::ZERO, |d| d.flush_time()),
             deployment: deployment_cpu(),
+            traffic: engine.bus.traffic(),
         }
     }
 }
@@ -112,6 +115,10 @@ pub fn per_turn_row(
         "flush_us_per_turn": (end.flushing - start.flushing).as_secs_f64() * 1e6 / n,
         "peak_rss_mb": peak_rss_mb(),
     });
+    if let (Some(a), Some(b), Some(obj)) = (start.traffic, end.traffic, row.as_object_mut()) {
+        let messages = b.sent.saturating_sub(a.sent) + b.received.saturating_sub(a.received);
+        obj.insert("bus_msgs_per_turn".into(), json!(messages as f64 / n));
+    }
     if let (Some(a), Some(b), Some(obj)) = (start.deployment, end.deployment, row.as_object_mut()) {
         let cpu = (end.cpu - start.cpu) + b.saturating_sub(a);
         obj.insert(

@@ -359,6 +359,13 @@ pub trait Bus: Send + Sync + 'static {
         None
     }
 
+    /// Messages this process has sent and received over the network so far; `None` on the
+    /// embedded bus, which sends nothing over one. (`hermes bench` reports them per turn: a
+    /// count a noisy host does not blur.)
+    fn traffic(&self) -> Option<Traffic> {
+        None
+    }
+
     /// Fail when the server refused a subscription this process made so far (a NATS server
     /// with permissions reports that only asynchronously): call once every service is
     /// subscribed. Always fine on the embedded bus.
@@ -369,6 +376,13 @@ pub trait Bus: Send + Sync + 'static {
 
 /// The bus as actors hold it.
 pub type SharedBus = Arc<dyn Bus>;
+
+/// Messages a process sent and received over a networked bus ([`Bus::traffic`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+}
 
 /// Answer a request message; a message without a reply subject is silently not answered.
 pub async fn respond(bus: &dyn Bus, message: &Message, payload: Bytes) -> Result<(), BusError> {

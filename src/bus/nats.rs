@@ -239,6 +239,15 @@ impl Bus for NatsBus {
         "nats"
     }
 
+    fn traffic(&self) -> Option<super::Traffic> {
+        use std::sync::atomic::Ordering;
+        let stats = self.client.statistics();
+        Some(super::Traffic {
+            sent: stats.out_messages.load(Ordering::Relaxed),
+            received: stats.in_messages.load(Ordering::Relaxed),
+        })
+    }
+
     /// The server's `max_payload` (1 MiB unless the server is configured otherwise).
     fn max_payload(&self) -> usize {
         self.client.max_payload()

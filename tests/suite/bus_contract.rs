@@ -49,6 +49,7 @@ contract!(
     messaging::oversized_payload_is_rejected,
     messaging::invalid_subjects_are_rejected,
     durable::acked_durable_message_is_never_redelivered,
+    durable::an_unconfirmed_ack_settles_the_message_as_well,
     durable::unacked_durable_message_is_redelivered_after_ack_wait,
     durable::in_progress_postpones_redelivery,
     durable::nak_redelivers_now_or_after_the_delay,
@@ -70,6 +71,32 @@ async fn nats_connect_to_a_closed_port_fails_fast_with_connect_error() {
     let result = NatsBus::connect(&format!("nats://127.0.0.1:{port}")).await;
     assert!(matches!(result, Err(BusError::Connect { .. })));
     assert!(started.elapsed() < Duration::from_secs(6));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_counts_the_messages_this_process_exchanged_and_embedded_counts_none() {
+    let fx = fixture::Fixture::nats().await;
+    let mut sub = fx.bus.subscribe("count.me").await.unwrap();
+    fx.bus.flush().await.unwrap();
+    let before = fx
+        .bus
+        .traffic()
+        .expect("a networked bus counts its messages");
+    for _ in 0..3 {
+        fx.bus.publish("count.me", "x".into()).await.unwrap();
+    }
+    for _ in 0..3 {
+        tokio::time::timeout(WAIT, sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let after = fx.bus.traffic().unwrap();
+    assert_eq!(after.sent - before.sent, 3);
+    assert_eq!(after.received - before.received, 3);
+
+    let dir = tempfile::tempdir().unwrap();
+    assert!(open_embedded(&dir).await.traffic().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
