@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::router::SessionRouter;
 use super::settle::Settle;
 use crate::protocol::envelope::error_envelope;
-use crate::protocol::{Accepted, Cancel, CancelAccepted, Confirmation, JobEvent, UserMessage};
+use crate::protocol::{Cancel, CancelAccepted, Confirmation, JobEvent, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
 use crate::store::tasks::TurnPhase;
@@ -336,11 +336,7 @@ impl SessionActor {
             return false;
         };
         tracing::info!(session = %self.session, message = %id, "redelivered message was already accepted; not accepting it twice");
-        let accepted = inbound.envelope.reply(Accepted {
-            message_id: id.clone(),
-            session: self.session.clone(),
-            seq: stored.seq,
-        });
+        let accepted = inbound::accepted(inbound, &self.session, stored);
         let (env, to) = (self.env.clone(), inbound.reply.clone());
         let resume = self.task.resumable_turn().is_some();
         ctx.wait(

@@ -23,12 +23,7 @@ impl Emitter {
         Self {
             ports: env.ports.clone(),
             ack: env.ack.clone(),
-            scope: EventScope {
-                agent: meta.agent.clone(),
-                session: meta.session.clone(),
-                user: Some(meta.user.clone()),
-                trace_id: trace_id.to_string(),
-            },
+            scope: scope_of(meta, trace_id),
         }
     }
 
@@ -41,5 +36,16 @@ impl Emitter {
     /// its way.
     pub async fn emit(&self, event: TurnEvent) {
         self.ack.emit(self.ports.as_ref(), &self.scope, event).await;
+    }
+}
+
+/// The session `meta` and its user, in trace `trace_id`: whom a turn's events and requests
+/// are for.
+pub(super) fn scope_of(meta: &SessionMeta, trace_id: &str) -> EventScope {
+    EventScope {
+        agent: meta.agent.clone(),
+        session: meta.session.clone(),
+        user: Some(meta.user.clone()),
+        trace_id: trace_id.to_string(),
     }
 }

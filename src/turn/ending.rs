@@ -284,11 +284,6 @@ async fn enqueue_extraction(
             ChatMessage::assistant(answer.to_string()),
         ],
     };
-    let scope = crate::bus::events::EventScope {
-        agent: meta.agent.clone(),
-        session: meta.session.clone(),
-        user: Some(meta.user.clone()),
-        trace_id: record.trace_id.clone(),
-    };
+    let scope = super::emit::scope_of(meta, &record.trace_id);
     env.ports.enqueue_extraction(&scope, job).await
 }

@@ -257,12 +257,12 @@ pub async fn accept(
         reply(env, msg.reply.as_deref(), &err).await;
         return Acceptance::Refused;
     }
-    let accepted = msg.envelope.reply(Accepted {
-        message_id: stored.id.clone(),
-        session: meta.session.clone(),
-        seq: stored.seq,
-    });
-    reply(env, msg.reply.as_deref(), &accepted).await;
+    reply(
+        env,
+        msg.reply.as_deref(),
+        &accepted(msg, &meta.session, &stored),
+    )
+    .await;
     Acceptance::Accepted(stored)
 }
 
@@ -285,12 +285,7 @@ fn recall_ahead(
         .memory
         .read
         .clone();
-    let scope = crate::bus::events::EventScope {
-        agent: meta.agent.clone(),
-        session: meta.session.clone(),
-        user: Some(meta.user.clone()),
-        trace_id: msg.envelope.trace_id.clone(),
-    };
+    let scope = super::emit::scope_of(meta, &msg.envelope.trace_id);
     let (env, user, text, turn_id) = (
         env.clone(),
         meta.user.clone(),
@@ -300,6 +295,19 @@ fn recall_ahead(
     Some(tokio::spawn(async move {
         super::recall_for(&env, &scope, &user, &namespaces, &text, &turn_id).await
     }))
+}
+
+/// The acknowledgement of `msg`, stored in `session` as `stored`.
+pub fn accepted(
+    msg: &Inbound<UserMessage>,
+    session: &str,
+    stored: &StoredMessage,
+) -> Envelope<Accepted> {
+    msg.envelope.reply(Accepted {
+        message_id: stored.id.clone(),
+        session: session.to_owned(),
+        seq: stored.seq,
+    })
 }
 
 /// Send the acknowledgement of `stored` once the flush `ticket` waits for has put it on
@@ -313,11 +321,7 @@ async fn acknowledge_once_flushed(
     ticket: Ticket,
 ) {
     let opener = env.ack.hold().await;
-    let accepted = msg.envelope.reply(Accepted {
-        message_id: stored.id.clone(),
-        session: meta.session.clone(),
-        seq: stored.seq,
-    });
+    let accepted = accepted(msg, &meta.session, stored);
     let (env, to, session) = (env.clone(), msg.reply.clone(), meta.session.clone());
     tokio::spawn(async move {
         match env.store.reached(ticket).await {
