@@ -476,6 +476,8 @@ pub fn new_stored(
 }
 
 #[cfg(test)]
+mod ack_tests;
+#[cfg(test)]
 mod delegation_tests;
 #[cfg(test)]
 mod fake;
