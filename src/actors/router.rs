@@ -312,7 +312,7 @@ impl SessionRouter {
         key.hash(&mut hasher);
         let arbiters = &self.inner.arbiters;
         let arbiter = &arbiters[(hasher.finish() as usize) % arbiters.len().max(1)];
-        let env = self.inner.env.with_own_cancel();
+        let env = self.inner.env.for_one_session();
         let cancel = env.cancel.clone();
         let actor = SessionActor::new(env, key.0.clone(), key.1.clone(), self.clone());
         (SessionActor::start_in_arbiter(arbiter, |_| actor), cancel)

@@ -64,9 +64,9 @@ pub struct TurnEnv {
 }
 
 impl TurnEnv {
-    /// This environment with a cancel flag, an acknowledgement slot and a prefetch slot of its
-    /// own (one per session actor).
-    pub fn with_own_cancel(&self) -> Self {
+    /// This environment for one session actor: with a cancel flag, an acknowledgement slot
+    /// and a prefetch slot of its own.
+    pub fn for_one_session(&self) -> Self {
         Self {
             cancel: Arc::default(),
             ack: ack::AckSlot::default(),
