@@ -74,7 +74,9 @@ impl SessionClient {
     ) -> Result<Self, ClientError> {
         subjects::check_id("user", user)?;
         let inbound = subjects::inbound(agent, session)?;
-        let events = bus.subscribe(&subjects::outbound(agent, session)?).await?;
+        let events = bus
+            .subscribe_local(&subjects::outbound(agent, session)?)
+            .await?;
         Ok(Self {
             bus,
             agent: agent.into(),
@@ -155,6 +157,13 @@ impl SessionClient {
                 Ok(None) => return Err(ClientError::Closed),
                 Ok(Some(m)) => m,
             };
+            if let Some(env) = msg
+                .local
+                .as_ref()
+                .and_then(|v| v.as_any().downcast_ref::<Envelope<TurnEvent>>())
+            {
+                return Ok(Some(env.body.clone()));
+            }
             match Envelope::<TurnEvent>::decode_event(&msg.payload, usize::MAX) {
                 Ok(env) => return Ok(Some(env.body)),
                 Err(e) => tracing::warn!(error = %e, "unreadable event skipped"),

@@ -30,6 +30,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
+use super::local::LocalValue;
 use super::pattern::{check_group, check_payload, check_subject};
 use super::{
     Bus, BusError, CaptureOptions, DurableConsumer, DurableMessage, DurableOptions, Handler,
@@ -145,6 +146,7 @@ impl EmbeddedBus {
             reply: Some(inbox),
             payload,
             traceparent: crate::telemetry::trace_context::current(),
+            local: None,
         };
         if self.route(message).await == 0 {
             return Err(BusError::NoResponders {
@@ -181,6 +183,7 @@ impl Bus for EmbeddedBus {
             reply: None,
             payload,
             traceparent: crate::telemetry::trace_context::current(),
+            local: None,
         };
         self.route(message).await;
         Ok(())
@@ -189,6 +192,37 @@ impl Bus for EmbeddedBus {
     async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError> {
         check_subject(pattern, true)?;
         let live = self.fanout.subscribe(pattern, None, SUBSCRIPTION_CAPACITY);
+        Ok(Subscription::new(live))
+    }
+
+    async fn publish_local(
+        &self,
+        subject: &str,
+        body: Arc<dyn LocalValue>,
+    ) -> Result<(), BusError> {
+        check_subject(subject, false)?;
+        if subject.starts_with(INBOX_PREFIX) {
+            // A request's reply inbox reads bytes.
+            let payload = body.encode().map_err(|reason| BusError::Encode {
+                subject: subject.to_string(),
+                reason,
+            })?;
+            return self.publish(subject, payload).await;
+        }
+        let message = Message {
+            subject: subject.to_string(),
+            reply: None,
+            payload: Bytes::new(),
+            traceparent: crate::telemetry::trace_context::current(),
+            local: Some(body),
+        };
+        self.route(message).await;
+        Ok(())
+    }
+
+    async fn subscribe_local(&self, pattern: &str) -> Result<Subscription, BusError> {
+        check_subject(pattern, true)?;
+        let live = self.fanout.subscribe_values(pattern, SUBSCRIPTION_CAPACITY);
         Ok(Subscription::new(live))
     }
 

@@ -2,7 +2,9 @@
 //! envelopes, for the turn, the planner's streamed deltas, the memory-extractor's
 //! `memory.written` and the router's refusals.
 
-use super::{rpc, Bus};
+use std::sync::Arc;
+
+use super::Bus;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::TurnEvent;
@@ -43,7 +45,9 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
     if let Some(id) = answer_id {
         envelope.id = id;
     }
-    if let Err(e) = rpc::publish(bus, &subject, &envelope).await {
+    // In-process subscribers (a `SessionClient` on the embedded bus) take the envelope as it
+    // is; the bytes are made only for those that read bytes.
+    if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
         tracing::warn!(%subject, error = %e, "turn event not published");
     }
 }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod embedded;
 pub mod events;
 pub mod kv;
+pub mod local;
 
 pub mod nats;
 pub mod paging;
@@ -40,6 +41,10 @@ pub struct Message {
     /// The W3C trace context of the publisher's span, when this process exports traces and
     /// the publisher sent one (a NATS header; in-process, the publisher's current span).
     pub traceparent: Option<String>,
+    /// The body as an in-process value, when the publisher handed one over
+    /// ([`Bus::publish_local`]) and this subscriber asked for values ([`Bus::subscribe_local`]).
+    /// `payload` may then be empty: read this first.
+    pub local: Option<Arc<dyn local::LocalValue>>,
 }
 
 impl Message {
@@ -50,6 +55,7 @@ impl Message {
             reply,
             payload,
             traceparent: None,
+            local: None,
         }
     }
 }
@@ -269,6 +275,8 @@ pub enum BusError {
     Connect { url: String, reason: String },
     #[error("the bus is closed")]
     Closed,
+    #[error("cannot encode the message for `{subject}`: {reason}; this is a bug in the publisher, please report it")]
+    Encode { subject: String, reason: String },
     #[error("durable queue storage failed: {0}")]
     Storage(String),
     #[error("bus I/O failed: {0}")]
@@ -293,6 +301,28 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Subscribe to a subject pattern (`*` matches one token, `>` the rest).
     async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError>;
+
+    /// Publish a body that in-process subscribers may take as a value
+    /// ([`Message::local`]); everywhere else it is its encoded bytes. No size limit applies
+    /// to a body that stays a value.
+    async fn publish_local(
+        &self,
+        subject: &str,
+        body: Arc<dyn local::LocalValue>,
+    ) -> Result<(), BusError> {
+        let payload = body.encode().map_err(|reason| BusError::Encode {
+            subject: subject.to_string(),
+            reason,
+        })?;
+        self.publish(subject, payload).await
+    }
+
+    /// Subscribe like [`Bus::subscribe`], taking bodies published with
+    /// [`Bus::publish_local`] in this process as values: such a message has
+    /// [`Message::local`] set and perhaps no payload. A networked bus delivers bytes only.
+    async fn subscribe_local(&self, pattern: &str) -> Result<Subscription, BusError> {
+        self.subscribe(pattern).await
+    }
 
     /// Subscribe as a member of a queue group: each message goes to one member of the group.
     async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<Subscription, BusError>;

@@ -213,6 +213,7 @@ impl NatsBus {
             reply: m.reply.map(|r| r.to_string()),
             traceparent: trace::received(m.headers.as_ref()),
             payload: m.payload,
+            local: None,
         }))
     }
 
@@ -320,6 +321,7 @@ impl Bus for NatsBus {
                             reply: m.reply.map(|r| r.to_string()),
                             payload: m.payload,
                             traceparent,
+                            local: None,
                         };
                         if let (Some(answer), Some(to)) = (handler.handle(message).await, reply) {
                             if let Err(e) = client.publish(to, answer).await {

@@ -128,6 +128,7 @@ mod tests {
             reply: None,
             payload: Envelope::request(body).encode().unwrap(),
             traceparent: None,
+            local: None,
         }
     }
 
@@ -145,6 +146,7 @@ mod tests {
                 reply: None,
                 payload: sent.encode().unwrap(),
                 traceparent: None,
+                local: None,
             })
             .await
             .unwrap();
@@ -167,6 +169,7 @@ mod tests {
             reply: None,
             payload: Bytes::from_static(b"{nope"),
             traceparent: None,
+            local: None,
         };
         let err = Envelope::decode(&handler.handle(garbage).await.unwrap(), 1024).unwrap();
         assert_eq!(err.body["code"], "bad_request");

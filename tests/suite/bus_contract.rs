@@ -39,6 +39,7 @@ macro_rules! contract {
 
 contract!(
     messaging::publish_reaches_exact_subscriber_only,
+    messaging::a_body_published_as_a_value_reaches_value_and_byte_subscribers_alike,
     messaging::star_wildcard_matches_exactly_one_token,
     messaging::gt_wildcard_matches_one_or_more_trailing_tokens,
     messaging::queue_group_delivers_each_message_to_one_member,

@@ -35,13 +35,22 @@ pub(crate) const SLOW_SUBSCRIBER_WAIT: Duration = Duration::from_secs(2);
 /// Where a listener's messages go.
 #[derive(Clone)]
 enum Sink {
-    Channel(mpsc::Sender<Message>),
+    /// `values`: the subscriber takes a body published as a value as it is
+    /// ([`Message::local`]); otherwise it reads bytes.
+    Channel {
+        tx: mpsc::Sender<Message>,
+        values: bool,
+    },
     Handler(Arc<dyn Handler>),
 }
 
 impl Sink {
     fn is_closed(&self) -> bool {
-        matches!(self, Sink::Channel(tx) if tx.is_closed())
+        matches!(self, Sink::Channel { tx, .. } if tx.is_closed())
+    }
+
+    fn reads_bytes(&self) -> bool {
+        !matches!(self, Sink::Channel { values: true, .. })
     }
 }
 
@@ -78,7 +87,8 @@ enum Target {
 
 enum Offer {
     Accepted,
-    Full(mpsc::Sender<Message>),
+    /// A full channel, and whether it takes values.
+    Full(mpsc::Sender<Message>, bool),
     Call(Arc<dyn Handler>),
     Closed,
 }
@@ -133,8 +143,27 @@ impl Fanout {
         group: Option<&str>,
         capacity: usize,
     ) -> LiveSubscription {
+        self.subscribe_channel(pattern, group, capacity, false)
+    }
+
+    /// Register a channel subscriber that takes bodies published as values as they are.
+    pub(crate) fn subscribe_values(
+        self: &Arc<Self>,
+        pattern: &str,
+        capacity: usize,
+    ) -> LiveSubscription {
+        self.subscribe_channel(pattern, None, capacity, true)
+    }
+
+    fn subscribe_channel(
+        self: &Arc<Self>,
+        pattern: &str,
+        group: Option<&str>,
+        capacity: usize,
+        values: bool,
+    ) -> LiveSubscription {
         let (tx, rx) = mpsc::channel(capacity);
-        let id = self.add(pattern, group, Sink::Channel(tx));
+        let id = self.add(pattern, group, Sink::Channel { tx, values });
         LiveSubscription {
             rx,
             _guard: Unsubscribe {
@@ -175,22 +204,40 @@ impl Fanout {
 
     /// Deliver `message`; returns how many listeners (a queue group counts once) were
     /// interested, which is 0 when nobody listens on the subject. Handlers run before this
-    /// returns; their replies go to the message's reply subject through `reply`.
-    pub(crate) async fn publish<R, F>(&self, message: Message, reply: R) -> usize
+    /// returns; their replies go to the message's reply subject through `reply`. A body
+    /// published as a value ([`Message::local`]) is encoded here, once, only when a listener
+    /// reads bytes; an encoding failure drops the message for those listeners (logged).
+    pub(crate) async fn publish<R, F>(&self, mut message: Message, reply: R) -> usize
     where
         R: Fn(String, bytes::Bytes) -> F,
         F: std::future::Future<Output = ()>,
     {
-        let targets = self.targets(&message.subject);
+        let mut targets = self.targets(&message.subject);
+        if let Some(value) = &message.local {
+            if message.payload.is_empty() && targets.iter().any(Target::reads_bytes) {
+                match value.encode() {
+                    Ok(bytes) => message.payload = bytes,
+                    Err(reason) => {
+                        tracing::warn!(
+                            subject = %message.subject,
+                            %reason,
+                            "a value published in-process cannot be encoded: dropped for the \
+                             listeners that read bytes; this is a bug in the publisher"
+                        );
+                        targets.retain(|t| !t.reads_bytes());
+                    }
+                }
+            }
+        }
         let mut interested = 0;
         let mut full = Vec::new();
         let mut calls = Vec::new();
         for target in targets {
             match offer(target, &message) {
                 Offer::Accepted => interested += 1,
-                Offer::Full(tx) => {
+                Offer::Full(tx, values) => {
                     interested += 1;
-                    full.push(tx);
+                    full.push((tx, values));
                 }
                 Offer::Call(handler) => {
                     interested += 1;
@@ -223,7 +270,7 @@ impl Fanout {
         };
         match first {
             Sink::Handler(handler) => Some(handler),
-            Sink::Channel(_) => None,
+            Sink::Channel { .. } => None,
         }
     }
 
@@ -276,9 +323,13 @@ impl Fanout {
 }
 
 /// Wait (bounded) for room in the listeners that were full.
-async fn wait_for_room(full: Vec<mpsc::Sender<Message>>, message: &Message, slow_wait: Duration) {
-    let waits = full.into_iter().map(|tx| {
-        let message = message.clone();
+async fn wait_for_room(
+    full: Vec<(mpsc::Sender<Message>, bool)>,
+    message: &Message,
+    slow_wait: Duration,
+) {
+    let waits = full.into_iter().map(|(tx, values)| {
+        let message = copy_for(values, message);
         async move {
             let subject = message.subject.clone();
             if tokio::time::timeout(slow_wait, tx.send(message))
@@ -296,6 +347,24 @@ async fn wait_for_room(full: Vec<mpsc::Sender<Message>>, message: &Message, slow
     futures::future::join_all(waits).await;
 }
 
+impl Target {
+    fn reads_bytes(&self) -> bool {
+        match self {
+            Target::Plain(sink) => sink.reads_bytes(),
+            Target::Group(members) => members.iter().any(Sink::reads_bytes),
+        }
+    }
+}
+
+/// The copy of `message` a sink gets: without the value when it reads bytes.
+fn copy_for(values: bool, message: &Message) -> Message {
+    let mut copy = message.clone();
+    if !values {
+        copy.local = None;
+    }
+    copy
+}
+
 /// Try each candidate (a plain listener, or a group's members in rotation order) once.
 fn offer(target: Target, message: &Message) -> Offer {
     let candidates = match target {
@@ -306,16 +375,16 @@ fn offer(target: Target, message: &Message) -> Offer {
     for sink in candidates {
         match sink {
             Sink::Handler(handler) => return Offer::Call(handler),
-            Sink::Channel(tx) => match tx.try_send(message.clone()) {
+            Sink::Channel { tx, values } => match tx.try_send(copy_for(values, message)) {
                 Ok(()) => return Offer::Accepted,
                 Err(TrySendError::Full(_)) => {
-                    first_full.get_or_insert(tx);
+                    first_full.get_or_insert((tx, values));
                 }
                 Err(TrySendError::Closed(_)) => {}
             },
         }
     }
-    first_full.map_or(Offer::Closed, Offer::Full)
+    first_full.map_or(Offer::Closed, |(tx, values)| Offer::Full(tx, values))
 }
 
 /// A subscription's receiving end; dropping it removes the subscription.
@@ -358,6 +427,7 @@ mod tests {
             reply: None,
             payload: Bytes::from_static(b"x"),
             traceparent: None,
+            local: None,
         }
     }
 
@@ -374,6 +444,55 @@ mod tests {
         assert_eq!(fanout.lock().entries.len(), 0);
         assert!(fanout.lock().exact.is_empty());
         assert_eq!(publish(&fanout, message("a.b")).await, 0);
+    }
+
+    /// A value that counts how often it was encoded.
+    #[derive(Debug, Default)]
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    impl crate::bus::local::LocalValue for Counted {
+        fn encode(&self) -> Result<Bytes, String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Bytes::from_static(b"encoded"))
+        }
+
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    fn value_message(subject: &str, value: &Arc<Counted>) -> Message {
+        let mut m = Message::new(subject.to_string(), None, Bytes::new());
+        m.local = Some(value.clone());
+        m
+    }
+
+    #[tokio::test]
+    async fn a_value_is_encoded_once_and_only_when_a_listener_reads_bytes() {
+        let fanout = Fanout::new();
+        let value = Arc::new(Counted::default());
+        let mut first = fanout.subscribe_values("v", 8);
+        let mut second = fanout.subscribe_values("v", 8);
+        assert_eq!(publish(&fanout, value_message("v", &value)).await, 2);
+        assert_eq!(value.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        for sub in [&mut first, &mut second] {
+            let got = sub.rx.try_recv().unwrap();
+            assert!(got.payload.is_empty());
+            assert!(got
+                .local
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Counted>()
+                .is_some());
+        }
+
+        let mut bytes = fanout.subscribe("v", None, 8);
+        assert_eq!(publish(&fanout, value_message("v", &value)).await, 3);
+        assert_eq!(value.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let plain = bytes.rx.try_recv().unwrap();
+        assert_eq!(plain.payload, Bytes::from_static(b"encoded"));
+        assert!(plain.local.is_none(), "a byte reader gets no value");
+        assert!(first.rx.try_recv().unwrap().local.is_some());
     }
 
     #[tokio::test]

@@ -1,10 +1,13 @@
 //! Contract cases for subjects, wildcards, queue groups, request/reply, limits and validation.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hermes::bus::{respond, BusError, DurableOptions};
+use hermes::bus::{respond, BusError, DurableOptions, Message};
+use hermes::protocol::envelope::Envelope;
+use hermes::protocol::TurnEvent;
 use tokio::sync::mpsc;
 
 use super::fixture::{collect, forward, recv, text, Fixture, WAIT};
@@ -20,6 +23,36 @@ pub async fn publish_reaches_exact_subscriber_only(fx: Fixture) {
     assert_eq!(message.subject, "t.exact");
     assert_eq!(text(&message.payload), "yes");
     assert_eq!(message.reply, None);
+}
+
+pub async fn a_body_published_as_a_value_reaches_value_and_byte_subscribers_alike(fx: Fixture) {
+    let envelope = Envelope::event(TurnEvent::TurnStarted {
+        turn_id: "t1".into(),
+        message_id: "m1".into(),
+    });
+    let read = |m: &Message| -> Envelope<TurnEvent> {
+        match m.local.as_ref() {
+            Some(v) => v
+                .as_any()
+                .downcast_ref::<Envelope<TurnEvent>>()
+                .unwrap()
+                .clone(),
+            None => Envelope::decode_event(&m.payload, usize::MAX).unwrap(),
+        }
+    };
+    let mut values = fx.bus.subscribe_local("t.value").await.unwrap();
+    let mut plain = fx.bus.subscribe("t.value").await.unwrap();
+    fx.bus.flush().await.unwrap();
+    fx.bus
+        .publish_local("t.value", Arc::new(envelope.clone()))
+        .await
+        .unwrap();
+    let (by_value, by_bytes) = (recv(&mut values).await, recv(&mut plain).await);
+    assert_eq!(read(&by_value), envelope);
+    assert_eq!(read(&by_bytes), envelope);
+    assert!(by_bytes.local.is_none(), "a plain subscriber reads bytes");
+    // In-process, a value subscriber takes the value itself.
+    assert_eq!(by_value.local.is_some(), fx.bus.backend() == "embedded");
 }
 
 pub async fn star_wildcard_matches_exactly_one_token(fx: Fixture) {
