@@ -5,17 +5,24 @@ use super::BusError;
 
 /// Does `subject` match `pattern`?
 pub fn matches(pattern: &str, subject: &str) -> bool {
-    let mut pats = pattern.split('.');
-    let mut subs = subject.split('.');
+    // Byte tokens: this runs for every wildcard listener on every publish.
+    let mut pats = tokens(pattern);
+    let mut subs = tokens(subject);
     loop {
         match (pats.next(), subs.next()) {
-            (Some(">"), Some(_)) => return true,
-            (Some("*"), Some(_)) => {}
+            (Some(b">"), Some(_)) => return true,
+            (Some(b"*"), Some(_)) => {}
             (Some(p), Some(s)) if p == s => {}
             (None, None) => return true,
             _ => return false,
         }
     }
+}
+
+/// The dot-separated tokens of a subject, as bytes (`.` is ASCII, so this splits UTF-8 text
+/// where `str::split` would).
+fn tokens(subject: &str) -> impl Iterator<Item = &[u8]> {
+    subject.as_bytes().split(|b| *b == b'.')
 }
 
 /// Check a pattern for subscribing (wildcards allowed) or a subject for publishing (not).
@@ -32,19 +39,19 @@ pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
     if spaced {
         return Err("subject contains whitespace".into());
     }
-    let mut tokens = subject.split('.').peekable();
+    let mut tokens = tokens(subject).peekable();
     while let Some(t) = tokens.next() {
         if t.is_empty() {
             return Err("subject has an empty token (`..` or a leading/trailing dot)".into());
         }
-        let wild = t == "*" || t == ">";
+        let wild = t == b"*" || t == b">";
         if wild && !wildcards_allowed {
             return Err("wildcards are not allowed when publishing".into());
         }
-        if t == ">" && tokens.peek().is_some() {
+        if t == b">" && tokens.peek().is_some() {
             return Err("`>` must be the last token".into());
         }
-        if !wild && t.bytes().any(|b| b == b'*' || b == b'>') {
+        if !wild && t.iter().any(|b| *b == b'*' || *b == b'>') {
             return Err("a wildcard must be a whole token".into());
         }
     }

@@ -274,25 +274,29 @@ impl Fanout {
         }
     }
 
+    /// The listeners of `subject`, in table order; a group's members come rotated so that
+    /// its next member in turn is tried first. Called on every publish and request, so it
+    /// allocates only what it returns.
     fn targets(&self, subject: &str) -> Vec<Target> {
         let mut state = self.lock();
+        let State {
+            entries,
+            exact,
+            wild,
+            rotation,
+            ..
+        } = &mut *state;
         let mut targets = Vec::new();
-        let mut groups: BTreeMap<String, Vec<Sink>> = BTreeMap::new();
+        let mut groups: Vec<(&str, Vec<Sink>)> = Vec::new();
         let mut closed = Vec::new();
-        let exact = state.exact.get(subject).cloned().unwrap_or_default();
-        let wild: Vec<u64> = state
-            .wild
-            .iter()
-            .copied()
-            .filter(|id| {
-                state
-                    .entries
-                    .get(id)
-                    .is_some_and(|e| pattern::matches(&e.pattern, subject))
-            })
-            .collect();
-        for id in exact.into_iter().chain(wild) {
-            let Some(entry) = state.entries.get(&id) else {
+        let exact_ids = exact.get(subject).map_or(&[][..], Vec::as_slice);
+        let listeners = exact_ids.iter().map(|id| (*id, entries.get(id))).chain(
+            wild.iter()
+                .map(|id| (*id, entries.get(id)))
+                .filter(|(_, entry)| entry.is_some_and(|e| pattern::matches(&e.pattern, subject))),
+        );
+        for (id, entry) in listeners {
+            let Some(entry) = entry else {
                 continue;
             };
             if entry.sink.is_closed() {
@@ -301,14 +305,17 @@ impl Fanout {
             }
             match &entry.group {
                 None => targets.push(Target::Plain(entry.sink.clone())),
-                Some(group) => groups
-                    .entry(group.clone())
-                    .or_default()
-                    .push(entry.sink.clone()),
+                Some(group) => match groups.iter_mut().find(|(name, _)| *name == group) {
+                    Some((_, members)) => members.push(entry.sink.clone()),
+                    None => groups.push((group, vec![entry.sink.clone()])),
+                },
             }
         }
         for (name, mut members) in groups {
-            let turn = state.rotation.entry(name).or_insert(0);
+            let turn = match rotation.get_mut(name) {
+                Some(turn) => turn,
+                None => rotation.entry(name.to_string()).or_insert(0),
+            };
             let start = *turn % members.len();
             *turn = turn.wrapping_add(1);
             members.rotate_left(start);
