@@ -189,38 +189,46 @@ async fn plan(
         tools: body.tools,
         ..ChatRequest::default()
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    // Deltas go to the session's events when the request says where (`stream_to`).
-    let forwarder = body.stream_to.as_ref().map(|_| {
-        let turn_id = body.turn_id;
-        let scope = EventScope {
-            agent: agent.unwrap_or_default(),
-            session: session.unwrap_or_default(),
-            user,
-            trace_id,
-        };
-        tokio::spawn(async move {
-            while let Some(text) = rx.recv().await {
-                let event = TurnEvent::Delta {
-                    turn_id: turn_id.clone(),
-                    text,
-                };
-                events::publish(deps.bus.as_ref(), &scope, event).await;
-            }
-        })
-    });
-    let deltas = forwarder.as_ref().map(|_| tx);
-    let result = model.complete(&chat, deltas).await;
-    if let Some(f) = forwarder {
-        // The sender was moved into `complete` and is dropped now: the forwarder drains and ends.
-        let _ = f.await;
+    // Deltas go to the session's events when the request says where (`stream_to`), forwarded
+    // in this task alongside the model's call (no task of their own: most plans send none).
+    if body.stream_to.is_none() {
+        let result = model.complete(&chat, None).await;
+        return reply_of(result, model.id());
     }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let turn_id = body.turn_id;
+    let scope = EventScope {
+        agent: agent.unwrap_or_default(),
+        session: session.unwrap_or_default(),
+        user,
+        trace_id,
+    };
+    let forward = async {
+        while let Some(text) = rx.recv().await {
+            let event = TurnEvent::Delta {
+                turn_id: turn_id.clone(),
+                text,
+            };
+            events::publish(deps.bus.as_ref(), &scope, event).await;
+        }
+    };
+    // The sender moves into `complete` and is dropped when it returns: the forwarding drains
+    // what is left and ends.
+    let (result, ()) = futures::join!(model.complete(&chat, Some(tx)), forward);
+    reply_of(result, model.id())
+}
+
+/// The planner's answer from the model's.
+fn reply_of(
+    result: Result<crate::llm::ChatResponse, crate::llm::LlmError>,
+    model: String,
+) -> Result<PlanReply, String> {
     let response = result.map_err(|e| e.to_string())?;
     Ok(PlanReply {
         text: response.text,
         tool_calls: response.tool_calls,
         usage: response.usage,
-        model: model.id(),
+        model,
     })
 }
 
