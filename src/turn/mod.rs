@@ -478,6 +478,8 @@ pub fn new_stored(
 #[cfg(test)]
 mod ack_tests;
 #[cfg(test)]
+mod deferral_tests;
+#[cfg(test)]
 mod delegation_tests;
 #[cfg(test)]
 mod fake;

@@ -1,6 +1,8 @@
 //! The state of a running turn ([`TurnState`]): the session's view the turn works on, and
-//! how each step is persisted — flushed locally, or on the replicated log kept back until the
-//! turn's next commit point (`TurnState::deferred`).
+//! how each step is persisted — a mid-turn step kept back until the turn's next commit point
+//! (`TurnState::deferred`), everything else written at once.
+
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
@@ -21,12 +23,18 @@ pub(super) struct TurnState<'a> {
     pub(super) emitter: Emitter,
     /// Handoffs in the metadata as last written; another one means the next save writes it.
     handoffs_written: usize,
-    /// With a replicated log: this turn's messages stored mid-turn and not yet appended.
-    /// They go out with the turn's next full save (an answer, a pause, a failure), or before
-    /// a call that may act on the world ([`TurnState::flush_deferred`]): one log round trip
-    /// per commit point instead of one per step.
+    /// This turn's messages stored mid-turn and not yet written. They go out with the turn's
+    /// next full save (an answer, a pause, a failure), or before a call that may act on the
+    /// world ([`TurnState::flush_deferred`]): one write of the task state (on the replicated
+    /// log, one round trip) per commit point instead of one per step.
     deferred: Vec<StoredMessage>,
+    /// When the oldest of `deferred` was kept back.
+    deferred_since: Option<Instant>,
 }
+
+/// Longest a mid-turn step is kept back: a turn of slow reads still stores its progress about
+/// this often, so a crash does not make it run them all again.
+pub(super) const DEFER_AT_MOST: Duration = Duration::from_millis(500);
 
 impl<'a> TurnState<'a> {
     pub(super) fn new(
@@ -45,6 +53,7 @@ impl<'a> TurnState<'a> {
             added: Vec::new(),
             emitter,
             deferred: Vec::new(),
+            deferred_since: None,
         }
     }
 
@@ -90,17 +99,23 @@ impl<'a> TurnState<'a> {
             Some(TurnPhase::Received | TurnPhase::Planning | TurnPhase::AwaitingTools)
         );
         let step = running && self.meta.handoffs.len() == self.handoffs_written;
-        if step && self.env.store.is_replicated() {
-            // A mid-turn step on the replicated log waits for the turn's next full save: what
-            // a crash loses here is what it loses on one disk before a flush (the turn resumes
-            // from its last stored step), while every append keeps its fence.
+        if step {
+            // A mid-turn step waits for the turn's next full save. No guarantee covers it
+            // (`engine.durability` promises what was acknowledged or answered), and only
+            // reads run before that save: a crash before it resumes the turn from its last
+            // stored step and may run those reads again — what a crash before sled's flush
+            // would do anyway. On the replicated log every append keeps its fence.
             self.meta.next_seq = next_seq_after(self.meta.next_seq, messages);
             self.deferred.push(stored.clone());
-        } else if step {
-            self.env
-                .store
-                .save_step(self.meta, messages, self.task)
-                .await?;
+            let since = *self.deferred_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= DEFER_AT_MOST {
+                self.env
+                    .store
+                    .save_step(self.meta, &self.deferred, self.task)
+                    .await?;
+                self.deferred.clear();
+                self.deferred_since = None;
+            }
         } else {
             self.save_with(messages).await?;
             self.handoffs_written = self.meta.handoffs.len();
@@ -148,6 +163,7 @@ impl<'a> TurnState<'a> {
         all.extend_from_slice(messages);
         self.env.store.save(self.meta, &all, self.task).await?;
         self.deferred.clear();
+        self.deferred_since = None;
         Ok(())
     }
 

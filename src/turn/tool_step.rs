@@ -1,8 +1,7 @@
 //! One planning step's tool calls: which run now, which wait for the user's confirmation or
 //! an async job, and storing the results that are there, so a call whose result is stored
-//! never runs again. (On the replicated log the step of `read` calls is appended with the
-//! turn's next commit point — see `TurnState::deferred` — and a crash before it may run those
-//! reads again.)
+//! never runs again. (The step of `read` calls is stored with the turn's next commit point —
+//! see `TurnState::deferred` — and a crash before it may run those reads again.)
 
 use std::collections::HashSet;
 
