@@ -9,7 +9,8 @@
 //! to [`SLOW_SUBSCRIBER_WAIT`] for room (backpressure). A subscriber still full after that is a
 //! *slow consumer*: like NATS, the bus drops that message for it and logs a warning, so one
 //! stuck subscriber can never freeze its publishers. Dropping a subscription (or the serving
-//! guard) removes it at once.
+//! guard) removes it at once. A body published as a value (`Message::local`) goes as it is to
+//! the channels that take values and is encoded once, at publish, for everyone else.
 //!
 //! Lookup: patterns without wildcards sit in a map by subject, so a publish costs a hash lookup
 //! plus a scan of the (few) wildcard patterns, whatever the number of sessions listening.
