@@ -195,6 +195,12 @@ async fn plan(
         let result = model.complete(&chat, None).await;
         return reply_of(result, model.id());
     }
+    if let Some(sink) = events::delta_sink() {
+        // The session asked in-process, in this task: it publishes the deltas itself, in order
+        // with its other events.
+        let result = model.complete(&chat, Some(sink)).await;
+        return reply_of(result, model.id());
+    }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let turn_id = body.turn_id;
     let scope = EventScope {

@@ -2,7 +2,10 @@
 //! envelopes, for the turn, the planner's streamed deltas, the memory-extractor's
 //! `memory.written` and the router's refusals.
 
+use std::future::Future;
 use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::Bus;
 use crate::protocol::envelope::Envelope;
@@ -50,4 +53,21 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
     if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
         tracing::warn!(%subject, error = %e, "turn event not published");
     }
+}
+
+tokio::task_local! {
+    /// Where a planner serving a session's request in the session's own task (an in-process
+    /// call on the embedded bus) sends streamed text, rather than publishing it: the turn
+    /// publishes it in order with its other events (after the message's `accepted`).
+    static DELTA_SINK: UnboundedSender<String>;
+}
+
+/// Run `call` with `sink` as the delta sink of an in-process planner it reaches.
+pub async fn with_delta_sink<F: Future>(sink: UnboundedSender<String>, call: F) -> F::Output {
+    DELTA_SINK.scope(sink, call).await
+}
+
+/// The delta sink of the session whose request this task serves in-process, if any.
+pub fn delta_sink() -> Option<UnboundedSender<String>> {
+    DELTA_SINK.try_with(Clone::clone).ok()
 }

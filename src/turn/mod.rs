@@ -388,12 +388,29 @@ async fn plan(
         stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
         model: Some(agent.model.clone()).filter(|m| m != "planner"),
     };
-    state
-        .env
-        .ports
-        .plan(state.emitter.scope(), request)
-        .await
-        .map_err(TurnError::Plan)
+    // A planner in this task streams to the turn, which publishes the deltas through its
+    // emitter: after the message's acknowledgement, like every event of the turn. (A planner
+    // elsewhere publishes them itself.)
+    let (sink, mut deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let emitter = &state.emitter;
+    let delta = |text| TurnEvent::Delta {
+        turn_id: record.turn_id.clone(),
+        text,
+    };
+    let call =
+        crate::bus::events::with_delta_sink(sink, state.env.ports.plan(emitter.scope(), request));
+    tokio::pin!(call);
+    let reply = loop {
+        tokio::select! {
+            biased;
+            Some(text) = deltas.recv() => emitter.emit(delta(text)).await,
+            reply = &mut call => break reply,
+        }
+    };
+    while let Ok(text) = deltas.try_recv() {
+        emitter.emit(delta(text)).await;
+    }
+    reply.map_err(TurnError::Plan)
 }
 
 /// The memories for the turn: recalled ahead while its message was stored, or now.

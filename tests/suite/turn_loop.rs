@@ -315,3 +315,36 @@ fn tool_results_enter_the_context_in_the_compact_transformed_shape() {
         assert!(v["summary"].as_str().unwrap().chars().count() <= 100);
     });
 }
+
+#[test]
+fn a_quick_answer_streams_its_deltas_after_its_turn_started_in_sync_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), &script());
+    assert_eq!(
+        config.engine.durability,
+        hermes::config::DurabilityConfig::Sync,
+        "the default, where the acknowledgement may still be on its way when the model streams"
+    );
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
+            .await
+            .unwrap();
+        let trace = c.turn("remember this", T, |_| {}).await.unwrap();
+        assert_eq!(trace.answer.as_deref(), Some("Noted."));
+        let kinds: Vec<&str> = trace.events.iter().map(TurnEvent::type_name).collect();
+        let deltas: String = trace
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                TurnEvent::Delta { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            deltas, "Noted.",
+            "every delta reaches the client: {kinds:?}"
+        );
+        assert_eq!(kinds.first(), Some(&"turn.started"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"answer"), "{kinds:?}");
+    });
+}
