@@ -38,6 +38,17 @@ fn tool_results(events: &[TurnEvent]) -> Vec<hermes::protocol::ToolCallResult> {
         .collect()
 }
 
+/// The text of a turn's `delta` events, in order.
+fn streamed(events: &[TurnEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Delta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn tool_call_with_repaired_arguments_completes_the_turn() {
     let dir = tempfile::tempdir().unwrap();
@@ -226,15 +237,10 @@ fn an_openai_compatible_model_streams_deltas_and_calls_tools_through_the_engine(
             trace.answer.as_deref(),
             Some("One plus two is three, as the tool says.")
         );
-        let deltas: String = trace
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                TurnEvent::Delta { text, .. } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(deltas, "One plus two is three, as the tool says.");
+        assert_eq!(
+            streamed(&trace.events),
+            "One plus two is three, as the tool says."
+        );
         assert_eq!(tool_results(&trace.events)[0].output["result"], 3);
     });
     // The second request carried the tool result back with its call id.
@@ -332,16 +338,9 @@ fn a_quick_answer_streams_its_deltas_after_its_turn_started_in_sync_mode() {
         let trace = c.turn("remember this", T, |_| {}).await.unwrap();
         assert_eq!(trace.answer.as_deref(), Some("Noted."));
         let kinds: Vec<&str> = trace.events.iter().map(TurnEvent::type_name).collect();
-        let deltas: String = trace
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                TurnEvent::Delta { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
-            deltas, "Noted.",
+            streamed(&trace.events),
+            "Noted.",
             "every delta reaches the client: {kinds:?}"
         );
         assert_eq!(kinds.first(), Some(&"turn.started"), "{kinds:?}");
