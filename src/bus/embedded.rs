@@ -203,10 +203,7 @@ impl Bus for EmbeddedBus {
         check_subject(subject, false)?;
         if subject.starts_with(INBOX_PREFIX) {
             // A request's reply inbox reads bytes.
-            let payload = body.encode().map_err(|reason| BusError::Encode {
-                subject: subject.to_string(),
-                reason,
-            })?;
+            let payload = super::local::encode_for(subject, body.as_ref())?;
             return self.publish(subject, payload).await;
         }
         let message = Message {

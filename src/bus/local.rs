@@ -12,6 +12,7 @@ use std::fmt::Debug;
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::BusError;
 use crate::protocol::envelope::Envelope;
 
 /// A body that can travel as a value in-process and as bytes anywhere else.
@@ -21,6 +22,14 @@ pub trait LocalValue: Any + Debug + Send + Sync {
 
     /// The value, for a subscriber to downcast to the type it expects.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// `body`'s bytes for a message on `subject`; a failure names the subject.
+pub(crate) fn encode_for(subject: &str, body: &dyn LocalValue) -> Result<Bytes, BusError> {
+    body.encode().map_err(|reason| BusError::Encode {
+        subject: subject.to_string(),
+        reason,
+    })
 }
 
 impl<B: Serialize + Debug + Send + Sync + 'static> LocalValue for Envelope<B> {

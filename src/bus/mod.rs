@@ -310,10 +310,7 @@ pub trait Bus: Send + Sync + 'static {
         subject: &str,
         body: Arc<dyn local::LocalValue>,
     ) -> Result<(), BusError> {
-        let payload = body.encode().map_err(|reason| BusError::Encode {
-            subject: subject.to_string(),
-            reason,
-        })?;
+        let payload = local::encode_for(subject, body.as_ref())?;
         self.publish(subject, payload).await
     }
 
