@@ -11,7 +11,8 @@
 #   HERMES_CLUSTER_PORT  client port of the first NATS node; the others use +1 and +2,
 #                        routes +2000.., monitoring +4000..      (default 4222)
 #   HERMES_BIN           the hermes binary                        (default: hermes on PATH, else target/release/hermes)
-#   HERMES_CONFIG        a config file merged under the cluster's own settings
+#   HERMES_CONFIG        config files (separated by `:`) layered under the cluster's own
+#                        settings, e.g. config/demo.toml for the demo's shop
 #   SESSIONS PLANNERS TOOLS MCP MEMORY
 #                        processes per actor kind                 (default 2 2 2 1 1)
 #   NODES                NATS nodes: 3 (replicas 3) or 1 (replicas 1)  (default 3)
@@ -113,14 +114,20 @@ start_nats() {
 }
 
 start_hermes() {
-    local kind=$1 actors=$2 count=$3 hermes i name config
+    local kind=$1 actors=$2 count=$3 hermes i name file
+    local configs=() files=()
     hermes=$(hermes_bin)
-    config=$DIR/cluster.toml
+    # The user's files first, the cluster's own settings last (they win).
+    if [[ -n ${HERMES_CONFIG:-} ]]; then
+        IFS=: read -ra files <<<"$HERMES_CONFIG"
+        for file in "${files[@]}"; do configs+=(--config "$file"); done
+    fi
+    configs+=(--config "$DIR/cluster.toml")
     for i in $(seq 1 "$count"); do
         name=$kind-$i
         if alive "$DIR/pids/$name"; then continue; fi
         : >"$DIR/logs/$name.log"
-        HERMES_LOG=${HERMES_LOG:-info} "$hermes" --config "$config" serve --bus "$(urls)" \
+        HERMES_LOG=${HERMES_LOG:-info} "$hermes" "${configs[@]}" serve --bus "$(urls)" \
             --actors "$actors" --data-dir "$DIR/data/$name" \
             >"$DIR/logs/$name.out" 2>"$DIR/logs/$name.log" &
         echo $! >"$DIR/pids/$name"
@@ -148,8 +155,7 @@ wait_ready() {
 up() {
     mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/data"
     {
-        echo "# Written by scripts/cluster.sh: the cluster's own settings."
-        [[ -n ${HERMES_CONFIG:-} ]] && cat "$HERMES_CONFIG"
+        echo "# Written by scripts/cluster.sh: the cluster's own settings (over \$HERMES_CONFIG's)."
         echo "[cluster]"
         if [[ $NODES == 1 ]]; then echo "replicas = 1"; else echo "replicas = 3"; fi
     } >"$DIR/cluster.toml"

@@ -1,6 +1,7 @@
 //! `hermes agents ls`: every configured agent with its model, the tools it sees, the agents it
 //! may delegate to or hand the conversation to, its memory namespaces and limits, and the
-//! triggers that start it — read from the configuration, as `hermes tools ls` is.
+//! triggers that start it, its effective token window and where that came from — read from
+//! the configuration, as `hermes tools ls` is.
 
 use std::collections::BTreeSet;
 
@@ -9,6 +10,7 @@ use serde_json::json;
 
 use hermes::actors::tool_executor::configured_definitions;
 use hermes::config::{AgentConfig, Config, ModelConfig};
+use hermes::tools::definition::ToolDefinition;
 
 #[derive(Subcommand)]
 pub enum AgentsCommand {
@@ -32,10 +34,10 @@ pub fn run(config: Config, command: AgentsCommand) -> anyhow::Result<()> {
 
 fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
     let definitions = configured_definitions(&config.tools).map_err(anyhow::Error::msg)?;
-    let mcp = config.mcp.servers.len();
     for (name, agent) in &config.agents {
-        let tools = tools_of(agent, &definitions, mcp);
+        let tools = shown_tools(config, agent, &definitions);
         let model = model_of(config, agent);
+        let window = agent.window(&config.models);
         let triggers: Vec<String> = config
             .triggers
             .iter()
@@ -55,6 +57,8 @@ fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
                     "handoffs_to": agent.handoffs_to,
                     "memory": {"read": agent.memory.read, "write": agent.memory.writes()},
                     "max_steps": agent.max_steps,
+                    "context_window": {"value": window.context_window, "from": window.window_from.to_string()},
+                    "reply_reserve": {"value": window.reply_reserve, "from": window.reserve_from.to_string()},
                     "token_budget": agent.token_budget,
                     "triggers": triggers,
                 })
@@ -94,6 +98,10 @@ fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
             "  limits       {} steps, {budget}, delegations wait {} s",
             agent.max_steps, agent.delegation_timeout_secs
         );
+        println!(
+            "  window       {} tokens ({}), {} kept for the reply ({})",
+            window.context_window, window.window_from, window.reply_reserve, window.reserve_from
+        );
         if !triggers.is_empty() {
             println!("  triggers     {}", triggers.join(", "));
         }
@@ -102,15 +110,21 @@ fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The tools an agent's model is shown (besides its `agent__` tools).
-fn tools_of(
+/// The tools an agent's model is shown (besides its `agent__` tools), read from the
+/// configuration: MCP servers' tools are known only once they are mounted.
+pub(super) fn shown_tools(
+    config: &Config,
     agent: &AgentConfig,
-    definitions: &[hermes::tools::definition::ToolDefinition],
-    mcp_servers: usize,
+    definitions: &[ToolDefinition],
 ) -> Vec<String> {
     if let Some(allowed) = &agent.tools {
-        return allowed.clone();
+        let mut names = allowed.clone();
+        if !names.is_empty() && !names.iter().any(|n| n == "session_search") {
+            names.push("session_search".into());
+        }
+        return names;
     }
+    let mcp_servers = config.mcp.servers.len();
     let names: BTreeSet<String> = definitions
         .iter()
         .filter(|d| {
@@ -128,7 +142,7 @@ fn tools_of(
     names
 }
 
-fn model_of(config: &Config, agent: &AgentConfig) -> String {
+pub(super) fn model_of(config: &Config, agent: &AgentConfig) -> String {
     match config.models.model(&agent.model) {
         Some(ModelConfig::Openai(table)) => format!("openai {}", table.model),
         Some(ModelConfig::Replay { scenario }) => format!("replay {scenario}"),
@@ -137,7 +151,7 @@ fn model_of(config: &Config, agent: &AgentConfig) -> String {
     }
 }
 
-fn list(items: &[String]) -> String {
+pub(super) fn list(items: &[String]) -> String {
     if items.is_empty() {
         "-".into()
     } else {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use hermes::actors::tool_executor::configured_definitions;
 use hermes::config::models::ROLES;
 use hermes::config::{Config, ConfigReport, EmbedderConfig, ModelConfig, ModelEnv, ModelOrigin};
 use hermes::llm::openai::probe::{probe, ProbeOutcome};
@@ -27,19 +28,40 @@ Connect a real model in one of two ways:
   1. the environment, no file:  export OPENAI_API_KEY=sk-…  (and, for Ollama, vLLM or a
      llama.cpp server: export OPENAI_BASE_URL=http://127.0.0.1:11434/v1), then
      export HERMES_MODEL=gpt-4o-mini or pass --model NAME
-  2. a config file:  hermes --config my.toml chat, with [models.planner] provider = \"openai\"
-     and model = \"…\" (see README.md, \"A real model\")
+  2. a config file:  `hermes init` writes one for your model and agents; then
+     hermes --config hermes.toml chat (see README.md, \"A real model\")
 `hermes doctor` shows which model each role uses and checks the endpoint.";
+
+/// What `hermes chat` says first when the planner on the embedded bus is a built-in script.
+pub fn scripted_model_notice(config: &Config) -> Option<String> {
+    if config.bus.url != "embedded" {
+        return None;
+    }
+    let planner = &config.models.planner;
+    if planner.is_placeholder() {
+        Some(format!(
+            "No model is configured, so a placeholder answers: it only says how to connect one.\n{CONNECT_A_MODEL}"
+        ))
+    } else if planner.is_demo_script() {
+        Some(format!(
+            "hermes chat uses the scripted demo model: it knows only the demo story (a headphone \
+             budget, then \"帮我查一下我去年双十一买的耳机订单…\").\n{CONNECT_A_MODEL}"
+        ))
+    } else {
+        None
+    }
+}
 
 pub fn run(config: Config, report: ConfigReport, args: DoctorArgs) -> anyhow::Result<()> {
     let env = ModelEnv::from_process();
     print_config(&config, &report);
     print_models(&config, &report, &env);
-    if ROLES
-        .iter()
-        .filter_map(|r| config.models.role(r))
-        .all(ModelConfig::is_demo_script)
-    {
+    print_agents(&config)?;
+    let roles = ROLES.iter().filter_map(|r| config.models.role(r));
+    if roles.clone().all(ModelConfig::is_placeholder) {
+        println!("\nNo model is configured: every role uses the placeholder script, which only says how to connect one.");
+        println!("{CONNECT_A_MODEL}");
+    } else if roles.clone().all(ModelConfig::is_builtin_script) {
         println!("\nEvery role uses the scripted demo model: it knows only the demo story.");
         println!("{CONNECT_A_MODEL}");
     }
@@ -58,15 +80,29 @@ pub fn run(config: Config, report: ConfigReport, args: DoctorArgs) -> anyhow::Re
 }
 
 fn print_config(config: &Config, report: &ConfigReport) {
-    let file = match &report.file {
-        Some(path) => format!("embedded defaults + {}", path.display()),
-        None => "embedded defaults (no --config / HERMES_CONFIG)".into(),
-    };
+    let mut file = String::from("embedded defaults");
+    if let Some(profile) = report.profile {
+        file.push_str(&format!(" + {} profile", profile.name()));
+    }
+    for path in &report.files {
+        file.push_str(&format!(" + {}", path.display()));
+    }
+    if report.files.is_empty() {
+        file.push_str(" (no --config / HERMES_CONFIG)");
+    }
     println!("{:<10}  {file}", "config");
     println!("{:<10}  {}", "bus", config.bus.url);
     println!("{:<10}  {}", "data dir", config.engine.data_dir.display());
-    let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
-    println!("{:<10}  {}", "agents", agents.join(", "));
+    let servers: Vec<&str> = config.mcp.servers.iter().map(|s| s.name.as_str()).collect();
+    println!(
+        "{:<10}  {}",
+        "mcp",
+        if servers.is_empty() {
+            "no servers mounted".to_string()
+        } else {
+            servers.join(", ")
+        }
+    );
     println!(
         "{:<10}  {}",
         "embedder",
@@ -138,6 +174,28 @@ fn print_models(config: &Config, report: &ConfigReport, env: &ModelEnv) {
             .collect();
         println!("{}", cells.join("  ").trim_end());
     }
+}
+
+/// Each agent's effective settings: what its turns run with.
+fn print_agents(config: &Config) -> anyhow::Result<()> {
+    let definitions = configured_definitions(&config.tools).map_err(anyhow::Error::msg)?;
+    println!("\nagents (effective settings; `hermes agents ls` has the rest)");
+    for (name, agent) in &config.agents {
+        let window = agent.window(&config.models);
+        let tools = super::agents::shown_tools(config, agent, &definitions);
+        println!(
+            "  {name}: model {} ({}), window {} ({}), reply reserve {} ({}), {} steps",
+            agent.model,
+            super::agents::model_of(config, agent),
+            window.context_window,
+            window.window_from,
+            window.reply_reserve,
+            window.reserve_from,
+            agent.max_steps
+        );
+        println!("    tools: {}", super::agents::list(&tools));
+    }
+    Ok(())
 }
 
 /// `(model, endpoint, key)` columns for one role.

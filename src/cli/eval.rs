@@ -2,7 +2,7 @@
 //! [`hermes::memory::eval`]), printed as a table or JSON; `hermes eval tasks` lives in
 //! [`super::eval_tasks`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -69,14 +69,10 @@ pub struct EvalMemoryArgs {
 }
 
 /// `config` and `model` are the global `--config` and `--model`.
-pub fn run(
-    config: Option<&Path>,
-    model: Option<String>,
-    command: EvalCommand,
-) -> anyhow::Result<()> {
+pub fn run(config: &[PathBuf], model: Option<String>, command: EvalCommand) -> anyhow::Result<()> {
     match command {
         EvalCommand::Memory(args) => {
-            let (config, _) = super::load(config, model, true)?;
+            let (config, _) = super::load_config(None, config, model, true)?;
             run_memory(config, args)
         }
         EvalCommand::Tasks(args) => super::eval_tasks::run(config, model, args),

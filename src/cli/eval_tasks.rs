@@ -89,7 +89,7 @@ Exit status: 0 when every case passed (with --baseline: when nothing regressed);
 or when the suite, config or baseline cannot be used.";
 
 pub fn run(
-    config_flag: Option<&Path>,
+    config_flag: &[PathBuf],
     model_flag: Option<String>,
     args: EvalTasksArgs,
 ) -> anyhow::Result<()> {
@@ -145,23 +145,28 @@ pub fn run(
     }
 }
 
-/// The configuration the suite runs against: `--config`, else the suite's own, else the
-/// embedded defaults; then `--model`. The environment's model variables alone do not apply.
+/// The configuration the suite runs against: the suite's profile, then `--config`, else the
+/// suite's own config; then `--model`. The environment's model variables alone do not apply.
 fn suite_config(
     suite: &Suite,
-    config_flag: Option<&Path>,
+    config_flag: &[PathBuf],
     model_flag: Option<String>,
 ) -> anyhow::Result<Config> {
-    let file = config_flag.or(suite.config.as_deref());
-    let (mut config, _) = super::load(file, model_flag, false).with_context(|| match file {
-        Some(f) if config_flag.is_none() => format!(
-            "cannot load the config {} named by the suite {}",
-            f.display(),
-            suite.path.display()
-        ),
-        _ => "cannot load the configuration".to_string(),
-    })?;
-    if let Some(file) = file {
+    let files: Vec<PathBuf> = if config_flag.is_empty() {
+        suite.config.iter().cloned().collect()
+    } else {
+        config_flag.to_vec()
+    };
+    let (mut config, _) = super::load_config(suite.profile, &files, model_flag, false)
+        .with_context(|| match (&suite.config, config_flag.is_empty()) {
+            (Some(f), true) => format!(
+                "cannot load the config {} named by the suite {}",
+                f.display(),
+                suite.path.display()
+            ),
+            _ => "cannot load the configuration".to_string(),
+        })?;
+    for file in &files {
         resolve_scenarios(&mut config, file);
     }
     Ok(config)

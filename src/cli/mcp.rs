@@ -119,7 +119,7 @@ pub struct ProbeArgs {
     url: String,
 }
 
-pub fn run(config: Option<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
+pub fn run(config: Vec<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
     match command {
         McpCommand::CatalogServer => io_runtime().and_then(|rt| {
             rt.block_on(hermes::mcp::catalog_server::run_stdio())
@@ -127,12 +127,12 @@ pub fn run(config: Option<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
         }),
         McpCommand::Serve(args) => serve(load(&config, &args.bus)?, args),
         McpCommand::Status(args) => {
-            let mut config = Config::load(config.as_deref())?;
+            let mut config = Config::load_all(&config)?;
             args.reach.apply(&mut config);
             status(config, args.json)
         }
         McpCommand::Audit(args) => {
-            let mut config = Config::load(config.as_deref())?;
+            let mut config = Config::load_all(&config)?;
             args.reach.apply(&mut config);
             audit(config, &args)
         }
@@ -140,8 +140,8 @@ pub fn run(config: Option<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
     }
 }
 
-fn load(path: &Option<PathBuf>, args: &BusArgs) -> anyhow::Result<Config> {
-    let mut config = Config::load(path.as_deref())?;
+fn load(paths: &[PathBuf], args: &BusArgs) -> anyhow::Result<Config> {
+    let mut config = Config::load_all(paths)?;
     if let Some(bus) = &args.bus {
         config.bus.url = bus.clone();
     }

@@ -7,6 +7,8 @@ mod demo_team;
 mod doctor;
 mod eval;
 mod eval_tasks;
+mod init;
+mod init_template;
 mod mcp;
 mod memory;
 mod memory_print;
@@ -20,20 +22,21 @@ mod sessions_print;
 mod status;
 mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use hermes::config::load::{apply_model_choice, load_file, ModelChoice};
+use hermes::config::load::{apply_model_choice, load_layers, ModelChoice, Profile};
 use hermes::config::{Config, ConfigReport, ModelEnv};
 
 /// Hermes — an event-driven, actor-based agent engine.
 ///
 /// Sessions, tools, MCP and memory as five actors (session, planner, tool-executor,
 /// mcp-bridge, memory-extractor) that talk only over NATS subjects and keep their state in
-/// sled. Start with `hermes demo`; run a service with `hermes serve`; talk to it with
-/// `hermes send` or `hermes chat`.
+/// sled. Start with `hermes demo`; write a config for your own model and agent with
+/// `hermes init`; run a service with `hermes serve`; talk to it with `hermes send` or
+/// `hermes chat`.
 ///
 /// A real model without a config file: `export OPENAI_API_KEY=…` (plus `OPENAI_BASE_URL` for
 /// Ollama, vLLM or llama.cpp) and `HERMES_MODEL=…` or `--model NAME`; `hermes doctor` shows
@@ -41,9 +44,11 @@ use hermes::config::{Config, ConfigReport, ModelEnv};
 #[derive(Parser)]
 #[command(name = "hermes", version, propagate_version = true)]
 pub struct Cli {
-    /// Configuration file merged over the embedded defaults (see config/default.toml).
-    #[arg(long, global = true, env = "HERMES_CONFIG")]
-    config: Option<PathBuf>,
+    /// Configuration file merged over the embedded defaults (see config/default.toml). Repeat
+    /// it to layer files in order, e.g. `--config config/demo.toml --config mine.toml`
+    /// (HERMES_CONFIG: a list separated by `:`).
+    #[arg(long, global = true, env = "HERMES_CONFIG", value_delimiter = ':')]
+    config: Vec<PathBuf>,
     /// Model for every role, at an OpenAI-compatible endpoint (`OPENAI_BASE_URL`, default
     /// OpenAI; key from `OPENAI_API_KEY`). Beats the config file. `HERMES_MODEL` does the same
     /// for chat, send and serve, unless the config file names the role's model.
@@ -61,12 +66,14 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Play the seeds' shopping-assistant story end to end on the embedded defaults.
+    /// Play the seeds' shopping-assistant story end to end with the demo profile.
     ///
     /// Two sessions of one user: the first states a budget and a headphone purchase; the
     /// second asks about that order and the brand's newest model. The trace shows memory
     /// recall, a repaired tool call, an MCP tool call to a real server process, the answer and
-    /// the memory written afterwards. Uses the `replay` model unless --config names another.
+    /// the memory written afterwards. The demo profile (config/demo.toml: the shop's prompt,
+    /// tools, catalog MCP server and scripted model) is loaded over the embedded defaults,
+    /// then --config if given; --model plays it with a real model.
     ///
     /// `hermes demo team` plays agents working together on an event instead (config/team.toml).
     Demo(demo::DemoArgs),
@@ -136,13 +143,25 @@ enum Command {
     /// Example: hermes status --bus nats://127.0.0.1:4222
     Status(status::StatusArgs),
     /// Show the resolved configuration — which model each role uses and where that came
-    /// from — and probe each model endpoint.
+    /// from, each agent's effective settings — and probe each model endpoint.
     Doctor(doctor::DoctorArgs),
+    /// Write a commented config file for your own model, bus, agent, MCP servers and event
+    /// trigger, asking for each (or from flags with --non-interactive).
+    ///
+    /// Examples:
+    ///   hermes init                                      # asks, writes hermes.toml
+    ///   hermes init --non-interactive --base-url http://127.0.0.1:11434/v1 \
+    ///     --model-name qwen2.5:7b --api-key-env none --agent helper \
+    ///     --purpose "answers questions about our docs" \
+    ///     --mcp "files=npx -y @modelcontextprotocol/server-filesystem /srv/docs"
+    ///   hermes --config hermes.toml chat --agent helper
+    #[command(verbatim_doc_comment)]
+    Init(init::InitArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (traces, traces_failed) = runtime::start_traces(cli.config.as_deref(), cli.command.name());
+    let (traces, traces_failed) = runtime::start_traces(&cli.config, cli.command.name());
     runtime::init_tracing(&cli.log, cli.log_json, traces.as_ref());
     if let Some(error) = traces_failed {
         tracing::warn!("{error}");
@@ -150,10 +169,11 @@ pub fn main() -> ExitCode {
     // chat, send, serve and doctor honour OPENAI_* / HERMES_MODEL; the demo keeps its script
     // unless --model or a file says otherwise; the bench brings its own model.
     let (path, model) = (cli.config.clone(), cli.model.clone());
-    let load = |honour_env| load(path.as_deref(), model.clone(), honour_env);
+    let load = |honour_env| load_config(None, &path, model.clone(), honour_env);
     let all = |honour_env| load(honour_env).map(|(config, _)| config);
     let result = match cli.command {
-        Command::Demo(args) => all(false).and_then(|c| demo::run(c, args)),
+        Command::Demo(args) => load_config(Some(Profile::Demo), &path, model.clone(), false)
+            .and_then(|(c, _)| demo::run(c, args)),
         Command::Serve(args) => all(true).and_then(|c| serve::run(c, args)),
         Command::Send(args) => all(true).and_then(|c| send::run_send(c, args)),
         Command::Chat(args) => all(true).and_then(|c| send::run_chat(c, args)),
@@ -163,9 +183,10 @@ pub fn main() -> ExitCode {
         Command::Agents(cmd) => all(true).and_then(|c| agents::run(c, cmd)),
         Command::Status(args) => all(true).and_then(|c| status::run(c, args)),
         Command::Memory(args) => all(true).and_then(|c| memory::run(c, args)),
-        Command::Eval(cmd) => eval::run(cli.config.as_deref(), cli.model.clone(), cmd),
+        Command::Eval(cmd) => eval::run(&cli.config, cli.model.clone(), cmd),
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
+        Command::Init(args) => init::run(args),
     };
     // The spans of the run (a one-shot command, or `serve` after Ctrl-C) leave before exit.
     if let Some(traces) = traces {
@@ -197,18 +218,20 @@ impl Command {
             Command::Eval(_) => "eval",
             Command::Status(_) => "status",
             Command::Doctor(_) => "doctor",
+            Command::Init(_) => "init",
         }
     }
 }
 
-/// The defaults, the `--config` file, then `--model` and (when `honour_env`) the environment's
-/// model conventions.
-fn load(
-    path: Option<&Path>,
+/// The defaults, a built-in `profile`, the `--config` files, then `--model` and (when
+/// `honour_env`) the environment's model conventions.
+fn load_config(
+    profile: Option<Profile>,
+    paths: &[PathBuf],
     flag: Option<String>,
     honour_env: bool,
 ) -> anyhow::Result<(Config, ConfigReport)> {
-    let (mut config, mut report) = load_file(path)?;
+    let (mut config, mut report) = load_layers(profile, paths)?;
     let choice = ModelChoice {
         flag,
         env: ModelEnv::from_process(),

@@ -35,15 +35,15 @@ pub fn init_tracing(filter: &str, json: bool, traces: Option<&Exporting>) {
         .init();
 }
 
-/// The trace exporter of this run, when `[telemetry]` of the `--config` file (or the
+/// The trace exporter of this run, when `[telemetry]` of the `--config` files (or the
 /// `OTEL_*` environment) names a receiver. A config file that does not load is reported by
 /// the command itself; here it only means no endpoint from the file.
 pub fn start_traces(
-    config: Option<&std::path::Path>,
+    configs: &[std::path::PathBuf],
     command: &str,
 ) -> (Option<Exporting>, Option<String>) {
-    let telemetry = hermes::config::load::load_file(config)
-        .map(|(config, _)| config.telemetry)
+    let telemetry = hermes::config::Config::load_all(configs)
+        .map(|config| config.telemetry)
         .unwrap_or_default();
     let Some(export) = telemetry.resolve(|name| std::env::var(name).ok()) else {
         return (None, None);

@@ -198,12 +198,8 @@ async fn wait_for_memory(client: &mut SessionClient, printer: &mut Printer, json
 
 pub fn run_chat(config: Config, args: ChatArgs) -> anyhow::Result<()> {
     let config = apply(config, &args.target);
-    if config.bus.url == "embedded" && config.models.planner.is_demo_script() {
-        eprintln!(
-            "hermes chat uses the scripted demo model: it knows only the demo story (a headphone \
-             budget, then \"帮我查一下我去年双十一买的耳机订单…\").\n{}\n",
-            super::doctor::CONNECT_A_MODEL
-        );
+    if let Some(notice) = super::doctor::scripted_model_notice(&config) {
+        eprintln!("{notice}\n");
     }
     let t = args.target;
     with_engine_runtime(|io| async move {

@@ -4,11 +4,26 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::models::{ModelConfig, ModelsConfig};
 use super::{Config, ConfigError};
+use crate::context::tokens::known_window;
 use crate::protocol::memory::DEFAULT_NAMESPACE;
 
 /// What prefixes the tool through which an agent delegates to agent `<name>`: `agent__<name>`.
 pub const DELEGATION_PREFIX: &str = "agent__";
+
+/// The system prompt of an agent that sets none: a general assistant.
+pub const NEUTRAL_SYSTEM_PROMPT: &str = "You are a helpful assistant. Answer clearly and \
+concisely. When a tool can give you a fact you do not have (the time, the user's earlier \
+conversations, a background job's state), use it rather than guess; when you do not know, say so.";
+/// Most planning steps of a turn when an agent sets no `max_steps`.
+pub const DEFAULT_MAX_STEPS: u32 = 8;
+/// The window assumed for a model whose window is not known (the replay and bench models, a
+/// local model under a name of its own), tokens.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 128_000;
+/// What an agent keeps free for the model's reply when it sets no `reply_reserve`, tokens
+/// (at most a quarter of a small window).
+pub const DEFAULT_REPLY_RESERVE: usize = 4096;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,23 +31,31 @@ pub struct AgentConfig {
     /// One line on what the agent is for; the description of its `agent__<name>` tool.
     #[serde(default)]
     pub description: String,
+    /// Default: [`NEUTRAL_SYSTEM_PROMPT`].
+    #[serde(default = "default_system_prompt")]
     pub system_prompt: String,
     /// The `[models.<name>]` entry that plans this agent's turns; default: `planner`.
     #[serde(default = "default_model")]
     pub model: String,
     /// Most planning steps (model calls) in one turn before the turn fails.
+    #[serde(default = "default_max_steps")]
     pub max_steps: u32,
-    /// Token window of the agent's model and how much of it to keep for the reply.
-    pub context_window: usize,
-    pub reply_reserve: usize,
+    /// Token window of the agent's model; absent: the model's known window, else
+    /// [`DEFAULT_CONTEXT_WINDOW`] (see [`AgentConfig::window`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<usize>,
+    /// Tokens of the window kept free for the reply; absent: [`DEFAULT_REPLY_RESERVE`], at most
+    /// a quarter of the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_reserve: Option<usize>,
     /// Turns sent verbatim; older ones are folded into the history summary.
     #[serde(default = "default_recent_turns")]
     pub recent_turns: usize,
     /// The scene (tool group) whose tools this agent's model sees; none: every tool.
     #[serde(default)]
     pub scene: Option<String>,
-    /// The only tools this agent may see and call (besides `session_search`); `[]`: none;
-    /// absent: every tool (narrowed by `scene`).
+    /// The only tools this agent may see and call (`session_search` comes with any non-empty
+    /// list); `[]`: no tools at all; absent: every tool (narrowed by `scene`).
     #[serde(default)]
     pub tools: Option<Vec<String>>,
     /// Which memory namespaces the agent recalls from and which one its turns are mined into.
@@ -98,6 +121,14 @@ fn default_write() -> String {
     DEFAULT_NAMESPACE.to_string()
 }
 
+fn default_system_prompt() -> String {
+    NEUTRAL_SYSTEM_PROMPT.into()
+}
+
+fn default_max_steps() -> u32 {
+    DEFAULT_MAX_STEPS
+}
+
 fn default_model() -> String {
     "planner".into()
 }
@@ -110,7 +141,66 @@ fn default_delegation_timeout() -> u64 {
     600
 }
 
+/// Where an agent's effective setting came from (`hermes agents ls` and `hermes doctor` say).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingSource {
+    /// Set in the agent's own table.
+    Agent,
+    /// The known window of the agent's model, named.
+    Model(String),
+    /// The engine's default.
+    Default,
+}
+
+impl std::fmt::Display for SettingSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Agent => f.write_str("set in the agent's table"),
+            Self::Model(model) => write!(f, "known window of {model}"),
+            Self::Default => f.write_str("engine default"),
+        }
+    }
+}
+
+/// An agent's effective token window and reply reserve, and where each came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentWindow {
+    pub context_window: usize,
+    pub window_from: SettingSource,
+    pub reply_reserve: usize,
+    pub reserve_from: SettingSource,
+}
+
 impl AgentConfig {
+    /// The window and reply reserve this agent plans with: its own values, else its model's
+    /// known window (`models`) and the default reserve, else the engine defaults.
+    pub fn window(&self, models: &ModelsConfig) -> AgentWindow {
+        let (context_window, window_from) = match self.context_window {
+            Some(window) => (window, SettingSource::Agent),
+            None => models
+                .model(&self.model)
+                .and_then(ModelConfig::model_name)
+                .and_then(|name| Some((known_window(name)?, name)))
+                .map_or(
+                    (DEFAULT_CONTEXT_WINDOW, SettingSource::Default),
+                    |(window, name)| (window, SettingSource::Model(name.to_string())),
+                ),
+        };
+        let (reply_reserve, reserve_from) = match self.reply_reserve {
+            Some(reserve) => (reserve, SettingSource::Agent),
+            None => (
+                DEFAULT_REPLY_RESERVE.min(context_window / 4),
+                SettingSource::Default,
+            ),
+        };
+        AgentWindow {
+            context_window,
+            window_from,
+            reply_reserve,
+            reserve_from,
+        }
+    }
+
     /// The tool name through which another agent delegates to `agent`.
     pub fn delegation_tool(agent: &str) -> String {
         format!("{DELEGATION_PREFIX}{agent}")
@@ -129,10 +219,14 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
             key: format!("agents.{name}.{field}"),
             message,
         };
-        if agent.reply_reserve >= agent.context_window {
+        let window = agent.window(&config.models);
+        if window.reply_reserve >= window.context_window {
             return Err(invalid(
                 "reply_reserve",
-                "must be smaller than context_window".into(),
+                format!(
+                    "{} must be smaller than the context window, {} ({})",
+                    window.reply_reserve, window.context_window, window.window_from
+                ),
             ));
         }
         if config.models.model(&agent.model).is_none() {
@@ -241,6 +335,52 @@ scenario = "builtin:demo"
             .to_string();
         assert!(err.contains("models.planer"), "{err}");
         assert!(err.contains("planner, extractor, summariser"), "{err}");
+    }
+
+    #[test]
+    fn an_agent_table_needs_only_what_matters() {
+        let config = with("[agents.calc]\ntools = [\"add\"]\n").unwrap();
+        let calc = config.agent("calc").unwrap();
+        assert_eq!(calc.system_prompt, NEUTRAL_SYSTEM_PROMPT);
+        assert_eq!(calc.max_steps, DEFAULT_MAX_STEPS);
+        assert_eq!(
+            calc.window(&config.models),
+            AgentWindow {
+                context_window: DEFAULT_CONTEXT_WINDOW,
+                window_from: SettingSource::Default,
+                reply_reserve: DEFAULT_REPLY_RESERVE,
+                reserve_from: SettingSource::Default,
+            }
+        );
+    }
+
+    #[test]
+    fn an_agent_without_a_window_takes_its_models_known_one() {
+        let config = with(
+            "[models.small]\nprovider = \"openai\"\nmodel = \"gpt-4-0613\"\n\
+             [agents.calc]\nmodel = \"small\"\n\
+             [agents.big]\nmodel = \"small\"\ncontext_window = 20000\nreply_reserve = 1000\n",
+        )
+        .unwrap();
+        let calc = config.agent("calc").unwrap().window(&config.models);
+        assert_eq!(calc.context_window, 8192);
+        assert_eq!(calc.window_from, SettingSource::Model("gpt-4-0613".into()));
+        assert_eq!(calc.reply_reserve, 2048, "a quarter of a small window");
+        let big = config.agent("big").unwrap().window(&config.models);
+        assert_eq!((big.context_window, big.reply_reserve), (20000, 1000));
+        assert_eq!(big.window_from, SettingSource::Agent);
+    }
+
+    #[test]
+    fn a_reserve_as_large_as_the_known_window_is_refused_with_both_numbers() {
+        let err = with(
+            "[models.small]\nprovider = \"openai\"\nmodel = \"gpt-4-0613\"\n\
+             [agents.calc]\nmodel = \"small\"\nreply_reserve = 9000\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("agents.calc.reply_reserve"), "{err}");
+        assert!(err.contains("9000") && err.contains("8192"), "{err}");
     }
 
     #[test]

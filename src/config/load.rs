@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::models::{ModelConfig, ModelEnv, OpenAiConfig, DEFAULT_OPENAI_MODEL, ROLES};
-use super::{Config, ConfigError, DEFAULT_CONFIG};
+use super::{Config, ConfigError, DEFAULT_CONFIG, DEMO_CONFIG};
 
 /// Keys that select a table's variant.
 const VARIANT_KEYS: [&str; 2] = ["provider", "kind"];
@@ -20,8 +20,10 @@ const VARIANT_KEYS: [&str; 2] = ["provider", "kind"];
 /// Where a model role's settings came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelOrigin {
-    /// The embedded defaults (the demo script).
+    /// The embedded defaults (the placeholder script that says how to connect a model).
     Defaults,
+    /// A built-in profile (`hermes demo` loads the demo's).
+    Profile(Profile),
     /// `[models.<role>]` in this file.
     File(PathBuf),
     /// The environment's conventions, naming the variables that were set.
@@ -34,6 +36,7 @@ impl fmt::Display for ModelOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Defaults => f.write_str("embedded defaults"),
+            Self::Profile(profile) => write!(f, "{} profile", profile.name()),
             Self::File(path) => write!(f, "config file {}", path.display()),
             Self::Environment(names) => write!(f, "environment ({})", names.join(", ")),
             Self::Flag => f.write_str("--model"),
@@ -41,11 +44,46 @@ impl fmt::Display for ModelOrigin {
     }
 }
 
+/// A configuration compiled into the binary that a command merges over the defaults before
+/// the user's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The seeds' shop story (`config/demo.toml`): what `hermes demo` plays.
+    Demo,
+}
+
+impl Profile {
+    /// The profile called `name` (`demo`).
+    pub fn named(name: &str) -> Option<Self> {
+        (name == "demo").then_some(Self::Demo)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Demo => "demo",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Self::Demo => DEMO_CONFIG,
+        }
+    }
+
+    fn origin(self) -> &'static str {
+        match self {
+            Self::Demo => "config/demo.toml (the demo profile)",
+        }
+    }
+}
+
 /// What went into a loaded configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigReport {
-    /// The file merged over the defaults, if any.
-    pub file: Option<PathBuf>,
+    /// The built-in profile merged over the defaults, if any.
+    pub profile: Option<Profile>,
+    /// The files merged over the defaults (and the profile), in order.
+    pub files: Vec<PathBuf>,
     /// Per role (planner, extractor, summariser): where its model came from.
     pub models: BTreeMap<&'static str, ModelOrigin>,
 }
@@ -64,32 +102,49 @@ pub struct ModelChoice {
 
 /// The defaults with `path` merged over them, and where each model came from.
 pub fn load_file(path: Option<&Path>) -> Result<(Config, ConfigReport), ConfigError> {
-    let mut base: toml::Value = toml::from_str(DEFAULT_CONFIG).map_err(|e| ConfigError::Parse {
-        origin: "embedded defaults".into(),
-        message: e.to_string(),
-    })?;
+    let paths: Vec<PathBuf> = path.map(Path::to_path_buf).into_iter().collect();
+    load_layers(None, &paths)
+}
+
+/// The defaults, then `profile`, then each of `paths` in order merged over them, and where
+/// each model came from.
+pub fn load_layers(
+    profile: Option<Profile>,
+    paths: &[PathBuf],
+) -> Result<(Config, ConfigReport), ConfigError> {
+    let mut base = parse(DEFAULT_CONFIG, "embedded defaults")?;
     let mut models: BTreeMap<&'static str, ModelOrigin> =
         ROLES.iter().map(|r| (*r, ModelOrigin::Defaults)).collect();
-    let origin = match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            let overlay: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                origin: path.display().to_string(),
-                message: e.to_string(),
-            })?;
-            for role in ROLES {
-                if overlay.get("models").and_then(|m| m.get(role)).is_some() {
-                    models.insert(role, ModelOrigin::File(path.to_path_buf()));
-                }
+    let mut origin = String::from("embedded defaults");
+    let mut layer = |text: &str, origin_now: String, model_origin: ModelOrigin| {
+        let overlay = parse(text, &origin_now)?;
+        for role in ROLES {
+            if overlay.get("models").and_then(|m| m.get(role)).is_some() {
+                models.insert(role, model_origin.clone());
             }
-            merge(&mut base, overlay);
-            path.display().to_string()
         }
-        None => "embedded defaults".into(),
+        merge(&mut base, overlay);
+        origin = origin_now;
+        Ok::<(), ConfigError>(())
     };
+    if let Some(profile) = profile {
+        layer(
+            profile.text(),
+            profile.origin().into(),
+            ModelOrigin::Profile(profile),
+        )?;
+    }
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        layer(
+            &text,
+            path.display().to_string(),
+            ModelOrigin::File(path.to_path_buf()),
+        )?;
+    }
     let config: Config = base
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError::Parse {
@@ -98,21 +153,23 @@ pub fn load_file(path: Option<&Path>) -> Result<(Config, ConfigReport), ConfigEr
         })?;
     config.check()?;
     let report = ConfigReport {
-        file: path.map(Path::to_path_buf),
+        profile,
+        files: paths.to_vec(),
         models,
     };
     Ok((config, report))
 }
 
+fn parse(text: &str, origin: &str) -> Result<toml::Value, ConfigError> {
+    toml::from_str::<toml::Value>(text).map_err(|e| ConfigError::Parse {
+        origin: origin.into(),
+        message: e.to_string(),
+    })
+}
+
 /// The defaults with the TOML `text` merged over them (`origin` names it in errors): how the
 /// team demo gets its configuration without a file.
 pub fn merged(text: &str, origin: &str) -> Result<Config, ConfigError> {
-    let parse = |text: &str, origin: &str| {
-        toml::from_str::<toml::Value>(text).map_err(|e| ConfigError::Parse {
-            origin: origin.into(),
-            message: e.to_string(),
-        })
-    };
     let mut base = parse(DEFAULT_CONFIG, "embedded defaults")?;
     merge(&mut base, parse(text, origin)?);
     let config: Config = base
@@ -137,7 +194,11 @@ pub fn apply_model_choice(config: &mut Config, report: &mut ConfigReport, choice
         let Some(model) = config.models.role_mut(role) else {
             continue;
         };
-        let from_file = matches!(report.models.get(role), Some(ModelOrigin::File(_)));
+        // A file's or profile's model stays unless `--model` says otherwise.
+        let from_file = matches!(
+            report.models.get(role),
+            Some(ModelOrigin::File(_) | ModelOrigin::Profile(_))
+        );
         if let Some(name) = &choice.flag {
             match model {
                 ModelConfig::Openai(table) => table.model = name.clone(),
@@ -271,8 +332,8 @@ mod tests {
     }
 
     #[test]
-    fn demo_ignores_the_environment() {
-        let (mut config, mut report) = load_file(None).unwrap();
+    fn the_demo_profile_keeps_its_script_whatever_the_environment_says() {
+        let (mut config, mut report) = load_layers(Some(Profile::Demo), &[]).unwrap();
         let choice = ModelChoice {
             flag: None,
             env: ModelEnv {
@@ -283,6 +344,9 @@ mod tests {
         };
         apply_model_choice(&mut config, &mut report, &choice);
         assert!(config.models.planner.is_demo_script());
-        assert_eq!(report.models["planner"], ModelOrigin::Defaults);
+        assert_eq!(
+            report.models["planner"],
+            ModelOrigin::Profile(Profile::Demo)
+        );
     }
 }

@@ -32,6 +32,12 @@ use serde::{Deserialize, Serialize};
 
 /// The defaults every run starts from; `config/default.toml` in the repository.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
+/// The demo profile (`hermes demo`): the shop's prompt, tools, catalog MCP server and script;
+/// `config/demo.toml`.
+pub const DEMO_CONFIG: &str = include_str!("../../config/demo.toml");
+/// The placeholder model of the defaults (`builtin:connect`): how to connect a real model;
+/// `config/connect-scenario.toml`.
+pub const CONNECT_SCENARIO: &str = include_str!("../../config/connect-scenario.toml");
 /// The demo story's scripted model replies; `config/demo-scenario.toml`.
 pub const DEMO_SCENARIO: &str = include_str!("../../config/demo-scenario.toml");
 /// The team demo's configuration (`hermes demo team`); `config/team.toml`.
@@ -287,6 +293,11 @@ impl Config {
         Self::parse(DEFAULT_CONFIG, "embedded defaults")
     }
 
+    /// The demo profile over the embedded defaults: what `hermes demo` plays.
+    pub fn demo() -> Result<Self, ConfigError> {
+        Ok(load::load_layers(Some(load::Profile::Demo), &[])?.0)
+    }
+
     /// The team demo's configuration: `config/team.toml` over the embedded defaults.
     pub fn team() -> Result<Self, ConfigError> {
         load::merged(TEAM_CONFIG, "config/team.toml")
@@ -295,6 +306,11 @@ impl Config {
     /// The embedded defaults with `path`'s tables merged over them (see [`load`]).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         Ok(load::load_file(path)?.0)
+    }
+
+    /// The embedded defaults with each of `paths`' tables merged over them, in order.
+    pub fn load_all(paths: &[PathBuf]) -> Result<Self, ConfigError> {
+        Ok(load::load_layers(None, paths)?.0)
     }
 
     pub(crate) fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
@@ -423,9 +439,46 @@ mod tests {
     }
 
     #[test]
-    fn embedded_defaults_parse() {
+    fn embedded_defaults_are_neutral_one_assistant_the_engines_own_tools_and_no_mcp_server() {
         let c = Config::embedded().unwrap();
-        assert!(c.agents.contains_key("assistant"));
+        assert_eq!(c.agents.keys().collect::<Vec<_>>(), ["assistant"]);
+        let assistant = c.agent("assistant").unwrap();
+        assert_eq!(assistant.system_prompt, agents::NEUTRAL_SYSTEM_PROMPT);
+        assert_eq!(
+            c.tools.builtin,
+            [
+                "current_time",
+                "job_status",
+                "tool_raw_get",
+                "session_search"
+            ]
+        );
+        assert!(c.mcp.servers.is_empty());
+        assert!(c.models.planner.is_placeholder());
+        for text in [DEFAULT_CONFIG, CONNECT_SCENARIO] {
+            for demo in ["shop", "order", "catalog", "headphone"] {
+                let live: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with('#') && l.contains(demo))
+                    .collect();
+                assert!(live.is_empty(), "`{demo}` in the defaults: {live:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_demo_profile_brings_the_shop_over_the_defaults() {
+        let c = Config::demo().unwrap();
+        assert!(c
+            .agent("assistant")
+            .unwrap()
+            .system_prompt
+            .contains("shopping"));
+        for tool in ["order_lookup", "generate_report", "track_parcel", "add"] {
+            assert!(c.tools.builtin.iter().any(|t| t == tool), "{tool}");
+        }
+        assert_eq!(c.mcp.servers[0].name, "catalog");
+        assert!(c.models.planner.is_demo_script());
     }
 
     #[test]

@@ -75,7 +75,8 @@ impl ModelsConfig {
 pub enum ModelConfig {
     /// Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp…).
     Openai(OpenAiConfig),
-    /// A scripted model read from a scenario file; `builtin:demo` is the demo's script.
+    /// A scripted model read from a scenario file; `builtin:demo` is the demo's script,
+    /// `builtin:connect` the defaults' placeholder.
     Replay { scenario: String },
     /// The benchmark model of `shared/bench/WORKLOAD.md`.
     Bench {},
@@ -91,9 +92,28 @@ impl ModelConfig {
         }
     }
 
+    /// The model's name at its provider, where it has one (scripted models have none).
+    pub fn model_name(&self) -> Option<&str> {
+        match self {
+            Self::Openai(table) => Some(&table.model),
+            Self::Replay { .. } | Self::Bench {} => None,
+        }
+    }
+
     /// True for the demo's script (`provider = "replay"`, `scenario = "builtin:demo"`).
     pub fn is_demo_script(&self) -> bool {
         matches!(self, Self::Replay { scenario } if scenario == "builtin:demo")
+    }
+
+    /// True for the defaults' placeholder (`scenario = "builtin:connect"`): no model is
+    /// configured.
+    pub fn is_placeholder(&self) -> bool {
+        matches!(self, Self::Replay { scenario } if scenario == "builtin:connect")
+    }
+
+    /// True for a built-in script that only knows its own story (the demo's, the placeholder).
+    pub fn is_builtin_script(&self) -> bool {
+        self.is_demo_script() || self.is_placeholder()
     }
 }
 

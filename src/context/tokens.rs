@@ -18,6 +18,13 @@ pub const MESSAGE_OVERHEAD: u32 = 4;
 /// Most texts [`TokenCounter::count_fixed`] remembers before it starts over.
 const MEMO_CAPACITY: usize = 1024;
 
+/// The context window of `model` where its family is known, tokens: OpenAI's models from
+/// tiktoken-rs' table, Anthropic's Claude models (200,000).
+pub fn known_window(model: &str) -> Option<usize> {
+    tiktoken_rs::model::get_context_size(model)
+        .or_else(|| model.starts_with("claude-").then_some(200_000))
+}
+
 /// Counts tokens for one model.
 #[derive(Clone)]
 pub struct TokenCounter {

@@ -3,6 +3,8 @@
 //!
 //! ```toml
 //! name = "seed-tasks"                  # shown in the report (default: the file's stem)
+//! profile = "demo"                     # a built-in profile the tasks need (the demo's shop),
+//!                                      # under the config and `--config` alike (optional)
 //! config = "seed-tasks.config.toml"    # Hermes config, relative to this file (optional;
 //!                                      # `--config` beats it)
 //! timeout_secs = 120                   # default per-case timeout for the case's turns
@@ -27,6 +29,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::config::load::Profile;
 
 use regex::Regex;
 use serde::Deserialize;
@@ -73,6 +77,8 @@ pub struct Suite {
     pub name: String,
     /// The suite file.
     pub path: PathBuf,
+    /// The built-in profile the tasks need (their tools, servers, prompt), below any config.
+    pub profile: Option<Profile>,
     /// The Hermes config the suite asks for, resolved against the suite file's directory.
     pub config: Option<PathBuf>,
     pub cases: Vec<Case>,
@@ -153,6 +159,7 @@ pub struct ExpectedCall {
 #[serde(deny_unknown_fields)]
 struct SuiteFile {
     name: Option<String>,
+    profile: Option<String>,
     config: Option<PathBuf>,
     timeout_secs: Option<u64>,
     memory_wait_secs: Option<u64>,
@@ -222,6 +229,13 @@ impl Suite {
                 message: "timeout_secs must be at least 1".into(),
             });
         }
+        let profile = match file.profile.as_deref() {
+            None => None,
+            Some(name) => Some(Profile::named(name).ok_or_else(|| SuiteError::Parse {
+                path: path.to_path_buf(),
+                message: format!("no built-in profile `{name}`; the one there is: demo"),
+            })?),
+        };
         let dir = path.parent().unwrap_or(Path::new(""));
         let defaults = Defaults {
             timeout: file.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
@@ -250,6 +264,7 @@ impl Suite {
         Ok(Suite {
             name,
             path: path.to_path_buf(),
+            profile,
             config: file.config.map(|c| dir.join(c)),
             cases,
         })

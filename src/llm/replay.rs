@@ -31,6 +31,8 @@ use super::{
 pub const BUILTIN_DEMO: &str = "builtin:demo";
 /// The team demo's script (`hermes demo team`).
 pub const BUILTIN_TEAM: &str = "builtin:team";
+/// The defaults' placeholder: how to connect a real model (`config/connect-scenario.toml`).
+pub const BUILTIN_CONNECT: &str = "builtin:connect";
 
 /// How many deltas a reply is streamed in when its rule sets no `stream_chunks`.
 const DEFAULT_CHUNKS: usize = 8;
@@ -78,10 +80,14 @@ impl ReplayModel {
         if scenario == BUILTIN_TEAM {
             return Self::from_toml(crate::config::TEAM_SCENARIO, role, BUILTIN_TEAM);
         }
+        if scenario == BUILTIN_CONNECT {
+            return Self::from_toml(crate::config::CONNECT_SCENARIO, role, BUILTIN_CONNECT);
+        }
         if scenario.starts_with("builtin:") {
             return Err(LlmError::Config(format!(
                 "replay scenario `{scenario}` does not exist; the built-in ones are \
-                 `{BUILTIN_DEMO}` and `{BUILTIN_TEAM}`, anything else is a file path"
+                 `{BUILTIN_CONNECT}`, `{BUILTIN_DEMO}` and `{BUILTIN_TEAM}`, anything else is a \
+                 file path"
             )));
         }
         let text = std::fs::read_to_string(scenario).map_err(|e| {

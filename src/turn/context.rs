@@ -32,6 +32,7 @@ impl Fixed {
     ) -> Self {
         let system = ChatMessage::system(agent.system_prompt.clone());
         let memory = memory_block(hits);
+        let window = agent.window(&env.config.models);
         let tools_json = serde_json::to_string(tools).unwrap_or_default();
         Self {
             system_tokens: env.tokens.count_fixed(&system.content) + MESSAGE_OVERHEAD,
@@ -39,7 +40,7 @@ impl Fixed {
             memory_tokens: memory.as_ref().map_or(0, |m| env.tokens.count_message(m)),
             system,
             memory,
-            budget: budget::budget(agent.context_window, agent.reply_reserve),
+            budget: budget::budget(window.context_window, window.reply_reserve),
         }
     }
 }

@@ -184,6 +184,12 @@ pub async fn run_turn(
     }
 }
 
+/// Whether an agent whose tool list is `allowed` may see and call `tool`: the tools it names,
+/// and `session_search` with any of them.
+fn allows(allowed: &[String], tool: &str) -> bool {
+    allowed.iter().any(|a| a == tool) || (!allowed.is_empty() && tool == "session_search")
+}
+
 async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), TurnError> {
     let env = state.env;
     let agent_name = state.meta.active_agent().to_string();
@@ -248,13 +254,21 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         }
     };
     let mut definitions = catalog.definitions.clone();
-    // An agent's own tool list is a whitelist: nothing else is shown or callable.
+    // An agent's own tool list is a whitelist: nothing else is shown or callable, and an
+    // empty list means no tools at all.
     if let Some(allowed) = &agent.tools {
-        definitions.retain(|d| allowed.contains(&d.name) || d.name == "session_search");
+        definitions.retain(|d| allows(allowed, &d.name));
     }
-    // Only the active scene's tools (at most 15) are shown; the rest stay callable.
-    let mut tools: Vec<ToolSpec> = if definitions.is_empty() {
-        catalog.tools.clone()
+    // Only the active scene's tools (at most 15) are shown; the rest stay callable. A catalog
+    // without definitions (an older executor's) still names its tools.
+    let mut tools: Vec<ToolSpec> = if catalog.definitions.is_empty() {
+        let allowed = agent.tools.as_ref();
+        catalog
+            .tools
+            .iter()
+            .filter(|t| allowed.is_none_or(|allowed| allows(allowed, &t.name)))
+            .cloned()
+            .collect()
     } else {
         scenes::select_tools(
             &definitions,

@@ -421,6 +421,38 @@ async fn each_tool_is_waited_for_its_own_timeout_plus_a_margin() {
     assert_eq!(seen.calls[0].1, Duration::from_secs(125));
 }
 
+#[actix_rt::test]
+async fn an_agent_with_an_empty_tool_list_is_shown_no_tool_at_all() {
+    let ports = FakePorts::new(|_| says("ok"))
+        .tool(tool("order_lookup"), |_| Ok(json!({})))
+        .tool(tool("session_search"), |_| Ok(json!({})));
+    let mut config = Config::embedded().unwrap();
+    config.agents.get_mut("assistant").unwrap().tools = Some(Vec::new());
+    let mut s = Session::with_config(ports, config);
+    s.say("where is my order").await;
+    assert!(s.ports.seen().plans[0].tools.is_empty());
+}
+
+#[actix_rt::test]
+async fn an_agents_tool_list_names_what_it_sees_with_session_search() {
+    let ports = FakePorts::new(|_| says("ok"))
+        .tool(tool("order_lookup"), |_| Ok(json!({})))
+        .tool(tool("add"), |_| Ok(json!({})))
+        .tool(tool("session_search"), |_| Ok(json!({})));
+    let mut config = Config::embedded().unwrap();
+    config.agents.get_mut("assistant").unwrap().tools = Some(vec!["add".into()]);
+    let mut s = Session::with_config(ports, config);
+    s.say("what is 1 + 1").await;
+    let seen = s.ports.seen();
+    let mut names: Vec<&str> = seen.plans[0]
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["add", "session_search"]);
+}
+
 #[tokio::test]
 async fn an_agents_scene_limits_the_tools_the_model_sees() {
     let mut shop = tool("order_lookup");

@@ -9,10 +9,10 @@ use hermes::actors::ActorSet;
 use hermes::config::{Config, McpServerConfig, ModelConfig};
 use hermes::engine::Engine;
 
-/// The embedded defaults with data under `dir`, planner and extractor replaying `scenario`,
-/// and the catalog MCP server started from the built `hermes` binary.
+/// The demo profile (the shop's tools) with data under `dir`, every model role replaying
+/// `scenario`, and the catalog MCP server started from the built `hermes` binary.
 pub fn test_config(dir: &Path, scenario: &Scenario) -> Config {
-    let mut config = Config::embedded().unwrap();
+    let mut config = Config::demo().unwrap();
     let path = dir.join("scenario.toml");
     std::fs::write(&path, scenario.to_toml()).unwrap();
     let replay = ModelConfig::Replay {

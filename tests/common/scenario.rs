@@ -160,8 +160,9 @@ pub fn sum_scenario(name: &str) -> Scenario {
         )
 }
 
-/// A config file for a `hermes serve` process: data in `<dir>/<name>-data`, `script` as the
-/// model of every role. Returns the file's path (`<dir>/<name>.toml`).
+/// A config file for a `hermes serve` process: the demo profile's tools and catalog server,
+/// data in `<dir>/<name>-data`, `script` as the model of every role. Returns the file's path
+/// (`<dir>/<name>.toml`).
 pub fn write_serve_config(
     dir: &std::path::Path,
     name: &str,
@@ -170,24 +171,39 @@ pub fn write_serve_config(
     let scenario = dir.join(format!("{name}-scenario.toml"));
     std::fs::write(&scenario, script.to_toml()).unwrap();
     let data = dir.join(format!("{name}-data"));
+    // The demo profile (the shop's tools, the catalog MCP server) with this script for every
+    // model role.
+    let demo = hermes::config::DEMO_CONFIG.replace(
+        "\"builtin:demo\"",
+        &format!("{:?}", scenario.display().to_string()),
+    );
     let config = format!(
-        r#"
-[engine]
-data_dir = "{data}"
-[models.planner]
-provider = "replay"
-scenario = "{scenario}"
-[models.extractor]
-provider = "replay"
-scenario = "{scenario}"
-[models.summariser]
-provider = "replay"
-scenario = "{scenario}"
-"#,
-        data = data.display(),
-        scenario = scenario.display()
+        "{demo}\n[engine]\ndata_dir = {:?}\n",
+        data.display().to_string()
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
     path
+}
+
+/// The demo profile's `[tools]` table as TOML: the shop's builtin tools (`generate_report`,
+/// `add`, `order_lookup`…) for a config file that has no demo agent or models.
+pub fn demo_builtin_toml() -> String {
+    let demo = hermes::config::Config::demo().expect("the demo profile loads");
+    let builtin: Vec<String> = demo
+        .tools
+        .builtin
+        .iter()
+        .map(|name| format!("{name:?}"))
+        .collect();
+    format!("[tools]\nbuiltin = [{}]\n", builtin.join(", "))
+}
+
+/// [`demo_builtin_toml`] and the demo's catalog MCP server (`catalog__…` tools).
+pub fn demo_tools_toml() -> String {
+    format!(
+        "{}\n[[mcp.servers]]\nname = \"catalog\"\ncommand = \"self\"\n\
+         args = [\"mcp\", \"catalog-server\"]\ntimeout_secs = 30\n",
+        demo_builtin_toml()
+    )
 }

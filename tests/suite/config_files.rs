@@ -37,7 +37,7 @@ fn replay_to_openai_for_one_role_keeps_the_others_scripted() {
             ..OpenAiConfig::from_env("qwen2.5:7b")
         }
     );
-    assert!(config.models.extractor.is_demo_script());
+    assert!(config.models.extractor.is_placeholder());
     assert_eq!(report.models["planner"], ModelOrigin::File(path));
     assert_eq!(report.models["summariser"], ModelOrigin::Defaults);
 }

@@ -218,7 +218,11 @@ fn a_suite_runs_against_an_openai_compatible_server_and_reports_its_usage() {
         )
     };
     let models = [model("planner"), model("extractor"), model("summariser")].concat();
-    std::fs::write(&config, models + "[memory.embedder]\nkind = \"none\"\n").unwrap();
+    std::fs::write(
+        &config,
+        models + "[memory.embedder]\nkind = \"none\"\n[tools]\nbuiltin = [\"add\"]\n",
+    )
+    .unwrap();
     let suite = dir.path().join("suite.toml");
     std::fs::write(
         &suite,

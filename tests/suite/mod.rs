@@ -16,6 +16,7 @@ mod multi_process;
 mod nats_auth;
 mod nats_permissions;
 mod openai_provider;
+mod own_agent;
 mod parallel_reads;
 mod readme;
 mod real_model_cli;

@@ -85,7 +85,8 @@ fn deployment_config(dir: &Path) -> PathBuf {
                   system_prompt = \"You research products.\"\ntools = []\nmax_steps = 4\n\
                   context_window = 128000\nreply_reserve = 4096\n";
     let text = format!(
-        "{shipped}\n[engine]\ndata_dir = \"{}\"\n{models}{agents}",
+        "{}\n{shipped}\n[engine]\ndata_dir = \"{}\"\n{models}{agents}",
+        crate::common::scenario::demo_tools_toml(),
         dir.join("unused-data").display()
     );
     let path = dir.join("hermes.toml");

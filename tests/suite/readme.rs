@@ -201,7 +201,7 @@ fn received_tool_result(fake: &FakeOpenAi, from: usize) -> bool {
 
 #[test]
 fn readme_blocks_run() {
-    let (_runtime, fake) = FakeOpenAi::start_auto("add", json!({"a": 2, "b": 3}));
+    let (_runtime, fake) = FakeOpenAi::start_auto("current_time", json!({}));
     let fake_addr = fake
         .base_url()
         .trim_start_matches("http://")
@@ -236,6 +236,52 @@ fn readme_blocks_run() {
         ran >= 10,
         "only {ran} README blocks ran; is the README intact?"
     );
+}
+
+/// The README's real-model block (the environment's conventions, no config file) against the
+/// fake server: what the model is sent is the neutral assistant, never the demo's shop.
+#[test]
+fn the_readmes_real_model_block_sends_the_neutral_prompt_and_no_demo_tool() {
+    let (_runtime, fake) = FakeOpenAi::start_auto("current_time", json!({}));
+    let fake_addr = fake
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let block = blocks(&readme)
+        .into_iter()
+        .find(|b| b.lang == "sh" && b.text.contains("export HERMES_MODEL="))
+        .expect("the README has an environment-convention block");
+    let dir = workdir();
+    run_sh(&block, dir.path(), &fake_addr).unwrap();
+    let requests = fake.requests();
+    let plans: Vec<&serde_json::Value> = requests
+        .iter()
+        .filter(|r| r["messages"][0]["role"] == "system" && r.get("response_format").is_none())
+        .collect();
+    assert!(!plans.is_empty(), "no planning request reached the model");
+    for request in plans {
+        let system = request["messages"][0]["content"].as_str().unwrap();
+        assert_eq!(system, hermes::config::agents::NEUTRAL_SYSTEM_PROMPT);
+        let tools: Vec<&str> = request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect();
+        for demo in ["order_lookup", "generate_report", "track_parcel", "add"] {
+            assert!(
+                !tools.contains(&demo),
+                "demo tool {demo} offered: {tools:?}"
+            );
+        }
+        assert!(
+            tools.iter().all(|t| !t.contains("__")),
+            "an MCP tool was offered (no server should be mounted): {tools:?}"
+        );
+        assert!(tools.contains(&"current_time"), "{tools:?}");
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! A real model in the first minute: the OpenAI conventions of the environment, `--model`,
-//! `hermes doctor`, and the scripted model's polite answer to what it does not know — all
-//! through the `hermes` binary against a local OpenAI-compatible server.
+//! `hermes doctor`, and the scripted models' polite answers (the defaults' placeholder, the
+//! demo's script) — all through the `hermes` binary against a local OpenAI-compatible server.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -11,7 +11,7 @@ use crate::common::fake_openai::FakeOpenAi;
 use crate::common::hermes_proc::hermes;
 
 fn fake_model() -> (tokio::runtime::Runtime, FakeOpenAi) {
-    FakeOpenAi::start_auto("add", json!({"a": 2, "b": 3}))
+    FakeOpenAi::start_auto("current_time", json!({}))
 }
 
 fn text(out: &Output) -> String {
@@ -34,14 +34,14 @@ fn send_with_only_openai_env_runs_a_turn_with_a_tool_call() {
     let mut cmd = hermes();
     with_openai_env(&mut cmd, &fake);
     let out = cmd
-        .args(["send", "--session", "s1", "--text", "What is 2 + 3?"])
+        .args(["send", "--session", "s1", "--text", "What time is it?"])
         .arg("--data-dir")
         .arg(dir.path())
         .output()
         .unwrap();
     let all = text(&out);
     assert!(out.status.success(), "{all}");
-    assert!(all.contains("[tool.call] add"), "{all}");
+    assert!(all.contains("[tool.call] current_time"), "{all}");
     assert!(all.contains("[answer] Done:"), "{all}");
     let requests = fake.requests();
     assert_eq!(requests[0]["model"], "gpt-4o-mini", "the default model");
@@ -149,10 +149,11 @@ fn demo_keeps_its_script_when_only_the_environment_names_a_model() {
     );
 }
 
-#[test]
-fn chat_with_the_demo_script_answers_an_unknown_message_without_an_error() {
+/// `hermes chat` with `extra` arguments, one message on stdin: (stdout, stderr, success).
+fn chat_once(extra: &[&str], message: &str) -> (String, String, bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = hermes()
+        .args(extra)
         .args(["chat", "--session", "c1"])
         .arg("--data-dir")
         .arg(dir.path())
@@ -165,17 +166,45 @@ fn chat_with_the_demo_script_answers_an_unknown_message_without_an_error() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"What's the weather like in Paris?\n")
+        .write_all(format!("{message}\n").as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let all = text(&out);
-    assert!(out.status.success(), "{all}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+#[test]
+fn chat_without_a_model_answers_with_how_to_connect_one() {
+    let (stdout, stderr, ok) = chat_once(&[], "What's the weather like in Paris?");
+    let all = format!("{stdout}\n--- stderr ---\n{stderr}");
+    assert!(ok, "{all}");
+    assert!(
+        stderr.contains("No model is configured") && stderr.contains("hermes init"),
+        "the start notice:\n{all}"
+    );
+    assert!(
+        stdout.contains("[answer] No model is connected yet"),
+        "{all}"
+    );
+    assert!(
+        !stdout.contains("[error]") && !stderr.contains("error:"),
+        "{all}"
+    );
+}
+
+#[test]
+fn chat_with_the_demo_profile_answers_an_unknown_message_without_an_error() {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml");
+    let (stdout, stderr, ok) = chat_once(&["--config", demo], "What's the weather like in Paris?");
+    let all = format!("{stdout}\n--- stderr ---\n{stderr}");
+    assert!(ok, "{all}");
     assert!(
         stderr.contains("scripted demo model") && stderr.contains("OPENAI_API_KEY"),
         "the start notice:\n{all}"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("[answer]"), "{all}");
     assert!(stdout.contains("only know the demo story"), "{all}");
     assert!(

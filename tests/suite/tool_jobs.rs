@@ -20,8 +20,9 @@ const T: Duration = Duration::from_secs(30);
 
 fn write_config(dir: &Path) -> PathBuf {
     let config = format!(
-        "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n",
-        dir.join("tools-data").display()
+        "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n{}",
+        dir.join("tools-data").display(),
+        crate::common::scenario::demo_builtin_toml()
     );
     let path = dir.join("tools.toml");
     std::fs::write(&path, config).unwrap();

@@ -311,7 +311,7 @@ fn a_turn_that_waits_for_an_async_job_resumes_in_the_same_trace() {
         );
     let config = write_serve_config(dir.path(), "traced-job", &script);
     let telemetry = format!(
-        "[mcp]\nservers = []\n[memory.embedder]\nkind = \"none\"\n[telemetry]\notlp_endpoint = \"{}\"\n",
+        "[memory.embedder]\nkind = \"none\"\n[telemetry]\notlp_endpoint = \"{}\"\n",
         receiver.endpoint()
     );
     let text = std::fs::read_to_string(&config).unwrap() + &telemetry;

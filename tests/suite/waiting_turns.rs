@@ -239,8 +239,9 @@ fn a_job_that_ends_while_the_session_service_is_down_is_picked_up_on_restart() {
     std::fs::write(
         &tools_config,
         format!(
-            "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n",
-            dir.path().join("tools-data").display()
+            "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n{}",
+            dir.path().join("tools-data").display(),
+            crate::common::scenario::demo_builtin_toml()
         ),
     )
     .unwrap();
@@ -368,8 +369,9 @@ fn hermes_send_confirm_resumes_a_paused_turn_from_another_process() {
         format!(
             "[engine]\ndata_dir = \"{}\"\n[mcp]\nservers = []\n\
              [models.planner]\n{replay}[models.extractor]\n{replay}[models.summariser]\n{replay}\
-             [[tools.define]]\nname = \"add\"\nrisk = \"high\"\neffect = \"write\"\n",
-            dir.path().join("db").display()
+             [[tools.define]]\nname = \"add\"\nrisk = \"high\"\neffect = \"write\"\n{}",
+            dir.path().join("db").display(),
+            crate::common::scenario::demo_builtin_toml()
         ),
     )
     .unwrap();
