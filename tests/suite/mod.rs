@@ -1,4 +1,5 @@
 mod agents;
+mod anthropic_provider;
 mod bad_input;
 mod bus_contract;
 mod cli_bus;
@@ -17,8 +18,10 @@ mod nats_auth;
 mod nats_permissions;
 mod openai_provider;
 mod parallel_reads;
+mod provider_fallback;
 mod readme;
 mod real_model_cli;
+mod responses_provider;
 mod scale_out;
 mod sessions;
 mod shared_tool_state;
