@@ -147,3 +147,24 @@ impl Usage {
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_and_usage_stored_before_provider_parts_existed_still_read() {
+        let old = r#"{"role":"assistant","content":"","tool_calls":[{"id":"c","name":"add","arguments":{}}]}"#;
+        let message: ChatMessage = serde_json::from_str(old).unwrap();
+        assert!(message.provider_parts.is_empty());
+        let usage: Usage =
+            serde_json::from_str(r#"{"prompt_tokens":9,"completion_tokens":2}"#).unwrap();
+        assert_eq!(usage, Usage::new(9, 2));
+        // And a message without parts is written as before.
+        assert_eq!(serde_json::to_string(&message).unwrap(), old);
+        assert_eq!(
+            serde_json::to_string(&usage).unwrap(),
+            r#"{"prompt_tokens":9,"completion_tokens":2}"#
+        );
+    }
+}

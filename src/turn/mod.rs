@@ -514,6 +514,8 @@ mod delegation_tests;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]
+mod provider_parts_tests;
+#[cfg(test)]
 mod replicated_tests;
 #[cfg(test)]
 mod talk_tests;

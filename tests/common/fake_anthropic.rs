@@ -61,6 +61,8 @@ struct State {
     queue: VecDeque<Scripted>,
     auto: Option<Auto>,
     requests: Vec<Received>,
+    /// Every request, model-list probes included.
+    received: Vec<Received>,
     required_key: Option<String>,
     /// Prompt prefixes written to the cache (their hashes).
     cache: HashSet<String>,
@@ -167,10 +169,20 @@ impl FakeAnthropic {
         state.requests.iter().map(|r| r.body.to_vec()).collect()
     }
 
-    /// Header `name` of every request.
+    /// Header `name` of every message request.
     pub fn headers(&self, name: &str) -> Vec<Option<String>> {
         let state = self.state.lock().unwrap();
         state.requests.iter().map(|r| r.header(name)).collect()
+    }
+
+    /// `(method path, header name)` of every request, model-list probes included.
+    pub fn received(&self, name: &str) -> Vec<(String, Option<String>)> {
+        let state = self.state.lock().unwrap();
+        state
+            .received
+            .iter()
+            .map(|r| (format!("{} {}", r.method, r.path), r.header(name)))
+            .collect()
     }
 
     /// The `usage` of every reply sent, in order.
@@ -205,6 +217,7 @@ fn invalid(message: &str) -> Option<hyper::Response<Body>> {
 
 fn handle(req: Received, state: &Mutex<State>) -> hyper::Response<Body> {
     let mut state = state.lock().unwrap();
+    state.received.push(req.clone());
     if req.header("anthropic-version").is_none() {
         return error(
             400,
