@@ -16,10 +16,11 @@ use crate::config::{
 
 /// The model `config` describes, serving `role` (planner | extractor | summariser).
 ///
-/// An OpenAI model reads its endpoint and key as [`OpenAiConfig`] says (its own keys, else
-/// `OPENAI_BASE_URL` / `OPENAI_API_KEY`) now; a replay model with
-/// `scenario = "builtin:demo"` uses the embedded demo scenario; a `fallback` table wraps the
-/// model in a [`FallbackModel`].
+/// An OpenAI or OpenAI Responses model reads its endpoint and key as its table says (its own
+/// keys, else `OPENAI_BASE_URL` / `OPENAI_API_KEY`), an Anthropic model likewise with
+/// `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`, now; a replay model with
+/// `scenario = "builtin:demo"` uses the embedded demo scenario; a `fallback` table (of any
+/// provider) wraps the model in a [`FallbackModel`].
 pub fn build_model(config: &ModelConfig, role: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
     let env = ModelEnv::from_process();
     let primary: Arc<dyn ChatModel> = match config {

@@ -28,6 +28,12 @@ use serde_json::{json, Value};
 
 use super::fake_http::{self, digest, pieces, Body, Received, Server};
 
+mod cache;
+mod rules;
+
+use cache::cache_usage;
+use rules::check;
+
 /// The models `GET /v1/models` lists and requests may name.
 pub const MODELS: [&str; 3] = ["claude-sonnet-4-5", "claude-haiku-4-5", "fake-model"];
 
@@ -204,15 +210,11 @@ pub fn signature(thinking: &str) -> String {
     )
 }
 
-fn error(status: u16, kind: &str, message: &str) -> hyper::Response<Body> {
+pub(super) fn error(status: u16, kind: &str, message: &str) -> hyper::Response<Body> {
     fake_http::json(
         status,
         &json!({"type": "error", "error": {"type": kind, "message": message}}),
     )
-}
-
-fn invalid(message: &str) -> Option<hyper::Response<Body>> {
-    Some(error(400, "invalid_request_error", message))
 }
 
 fn handle(req: Received, state: &Mutex<State>) -> hyper::Response<Body> {
@@ -318,87 +320,6 @@ fn handle(req: Received, state: &Mutex<State>) -> hyper::Response<Body> {
     fake_http::sse(fake_http::sse_bytes(&stream_events(&scripted, &message)))
 }
 
-/// What the real API checks about a request; the refusal, if any.
-fn check(body: &Value) -> Option<hyper::Response<Body>> {
-    let Some(max_tokens) = body["max_tokens"].as_u64() else {
-        return invalid("max_tokens: Field required");
-    };
-    let thinking = body["thinking"]["type"] == "enabled";
-    if thinking {
-        let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
-        if budget < 1024 {
-            return invalid(
-                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
-            );
-        }
-        if budget >= max_tokens {
-            return invalid("`max_tokens` must be greater than `thinking.budget_tokens`.");
-        }
-        if body.get("temperature").is_some_and(|t| t != &json!(1)) {
-            return invalid("`temperature` may only be set to 1 when thinking is enabled or in interleaved thinking mode.");
-        }
-    }
-    let blocks = |v: &Value| v.as_array().cloned().unwrap_or_default();
-    let mut breakpoints = 0;
-    for block in blocks(&body["tools"])
-        .iter()
-        .chain(&blocks(&body["system"]))
-    {
-        breakpoints += usize::from(block.get("cache_control").is_some());
-    }
-    let messages = blocks(&body["messages"]);
-    for (i, message) in messages.iter().enumerate() {
-        for (j, block) in blocks(&message["content"]).iter().enumerate() {
-            breakpoints += usize::from(block.get("cache_control").is_some());
-            match block["type"].as_str() {
-                Some("tool_result") => {
-                    let asked = i
-                        .checked_sub(1)
-                        .map(|p| blocks(&messages[p]["content"]))
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|b| b["type"] == "tool_use" && b["id"] == block["tool_use_id"]);
-                    if !asked {
-                        return invalid(&format!("messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", block["tool_use_id"]));
-                    }
-                }
-                Some("thinking") => {
-                    let text = block["thinking"].as_str().unwrap_or_default();
-                    if block["signature"].as_str() != Some(signature(text).as_str()) {
-                        return invalid(&format!(
-                            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
-                        ));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if breakpoints > 4 {
-        return invalid(&format!(
-            "A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
-        ));
-    }
-    if thinking {
-        if let Some(i) = messages.iter().rposition(|m| m["role"] == "assistant") {
-            let content = blocks(&messages[i]["content"]);
-            let loop_open = content.iter().any(|b| b["type"] == "tool_use")
-                && messages.get(i + 1).is_some_and(|m| {
-                    blocks(&m["content"])
-                        .iter()
-                        .any(|b| b["type"] == "tool_result")
-                });
-            let starts_thinking = content
-                .first()
-                .is_some_and(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking");
-            if loop_open && !starts_thinking {
-                return invalid(&format!("messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.", content.first().map_or("none".into(), |b| b["type"].as_str().unwrap_or("").to_string())));
-            }
-        }
-    }
-    None
-}
-
 fn auto_reply(auto: &Auto, body: &Value) -> Scripted {
     let system = body["system"].to_string();
     if system.contains("JSON object") || system.contains("memory_updates") {
@@ -453,63 +374,6 @@ fn content(scripted: &Scripted, number: usize, thinking: bool) -> Vec<Value> {
         Scripted::Error { .. } | Scripted::RateLimitedFor(_) => {}
     }
     blocks
-}
-
-/// The prompt as the cache sees it: each block without its `cache_control`, and whether it
-/// carried one.
-fn prompt_blocks(body: &Value) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
-    let mut add = |prefix: &str, block: &Value| {
-        let mut plain = block.clone();
-        let marked = plain
-            .as_object_mut()
-            .and_then(|o| o.remove("cache_control"))
-            .is_some();
-        out.push((format!("{prefix}{plain}"), marked));
-    };
-    for tool in body["tools"].as_array().into_iter().flatten() {
-        add("tool:", tool);
-    }
-    for block in body["system"].as_array().into_iter().flatten() {
-        add("system:", block);
-    }
-    for message in body["messages"].as_array().into_iter().flatten() {
-        let role = message["role"].as_str().unwrap_or_default().to_string();
-        for block in message["content"].as_array().into_iter().flatten() {
-            add(&format!("{role}:"), block);
-        }
-    }
-    out
-}
-
-/// Read the longest cached prefix, write the breakpoints' prefixes; the usage that results.
-fn cache_usage(body: &Value, cache: &mut HashSet<String>, reply: &[Value]) -> Value {
-    let blocks = prompt_blocks(body);
-    let total: usize = blocks.iter().map(|(b, _)| b.len()).sum::<usize>() / 4;
-    let last_mark = blocks.iter().rposition(|(_, marked)| *marked);
-    let mut prefix = String::new();
-    let mut boundaries = Vec::new();
-    for (block, marked) in &blocks {
-        prefix.push_str(block);
-        boundaries.push((digest(&prefix), prefix.len() / 4, *marked));
-    }
-    let upto = last_mark.map_or(0, |m| m + 1);
-    let read = boundaries[..upto]
-        .iter()
-        .filter(|(hash, _, _)| cache.contains(hash))
-        .map(|(_, size, _)| *size)
-        .max()
-        .unwrap_or(0);
-    let written_upto = last_mark.map_or(0, |m| boundaries[m].1);
-    for (hash, _, marked) in &boundaries {
-        if *marked {
-            cache.insert(hash.clone());
-        }
-    }
-    let creation = written_upto.saturating_sub(read);
-    let output: usize = reply.iter().map(|b| b.to_string().len()).sum::<usize>() / 4;
-    json!({"input_tokens": total - read - creation, "cache_creation_input_tokens": creation,
-           "cache_read_input_tokens": read, "output_tokens": output})
 }
 
 /// The SSE events of a streamed reply.
