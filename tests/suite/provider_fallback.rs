@@ -102,3 +102,73 @@ fn the_fallback_finishes_a_tool_loop_the_first_provider_began_without_its_reason
     let third = &primary.requests()[2];
     assert!(third.to_string().contains("encrypted_content"), "{third}");
 }
+
+#[test]
+fn a_responses_fallback_finishes_a_claude_tool_loop_without_its_signed_thinking() {
+    let rt = crate::common::fake_http::runtime();
+    let primary = rt.block_on(FakeAnthropic::start());
+    let fallback = rt.block_on(FakeResponses::start());
+    primary.push_tool_calls(vec![("add", json!({"a": 3, "b": 4}))]);
+    primary.push_overloaded(None);
+    fallback.push_text("3 + 4 = 7.");
+    let config = ModelConfig::Anthropic(AnthropicConfig {
+        base_url: Some(primary.base_url()),
+        model: "claude-sonnet-4-5".into(),
+        api_key_env: None,
+        timeout_secs: 30,
+        stream: true,
+        temperature: None,
+        max_retries: 0,
+        fallback: Some(Box::new(ModelConfig::OpenaiResponses(ResponsesConfig {
+            base_url: Some(fallback.base_url()),
+            model: "gpt-5-mini".into(),
+            api_key_env: None,
+            timeout_secs: 30,
+            stream: true,
+            temperature: None,
+            max_retries: 0,
+            fallback: None,
+            price: None,
+            reasoning_effort: Some("low".into()),
+            reasoning_summary: None,
+            store: false,
+            parallel_tool_calls: true,
+            max_output_tokens: None,
+        }))),
+        price: None,
+        max_tokens: 8192,
+        thinking_budget: Some(2048),
+        cache: true,
+        anthropic_version: "2023-06-01".into(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(engine_config(dir.path(), config), |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "fb2", "u1")
+            .await
+            .unwrap();
+        let trace = c.turn("what is 3 + 4?", T, |_| {}).await.unwrap();
+        assert_eq!(
+            trace.answer.as_deref(),
+            Some("3 + 4 = 7."),
+            "{:?}",
+            trace.error
+        );
+    });
+    assert_eq!(primary.requests().len(), 2);
+    let sent = fallback.requests();
+    assert_eq!(sent.len(), 1);
+    let text = sent[0].to_string();
+    for foreign in ["thinking", "signature", "EqQB"] {
+        assert!(
+            !text.contains(foreign),
+            "`{foreign}` reached the fallback: {text}"
+        );
+    }
+    let kinds: Vec<&str> = sent[0]["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["type"].as_str())
+        .collect();
+    assert_eq!(kinds, vec!["function_call", "function_call_output"]);
+}
