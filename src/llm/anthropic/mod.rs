@@ -13,6 +13,8 @@
 //! the `anthropic-ratelimit-*-reset` headers ([`crate::llm::http`]).
 
 mod stream;
+#[cfg(test)]
+mod stream_props;
 mod wire;
 
 use std::time::Duration;

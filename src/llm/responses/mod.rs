@@ -15,6 +15,8 @@
 //! [`crate::llm::http`].
 
 mod stream;
+#[cfg(test)]
+mod stream_props;
 mod wire;
 
 use std::time::Duration;
