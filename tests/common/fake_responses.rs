@@ -8,7 +8,8 @@
 //! `function_call_arguments.delta` in pieces, `output_item.done`, `response.completed` with
 //! usage), each with its `sequence_number`, in frames that split lines and characters.
 //!
-//! Like the real API it refuses (400/404, OpenAI error JSON) an unknown model, a
+//! Like the real API it refuses (400/404, OpenAI error JSON) an unknown model, a strict
+//! function tool (the default) whose schema is open to other properties, a
 //! `function_call_output` without its `function_call`, and a reasoning item that is not the
 //! one it issued byte for byte (or that lacks its `encrypted_content` when `store` is false).
 //!
@@ -271,8 +272,21 @@ fn handle(req: Received, state: &Mutex<State>) -> hyper::Response<Body> {
     fake_http::sse(fake_http::sse_bytes(&stream_events(&scripted, &response)))
 }
 
-/// What the real API checks about the input items; the refusal, if any.
+/// What the real API checks about the tools and the input items; the refusal, if any.
 fn check_input(body: &Value, issued: &HashMap<String, Value>) -> Option<hyper::Response<Body>> {
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        // `strict` defaults to true, which takes only schemas closed to other properties.
+        let strict = tool.get("strict") != Some(&json!(false));
+        if strict && tool["parameters"]["additionalProperties"] != json!(false) {
+            let message = format!("Invalid schema for function '{}': In context=(), 'additionalProperties' is required to be supplied and to be false.", tool["name"].as_str().unwrap_or_default());
+            return Some(error(
+                400,
+                &message,
+                "invalid_function_parameters",
+                Some("tools[0].parameters"),
+            ));
+        }
+    }
     let store = body["store"] != json!(false);
     let mut calls = Vec::new();
     for item in body["input"].as_array().into_iter().flatten() {

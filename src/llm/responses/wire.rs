@@ -124,12 +124,16 @@ fn wire_call(call: &ToolCall) -> Value {
     })
 }
 
+/// A function tool. `strict` is false: the API's default (true) accepts only schemas written
+/// for its structured outputs (every property required, `additionalProperties: false`), which
+/// most tool and MCP schemas are not; Hermes validates and repairs arguments itself.
 fn wire_tool(tool: &ToolSpec) -> Value {
     json!({
         "type": "function",
         "name": tool.name,
         "description": tool.description,
         "parameters": tool.input_schema,
+        "strict": false,
     })
 }
 
@@ -392,7 +396,7 @@ mod tests {
                 {"type": "function_call_output", "call_id": "call_1", "output": "5"},
             ],
             "tools": [{"type": "function", "name": "add", "description": "adds",
-                       "parameters": {"type": "object"}}],
+                       "parameters": {"type": "object"}, "strict": false}],
             "tool_choice": "auto",
             "parallel_tool_calls": true,
             "reasoning": {"effort": "low"},
