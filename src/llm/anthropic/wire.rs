@@ -151,8 +151,12 @@ fn wire_messages(conversation: &[ChatMessage], model: &str) -> Result<Vec<Value>
 }
 
 fn text_block(text: &str) -> Value {
-    // The API refuses empty text blocks.
-    let text = if text.is_empty() { " " } else { text };
+    // The API refuses text blocks that are empty or only whitespace.
+    let text = if text.trim().is_empty() {
+        "(empty message)"
+    } else {
+        text
+    };
     json!({"type": "text", "text": text})
 }
 
