@@ -168,7 +168,8 @@ fn assistant_blocks(message: &ChatMessage, model: &str) -> Vec<Value> {
         .filter(|p| p.is_for(PROVIDER, model))
         .map(|p| p.item.clone())
         .collect();
-    if !message.content.is_empty() {
+    // Whitespace alone is refused as a text block; it says nothing anyway.
+    if !message.content.trim().is_empty() {
         blocks.push(json!({"type": "text", "text": message.content}));
     }
     for call in &message.tool_calls {
