@@ -378,6 +378,10 @@ fn ten_turns_keep_each_request_a_prefix_of_the_next_read_from_the_cache_and_mete
     let sum = |key: &str| -> f64 { reported.iter().map(|u| u[key].as_f64().unwrap()).sum() };
     let prompt =
         sum("input_tokens") + sum("cache_creation_input_tokens") + sum("cache_read_input_tokens");
+    eprintln!(
+        "prompt tokens read from the cache: {:.1} %",
+        100.0 * sum("cache_read_input_tokens") / prompt
+    );
     assert!(
         sum("cache_read_input_tokens") / prompt >= 0.5,
         "{reported:#?}"

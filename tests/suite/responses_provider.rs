@@ -321,6 +321,10 @@ fn ten_turns_keep_each_request_a_prefix_of_the_next_and_usage_reaches_the_metric
         .iter()
         .map(|u| u["input_tokens_details"]["cached_tokens"].as_f64().unwrap())
         .sum();
+    eprintln!(
+        "prompt tokens read from the cache: {:.1} %",
+        100.0 * cached / total("input_tokens")
+    );
     assert!(cached / total("input_tokens") >= 0.5, "{reported:#?}");
     // And it lands in the metrics (other tests may add to the same histograms meanwhile).
     let after = metrics.render();
