@@ -187,6 +187,7 @@ async fn plan(
     let chat = ChatRequest {
         messages: body.messages,
         tools: body.tools,
+        cache_key: cache_key(agent.as_deref(), session.as_deref()),
         ..ChatRequest::default()
     };
     // Deltas go to the session's events when the request says where (`stream_to`), forwarded
@@ -224,6 +225,19 @@ async fn plan(
     reply_of(result, model.id())
 }
 
+/// The prompt-cache key of a session's planning requests: stable for the session, the same
+/// whichever process plans, at most 64 characters (a hash stands in for long ids).
+fn cache_key(agent: Option<&str>, session: Option<&str>) -> Option<String> {
+    let key = format!("hermes:{}:{}", agent?, session?);
+    if key.len() <= 64 {
+        return Some(key);
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    Some(format!("hermes:{hex}"))
+}
+
 /// The planner's answer from the model's.
 fn reply_of(
     result: Result<crate::llm::ChatResponse, crate::llm::LlmError>,
@@ -235,6 +249,8 @@ fn reply_of(
         tool_calls: response.tool_calls,
         usage: response.usage,
         model,
+        parts: response.parts,
+        reasoning: response.reasoning,
     })
 }
 

@@ -312,7 +312,7 @@ impl Handler<Deliver> for SessionActor {
                     act.task = task;
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
-                            Arc::make_mut(&mut act.history).push(stored);
+                            Arc::make_mut(&mut act.history).push(*stored);
                             act.run(ctx);
                         }
                         inbound::Acceptance::Refused => act.finished(),

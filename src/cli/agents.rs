@@ -145,6 +145,8 @@ pub(super) fn shown_tools(
 pub(super) fn model_of(config: &Config, agent: &AgentConfig) -> String {
     match config.models.model(&agent.model) {
         Some(ModelConfig::Openai(table)) => format!("openai {}", table.model),
+        Some(ModelConfig::OpenaiResponses(table)) => format!("openai-responses {}", table.model),
+        Some(ModelConfig::Anthropic(table)) => format!("anthropic {}", table.model),
         Some(ModelConfig::Replay { scenario }) => format!("replay {scenario}"),
         Some(ModelConfig::Bench {}) => "bench".into(),
         None => "missing".into(),

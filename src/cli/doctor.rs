@@ -9,7 +9,7 @@ use clap::Args;
 use hermes::actors::tool_executor::configured_definitions;
 use hermes::config::models::ROLES;
 use hermes::config::{Config, ConfigReport, EmbedderConfig, ModelConfig, ModelEnv, ModelOrigin};
-use hermes::llm::openai::probe::{probe, ProbeOutcome};
+use hermes::llm::probe::{probe, ProbeOutcome, Wire};
 use hermes::memory::embed::static_model;
 
 #[derive(Args)]
@@ -200,56 +200,118 @@ fn print_agents(config: &Config) -> anyhow::Result<()> {
 
 /// `(model, endpoint, key)` columns for one role.
 fn describe(model: &ModelConfig, env: &ModelEnv) -> (String, String, String) {
-    match model {
-        ModelConfig::Openai(table) => {
-            let key = match table.key_variable(env) {
-                Some(var) if std::env::var(&var).is_ok_and(|v| !v.trim().is_empty()) => {
-                    format!("${var} (set)")
-                }
-                Some(var) => format!("${var} (NOT SET)"),
-                None => "none".into(),
-            };
-            let mut name = table.model.clone();
-            if let Some(fallback) = &table.fallback {
-                let (fallback_name, _, _) = describe(fallback, env);
-                name.push_str(&format!(" → fallback {fallback_name}"));
-            }
-            (name, table.resolved_base_url(env), key)
+    let Some(target) = Target::of(model, env) else {
+        return match model {
+            ModelConfig::Replay { scenario } => (scenario.clone(), "-".into(), "-".into()),
+            _ => (model.provider().into(), "-".into(), "-".into()),
+        };
+    };
+    let key = match &target.key_variable {
+        Some(var) if std::env::var(var).is_ok_and(|v| !v.trim().is_empty()) => {
+            format!("${var} (set)")
         }
-        ModelConfig::Replay { scenario } => (scenario.clone(), "-".into(), "-".into()),
-        ModelConfig::Bench {} => ("bench".into(), "-".into(), "-".into()),
+        Some(var) => format!("${var} (NOT SET)"),
+        None => "none".into(),
+    };
+    let mut name = target.model;
+    if let Some(fallback) = model.fallback() {
+        let (fallback_name, _, _) = describe(fallback, env);
+        name.push_str(&format!(
+            " → fallback {} {fallback_name}",
+            fallback.provider()
+        ));
+    }
+    (name, target.url, key)
+}
+
+/// A model behind an endpoint: what to probe.
+struct Target {
+    wire: Wire,
+    url: String,
+    model: String,
+    key_variable: Option<String>,
+}
+
+impl Target {
+    fn of(model: &ModelConfig, env: &ModelEnv) -> Option<Self> {
+        Some(match model {
+            ModelConfig::Openai(t) => Target {
+                wire: Wire::ChatCompletions,
+                url: t.resolved_base_url(env),
+                model: t.model.clone(),
+                key_variable: t.key_variable(env),
+            },
+            ModelConfig::OpenaiResponses(t) => Target {
+                wire: Wire::Responses,
+                url: t.resolved_base_url(env),
+                model: t.model.clone(),
+                key_variable: t.key_variable(env),
+            },
+            ModelConfig::Anthropic(t) => Target {
+                wire: Wire::Anthropic {
+                    version: t.anthropic_version.clone(),
+                },
+                url: t.resolved_base_url(env),
+                model: t.model.clone(),
+                key_variable: t.key_variable(env),
+            },
+            _ => return None,
+        })
     }
 }
 
-/// Probe each distinct (endpoint, model, key) once; the number that failed.
+/// The wire format's name as the probe line shows it.
+fn wire_name(wire: &Wire) -> &'static str {
+    match wire {
+        Wire::ChatCompletions => "chat completions",
+        Wire::Responses => "responses",
+        Wire::Anthropic { .. } => "anthropic messages",
+    }
+}
+
+/// Probe each distinct (wire, endpoint, model, key) once, in its own wire format; the number
+/// that failed.
 async fn probe_endpoints(config: &Config, env: &ModelEnv, timeout: Duration) -> usize {
-    let mut targets: BTreeMap<(String, String, Option<String>), Vec<&str>> = BTreeMap::new();
+    type Key = (String, String, String, Option<String>);
+    let mut targets: BTreeMap<Key, (Wire, Vec<&str>)> = BTreeMap::new();
     for role in ROLES {
         let mut model = config.models.role(role);
-        while let Some(ModelConfig::Openai(table)) = model {
-            let key = table.key_variable(env);
-            targets
-                .entry((table.resolved_base_url(env), table.model.clone(), key))
-                .or_default()
-                .push(role);
-            model = table.fallback.as_deref();
+        while let Some(m) = model {
+            if let Some(t) = Target::of(m, env) {
+                let key = (
+                    wire_name(&t.wire).to_string(),
+                    t.url,
+                    t.model,
+                    t.key_variable,
+                );
+                targets
+                    .entry(key)
+                    .or_insert((t.wire, Vec::new()))
+                    .1
+                    .push(role);
+            }
+            model = m.fallback();
         }
     }
     let mut failed = 0;
-    for ((url, model, key_var), roles) in targets {
+    for ((name, url, model, key_var), (wire, roles)) in targets {
         let key = key_var
             .as_deref()
             .and_then(|v| std::env::var(v).ok())
             .filter(|k| !k.trim().is_empty());
-        println!("\nprobing {url} for `{model}` ({})", roles.join(", "));
-        let result = probe(&url, &model, key.as_deref(), timeout).await;
+        println!(
+            "\nprobing {url} ({name}) for `{model}` ({})",
+            roles.join(", ")
+        );
+        let result = probe(&wire, &url, &model, key.as_deref(), timeout).await;
         let ms = result.elapsed.as_millis();
         match result.outcome {
             ProbeOutcome::Listed { models, has_model } => {
-                println!(
-                    "  ok: GET /models answered in {ms} ms ({} models)",
-                    models.len()
-                );
+                let list = match wire {
+                    Wire::Anthropic { .. } => "GET /v1/models",
+                    _ => "GET /models",
+                };
+                println!("  ok: {list} answered in {ms} ms ({} models)", models.len());
                 if !has_model {
                     failed += 1;
                     let some: Vec<&str> = models.iter().take(10).map(String::as_str).collect();
@@ -260,7 +322,7 @@ async fn probe_endpoints(config: &Config, env: &ModelEnv, timeout: Duration) -> 
                 }
             }
             ProbeOutcome::Completed => {
-                println!("  ok: a one-token completion with `{model}` worked in {ms} ms")
+                println!("  ok: the smallest {name} request with `{model}` worked in {ms} ms")
             }
             ProbeOutcome::Failed(why) => {
                 failed += 1;

@@ -78,8 +78,11 @@ arguments match as a subset: expected keys only, strings ignoring case, numbers 
 
 The report: per case pass/FAIL with the reason of each failed check, tool rounds, the
 planner's tokens (prompt+completion: the provider's usage, else counted with the model's
-tokenizer) and latency (message sent → answer, summed over the case's turns); overall the
-completion rate, mean tool rounds, mean tokens per task and latency p50/p95.
+tokenizer), the share of prompt tokens read from the provider's prompt cache, the reasoning
+tokens, the cost (when the model's table has a `price`, e.g. `price = { input_per_mtok = 2.5,
+cached_input_per_mtok = 1.25, output_per_mtok = 10 }`) and latency (message sent → answer,
+summed over the case's turns); overall the completion rate, mean tool rounds, mean tokens per
+task, cached share, mean cost per task and latency p50/p95.
 
 --baseline compares the cases both runs have. A regression is: a case that passed in the
 baseline fails now; a lower completion rate; mean tool rounds or mean tokens per task above

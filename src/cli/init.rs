@@ -12,7 +12,7 @@ use clap::Args;
 
 use hermes::config::models::{DEFAULT_OPENAI_MODEL, OPENAI_API_KEY};
 use hermes::config::{ModelEnv, DEFAULT_OPENAI_BASE_URL};
-use hermes::llm::openai::probe::{probe, ProbeOutcome};
+use hermes::llm::probe::{probe, ProbeOutcome, Wire};
 
 use super::init_template::{render, InitAnswers, McpServerAnswer};
 
@@ -209,6 +209,7 @@ fn probe_model(answers: &InitAnswers, timeout: Duration) -> anyhow::Result<()> {
     }
     let io = super::runtime::io_runtime()?;
     let result = io.block_on(probe(
+        &Wire::ChatCompletions,
         &answers.base_url,
         &answers.model,
         key.as_deref(),

@@ -184,8 +184,8 @@ pub fn merged(text: &str, origin: &str) -> Result<Config, ConfigError> {
 
 /// Apply `--model` and the environment's conventions to the loaded `config`.
 ///
-/// Per role: `--model` wins (an OpenAI table keeps its endpoint and changes its model; any
-/// other provider becomes the environment's endpoint with that model); else a table from the
+/// Per role: `--model` wins (an OpenAI, OpenAI Responses or Anthropic table keeps its
+/// endpoint and changes its model; any other provider becomes the environment's endpoint with that model); else a table from the
 /// file stays; else, when `choice.honour_env` and any of `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
 /// `HERMES_MODEL` is set, the role uses that endpoint with `HERMES_MODEL` (default
 /// `gpt-4o-mini`); else the defaults stay.
@@ -202,6 +202,8 @@ pub fn apply_model_choice(config: &mut Config, report: &mut ConfigReport, choice
         if let Some(name) = &choice.flag {
             match model {
                 ModelConfig::Openai(table) => table.model = name.clone(),
+                ModelConfig::OpenaiResponses(table) => table.model = name.clone(),
+                ModelConfig::Anthropic(table) => table.model = name.clone(),
                 _ => *model = ModelConfig::Openai(OpenAiConfig::from_env(name)),
             }
             report.models.insert(role, ModelOrigin::Flag);
@@ -294,6 +296,7 @@ mod tests {
             api_key_set: true,
             base_url: None,
             model: Some("from-env".into()),
+            ..ModelEnv::default()
         };
         let (mut config, mut report) = load_file(Some(&path)).unwrap();
         let choice = ModelChoice {

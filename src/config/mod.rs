@@ -20,7 +20,10 @@ pub use agents::{AgentConfig, AgentMemoryConfig};
 pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
 pub use mcp::*;
-pub use models::{ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, DEFAULT_OPENAI_BASE_URL};
+pub use models::{
+    AnthropicConfig, ModelConfig, ModelEnv, ModelsConfig, OpenAiConfig, Price, ResponsesConfig,
+    DEFAULT_OPENAI_BASE_URL,
+};
 pub use telemetry::TelemetryConfig;
 pub use tools::ToolDefineConfig;
 pub use triggers::TriggerConfig;

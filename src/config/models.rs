@@ -1,6 +1,7 @@
 //! The model tables (`[models.planner]`, `[models.extractor]`, `[models.summariser]`) and the
 //! ecosystem's conventions for naming a model without a config file: `OPENAI_API_KEY`,
-//! `OPENAI_BASE_URL` and `HERMES_MODEL`.
+//! `OPENAI_BASE_URL` and `HERMES_MODEL` (and, for `provider = "anthropic"` tables,
+//! `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`).
 //!
 //! A table's `provider` decides which keys it may hold; a file that switches the provider
 //! replaces the default table instead of merging into it ([`super::load`]).
@@ -17,6 +18,12 @@ pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
 /// The environment variable naming the model for every role (like `--model`).
 pub const HERMES_MODEL: &str = "HERMES_MODEL";
+/// Where an Anthropic model lives when neither the table nor `ANTHROPIC_BASE_URL` says.
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The environment variable read for an Anthropic table's key when it names none.
+pub const ANTHROPIC_API_KEY: &str = "ANTHROPIC_API_KEY";
+/// The environment variable read for an Anthropic table's endpoint when it names none.
+pub const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
 
 /// The model roles, in the order they are shown.
 pub const ROLES: [&str; 3] = ["planner", "extractor", "summariser"];
@@ -75,6 +82,13 @@ impl ModelsConfig {
 pub enum ModelConfig {
     /// Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp…).
     Openai(OpenAiConfig),
+    /// The OpenAI Responses API (OpenAI, Ollama, vLLM, LM Studio): reasoning kept across
+    /// tool calls.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses(ResponsesConfig),
+    /// The Anthropic Messages API (Anthropic, Ollama, llama.cpp): signed thinking, explicit
+    /// prompt caching.
+    Anthropic(AnthropicConfig),
     /// A scripted model read from a scenario file; `builtin:demo` is the demo's script,
     /// `builtin:connect` the defaults' placeholder.
     Replay { scenario: String },
@@ -87,6 +101,8 @@ impl ModelConfig {
     pub fn provider(&self) -> &'static str {
         match self {
             Self::Openai(_) => "openai",
+            Self::OpenaiResponses(_) => "openai-responses",
+            Self::Anthropic(_) => "anthropic",
             Self::Replay { .. } => "replay",
             Self::Bench {} => "bench",
         }
@@ -96,6 +112,28 @@ impl ModelConfig {
     pub fn model_name(&self) -> Option<&str> {
         match self {
             Self::Openai(table) => Some(&table.model),
+            Self::OpenaiResponses(table) => Some(&table.model),
+            Self::Anthropic(table) => Some(&table.model),
+            Self::Replay { .. } | Self::Bench {} => None,
+        }
+    }
+
+    /// What the model's tokens cost, when the table says.
+    pub fn price(&self) -> Option<Price> {
+        match self {
+            Self::Openai(t) => t.price,
+            Self::OpenaiResponses(t) => t.price,
+            Self::Anthropic(t) => t.price,
+            Self::Replay { .. } | Self::Bench {} => None,
+        }
+    }
+
+    /// The model tried when this one fails, if the table names one.
+    pub fn fallback(&self) -> Option<&ModelConfig> {
+        match self {
+            Self::Openai(t) => t.fallback.as_deref(),
+            Self::OpenaiResponses(t) => t.fallback.as_deref(),
+            Self::Anthropic(t) => t.fallback.as_deref(),
             Self::Replay { .. } | Self::Bench {} => None,
         }
     }
@@ -145,6 +183,164 @@ pub struct OpenAiConfig {
     /// Another model tried when this one fails after its retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Box<ModelConfig>>,
+    /// What its tokens cost, for `hermes eval tasks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+/// Prices in a currency of your choice per million tokens:
+/// `price = { input_per_mtok = 2.5, cached_input_per_mtok = 1.25, output_per_mtok = 10 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Input tokens that were not read from the cache.
+    pub input_per_mtok: f64,
+    /// Input tokens read from the prompt cache; default: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+    /// Input tokens written to the cache (Anthropic bills them at 1.25×); default: the input
+    /// price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
+    /// Output tokens, reasoning included.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// The cost of `usage`.
+    pub fn cost(&self, usage: &crate::protocol::chat::Usage) -> f64 {
+        let cached = f64::from(usage.cached_tokens);
+        let written = f64::from(usage.cache_write_tokens);
+        let fresh = (f64::from(usage.prompt_tokens) - cached - written).max(0.0);
+        (fresh * self.input_per_mtok
+            + cached * self.cached_input_per_mtok.unwrap_or(self.input_per_mtok)
+            + written * self.cache_write_per_mtok.unwrap_or(self.input_per_mtok)
+            + f64::from(usage.completion_tokens) * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// `provider = "openai-responses"`: `POST {base_url}/responses`. Endpoint and key as for
+/// `provider = "openai"` (`OPENAI_BASE_URL`, `OPENAI_API_KEY`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsesConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_model_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Sent only to models without `reasoning_effort` (reasoning models refuse it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Box<ModelConfig>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// `minimal`, `low`, `medium` or `high`; none: the model's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// `auto`, `concise` or `detailed`: a readable summary of the reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_summary: Option<String>,
+    /// Keep responses on the server. Default false: reasoning comes back encrypted
+    /// (`include = ["reasoning.encrypted_content"]`) and Hermes returns it.
+    #[serde(default)]
+    pub store: bool,
+    #[serde(default = "default_true")]
+    pub parallel_tool_calls: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+impl ResponsesConfig {
+    /// The endpoint: the table's, else `$OPENAI_BASE_URL`, else OpenAI's.
+    pub fn resolved_base_url(&self, env: &ModelEnv) -> String {
+        self.base_url
+            .clone()
+            .or_else(|| env.base_url.clone())
+            .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.to_string())
+    }
+
+    /// `api_key_env`, else `OPENAI_API_KEY` when it is set.
+    pub fn key_variable(&self, env: &ModelEnv) -> Option<String> {
+        match &self.api_key_env {
+            Some(var) => Some(var.clone()),
+            None if env.api_key_set => Some(OPENAI_API_KEY.to_string()),
+            None => None,
+        }
+    }
+}
+
+/// `provider = "anthropic"`: `POST {base_url}/v1/messages`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnthropicConfig {
+    /// e.g. `https://api.anthropic.com` or `http://127.0.0.1:11434` (Ollama); default:
+    /// `$ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    pub model: String,
+    /// Default: `ANTHROPIC_API_KEY` when it is set, else no key (local servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_model_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Sent only without thinking (thinking allows no other temperature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Box<ModelConfig>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Most output tokens per call (thinking included); the API requires a bound.
+    #[serde(default = "default_anthropic_max_tokens")]
+    pub max_tokens: u32,
+    /// Extended thinking with this many tokens (≥ 1024, below `max_tokens`); none: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Place `cache_control` breakpoints (tools + system, end of history, end of request).
+    #[serde(default = "default_true")]
+    pub cache: bool,
+    /// The `anthropic-version` header.
+    #[serde(default = "default_anthropic_version")]
+    pub anthropic_version: String,
+}
+
+impl AnthropicConfig {
+    /// The endpoint: the table's, else `$ANTHROPIC_BASE_URL`, else Anthropic's.
+    pub fn resolved_base_url(&self, env: &ModelEnv) -> String {
+        self.base_url
+            .clone()
+            .or_else(|| env.anthropic_base_url.clone())
+            .unwrap_or_else(|| DEFAULT_ANTHROPIC_BASE_URL.to_string())
+    }
+
+    /// `api_key_env`, else `ANTHROPIC_API_KEY` when it is set.
+    pub fn key_variable(&self, env: &ModelEnv) -> Option<String> {
+        match &self.api_key_env {
+            Some(var) => Some(var.clone()),
+            None if env.anthropic_api_key_set => Some(ANTHROPIC_API_KEY.to_string()),
+            None => None,
+        }
+    }
+}
+
+fn default_anthropic_max_tokens() -> u32 {
+    4096
+}
+fn default_anthropic_version() -> String {
+    "2023-06-01".into()
 }
 
 impl OpenAiConfig {
@@ -159,6 +355,7 @@ impl OpenAiConfig {
             temperature: None,
             max_retries: default_max_retries(),
             fallback: None,
+            price: None,
         }
     }
 
@@ -201,6 +398,10 @@ pub struct ModelEnv {
     pub base_url: Option<String>,
     /// `HERMES_MODEL`.
     pub model: Option<String>,
+    /// `ANTHROPIC_API_KEY` is set and not empty (read only by `provider = "anthropic"`).
+    pub anthropic_api_key_set: bool,
+    /// `ANTHROPIC_BASE_URL` (read only by `provider = "anthropic"`).
+    pub anthropic_base_url: Option<String>,
 }
 
 impl ModelEnv {
@@ -216,6 +417,8 @@ impl ModelEnv {
             api_key_set: read(OPENAI_API_KEY).is_some(),
             base_url: read(OPENAI_BASE_URL),
             model: read(HERMES_MODEL),
+            anthropic_api_key_set: read(ANTHROPIC_API_KEY).is_some(),
+            anthropic_base_url: read(ANTHROPIC_BASE_URL),
         }
     }
 
@@ -243,6 +446,44 @@ impl ModelEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_provider_tables_load_with_their_defaults_and_a_price() {
+        let table: ModelConfig = toml::from_str(
+            "provider = \"openai-responses\"\nmodel = \"gpt-5-mini\"\nreasoning_effort = \"low\"\n\
+             price = { input_per_mtok = 0.25, cached_input_per_mtok = 0.025, output_per_mtok = 2.0 }\n",
+        )
+        .unwrap();
+        let ModelConfig::OpenaiResponses(r) = &table else {
+            panic!("{table:?}")
+        };
+        assert!(!r.store && r.parallel_tool_calls && r.stream);
+        assert_eq!(table.provider(), "openai-responses");
+        let usage = crate::protocol::chat::Usage {
+            cached_tokens: 1_000_000,
+            ..crate::protocol::chat::Usage::new(2_000_000, 1_000_000)
+        };
+        let cost = table.price().unwrap().cost(&usage);
+        assert!((cost - (0.25 + 0.025 + 2.0)).abs() < 1e-9, "{cost}");
+        let table: ModelConfig = toml::from_str(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nthinking_budget = 2048\n",
+        )
+        .unwrap();
+        let ModelConfig::Anthropic(a) = &table else {
+            panic!("{table:?}")
+        };
+        assert_eq!((a.max_tokens, a.cache), (4096, true));
+        assert_eq!(a.anthropic_version, "2023-06-01");
+        assert_eq!(
+            a.resolved_base_url(&ModelEnv::default()),
+            DEFAULT_ANTHROPIC_BASE_URL
+        );
+        let err = toml::from_str::<ModelConfig>(
+            "provider = \"anthropic\"\nmodel = \"c\"\nstore = true\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("store"), "{err}");
+    }
 
     #[test]
     fn base_url_comes_from_table_then_environment_then_openai() {

@@ -1,8 +1,10 @@
 //! The context window: real token counts, assembly of what the model sees under a budget,
-//! folding older turns into a summary, and search over the full history (which stays in sled).
+//! folding older turns into a summary, calibration of counts for models tiktoken does not know,
+//! and search over the full history (which stays in sled).
 
 pub mod bpe;
 pub mod budget;
+pub mod calibrate;
 pub mod compaction;
 pub mod search;
 pub mod tokens;

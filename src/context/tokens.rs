@@ -30,6 +30,8 @@ pub fn known_window(model: &str) -> Option<usize> {
 pub struct TokenCounter {
     bpe: Arc<Encoding>,
     encoding: String,
+    /// The model's own tokenizer (false: a stand-in for a model tiktoken does not know).
+    exact: bool,
     /// Counts of texts that recur turn after turn (system prompts, tool catalogs), by hash.
     memo: Arc<Mutex<HashMap<u64, u32>>>,
 }
@@ -38,6 +40,7 @@ impl std::fmt::Debug for TokenCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenCounter")
             .field("encoding", &self.encoding)
+            .field("exact", &self.exact)
             .finish()
     }
 }
@@ -50,7 +53,9 @@ pub struct TokenizerError(#[from] BpeError);
 impl TokenCounter {
     /// The tokenizer of `model`; an unknown model uses `o200k_base` and says so once (here).
     pub fn for_model(model: &str) -> Result<Self, TokenizerError> {
-        let tokenizer = match tiktoken_rs::tokenizer::get_tokenizer(model) {
+        let found = tiktoken_rs::tokenizer::get_tokenizer(model);
+        let exact = found.is_some();
+        let tokenizer = match found {
             Some(t) => t,
             None => {
                 tracing::warn!(
@@ -65,12 +70,19 @@ impl TokenCounter {
         Ok(Self {
             bpe,
             encoding,
+            exact,
             memo: Arc::default(),
         })
     }
 
     pub fn encoding(&self) -> &str {
         &self.encoding
+    }
+
+    /// True when this is the model's own tokenizer; false for a stand-in (a model tiktoken
+    /// does not know), whose counts the session calibrates from the provider's usage.
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     pub fn count_text(&self, text: &str) -> u32 {
@@ -132,5 +144,7 @@ mod tests {
     fn unknown_model_falls_back() {
         let c = TokenCounter::for_model("my-local-llama").unwrap();
         assert!(c.encoding().contains("O200k"));
+        assert!(!c.is_exact());
+        assert!(TokenCounter::for_model("gpt-4o").unwrap().is_exact());
     }
 }

@@ -184,7 +184,9 @@ mod tests {
                 prompt: tokens,
                 completion: 0,
                 source: TokenSource::Counted,
+                ..Tokens::default()
             },
+            cost: None,
             latency_ms: 5,
         }
     }

@@ -30,6 +30,9 @@ pub struct CaseReport {
     /// Model steps that asked for tools, over all turns.
     pub tool_rounds: u32,
     pub tokens: Tokens,
+    /// What the tokens cost at the model table's `price`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
     /// From each message sent to its turn's answer, summed over the case's turns (waits for
     /// background memory extraction excluded).
     pub latency_ms: u64,
@@ -41,11 +44,55 @@ pub struct Tokens {
     pub prompt: u64,
     pub completion: u64,
     pub source: TokenSource,
+    /// Of the prompt tokens, those read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write: u64,
+    /// Of the completion tokens, those spent reasoning.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Tokens {
     pub fn total(&self) -> u64 {
         self.prompt + self.completion
+    }
+
+    /// The share of prompt tokens read from the cache, 0..1.
+    pub fn cached_share(&self) -> f64 {
+        match self.prompt {
+            0 => 0.0,
+            p => self.cached as f64 / p as f64,
+        }
+    }
+
+    /// Both parts' tokens together.
+    pub fn plus(self, other: Tokens) -> Tokens {
+        Tokens {
+            prompt: self.prompt + other.prompt,
+            completion: self.completion + other.completion,
+            source: self.source.and(other.source),
+            cached: self.cached + other.cached,
+            cache_write: self.cache_write + other.cache_write,
+            reasoning: self.reasoning + other.reasoning,
+        }
+    }
+
+    /// What these tokens cost at `price`.
+    pub fn cost(&self, price: &crate::config::Price) -> f64 {
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        price.cost(&crate::protocol::chat::Usage {
+            cached_tokens: clamp(self.cached),
+            cache_write_tokens: clamp(self.cache_write),
+            reasoning_tokens: clamp(self.reasoning),
+            ..crate::protocol::chat::Usage::new(clamp(self.prompt), clamp(self.completion))
+        })
     }
 }
 
@@ -84,6 +131,12 @@ pub struct Overall {
     pub mean_tool_rounds: f64,
     /// Prompt + completion tokens per case.
     pub mean_tokens: f64,
+    /// Of all prompt tokens, the share read from the provider's prompt cache, 0..1.
+    #[serde(default)]
+    pub cached_share: f64,
+    /// Mean cost per case, when the model has a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_cost: Option<f64>,
     pub latency_ms_p50: u64,
     pub latency_ms_p95: u64,
 }
@@ -104,6 +157,16 @@ impl Overall {
             completion_rate: mean(&|c| f64::from(u8::from(c.passed))),
             mean_tool_rounds: mean(&|c| f64::from(c.tool_rounds)),
             mean_tokens: mean(&|c| c.tokens.total() as f64),
+            cached_share: cases
+                .iter()
+                .map(|c| c.tokens)
+                .reduce(Tokens::plus)
+                .map_or(0.0, |t| t.cached_share()),
+            mean_cost: cases
+                .iter()
+                .map(|c| c.cost)
+                .sum::<Option<f64>>()
+                .map(|total| total / n.max(1) as f64),
             latency_ms_p50: percentile(&latencies, 50),
             latency_ms_p95: percentile(&latencies, 95),
         }
@@ -135,7 +198,9 @@ mod tests {
                 prompt: tokens,
                 completion: 0,
                 source: TokenSource::Counted,
+                ..Tokens::default()
             },
+            cost: None,
             latency_ms: ms,
         }
     }

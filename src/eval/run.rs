@@ -220,9 +220,20 @@ impl Runner {
             failures,
             turns: u32::try_from(observed.turns.len()).unwrap_or(u32::MAX),
             tool_rounds,
+            cost: self.price(case).map(|price| tokens.cost(&price)),
             tokens,
             latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
         })
+    }
+
+    /// The price of the model the case's agent plans with, when its table has one.
+    fn price(&self, case: &Case) -> Option<crate::config::Price> {
+        let agent = self.config.agent(&case.agent).ok()?;
+        self.config
+            .models
+            .model(&agent.model)
+            .or(Some(&self.config.models.planner))
+            .and_then(|m| m.price())
     }
 
     /// Prompt tokens per turn of the planning requests published so far, counted.
@@ -291,11 +302,7 @@ impl Runner {
             let tokens = turn_tokens(&replies, counted);
             total = Some(match total {
                 None => tokens,
-                Some(t) => Tokens {
-                    prompt: t.prompt + tokens.prompt,
-                    completion: t.completion + tokens.completion,
-                    source: t.source.and(tokens.source),
-                },
+                Some(t) => t.plus(tokens),
             });
         }
         Ok((rounds, total.unwrap_or_default()))
@@ -324,10 +331,20 @@ fn turn_tokens(replies: &[&StoredMessage], counted_prompt: u64) -> Tokens {
         _ if all_reported => TokenSource::Reported,
         _ => TokenSource::Mixed,
     };
+    let usage = |f: fn(&crate::llm::Usage) -> u32| -> u64 {
+        replies
+            .iter()
+            .filter_map(|m| m.usage.as_ref())
+            .map(|u| u64::from(f(u)))
+            .sum()
+    };
     Tokens {
         prompt,
         completion,
         source,
+        cached: usage(|u| u.cached_tokens),
+        cache_write: usage(|u| u.cache_write_tokens),
+        reasoning: usage(|u| u.reasoning_tokens),
     }
 }
 

@@ -34,18 +34,21 @@ fn rows(out: &mut String, report: &SuiteReport) {
     );
     let _ = writeln!(
         out,
-        "{:<width$}  {:<6} {:>6} {:>18} {:>10}",
-        "CASE", "RESULT", "ROUNDS", "TOKENS (P+C)", "LATENCY"
+        "{:<width$}  {:<6} {:>6} {:>18} {:>7} {:>9} {:>10} {:>10}",
+        "CASE", "RESULT", "ROUNDS", "TOKENS (P+C)", "CACHED", "REASONING", "COST", "LATENCY"
     );
     for case in &report.cases {
         let tokens = format!("{}+{}", case.tokens.prompt, case.tokens.completion);
         let _ = writeln!(
             out,
-            "{:<width$}  {:<6} {:>6} {:>18} {:>7} ms",
+            "{:<width$}  {:<6} {:>6} {:>18} {:>5.1} % {:>9} {:>10} {:>7} ms",
             case.name,
             if case.passed { "pass" } else { "FAIL" },
             case.tool_rounds,
             tokens,
+            case.tokens.cached_share() * 100.0,
+            case.tokens.reasoning,
+            cost(case.cost),
             case.latency_ms
         );
         for reason in &case.failures {
@@ -54,17 +57,25 @@ fn rows(out: &mut String, report: &SuiteReport) {
     }
 }
 
+/// A cost with four decimals, or `-` without a price.
+fn cost(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "-".to_string(), |c| format!("{c:.4}"))
+}
+
 fn overall(out: &mut String, report: &SuiteReport) {
     let o = &report.overall;
     let _ = writeln!(
         out,
         "overall: {}/{} passed · completion rate {:.1} % · mean tool rounds {:.2} · \
-         mean tokens per task {:.0} · latency p50 {} ms, p95 {} ms",
+         mean tokens per task {:.0} · cached {:.1} % · mean cost per task {} · \
+         latency p50 {} ms, p95 {} ms",
         o.passed,
         o.cases,
         o.completion_rate * 100.0,
         o.mean_tool_rounds,
         o.mean_tokens,
+        o.cached_share * 100.0,
+        cost(o.mean_cost),
         o.latency_ms_p50,
         o.latency_ms_p95
     );
@@ -117,7 +128,10 @@ mod tests {
                     prompt: 1200,
                     completion: 40,
                     source: TokenSource::Counted,
+                    cached: 600,
+                    ..Tokens::default()
                 },
+                cost: Some(0.0123),
                 latency_ms: 35,
             },
             CaseReport {
@@ -127,6 +141,7 @@ mod tests {
                 turns: 2,
                 tool_rounds: 0,
                 tokens: Tokens::default(),
+                cost: None,
                 latency_ms: 20,
             },
         ];
@@ -140,6 +155,10 @@ mod tests {
         let text = render(&report);
         assert!(text.contains("order-status  pass"), "{text}");
         assert!(text.contains("1200+40"), "{text}");
+        assert!(
+            text.contains(" 50.0 %") && text.contains("0.0123"),
+            "{text}"
+        );
         assert!(
             text.contains("budget        FAIL") && text.contains("    ✗ answer_contains: \"5000\""),
             "{text}"

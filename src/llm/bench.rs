@@ -129,6 +129,7 @@ fn reply(last: Option<&ChatMessage>) -> Result<ChatResponse, LlmError> {
                 tool_calls: vec![call],
                 usage: None,
                 finish_reason: Some("tool_calls".into()),
+                ..ChatResponse::default()
             })
         }
         Role::Tool => Ok(ChatResponse {
@@ -136,6 +137,7 @@ fn reply(last: Option<&ChatMessage>) -> Result<ChatResponse, LlmError> {
             tool_calls: Vec::new(),
             usage: None,
             finish_reason: Some("stop".into()),
+            ..ChatResponse::default()
         }),
         Role::System | Role::Assistant => {
             Err(misuse(format!("a last message from {:?}", last.role)))

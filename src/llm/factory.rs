@@ -3,36 +3,103 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::anthropic::{AnthropicModel, AnthropicOptions};
 use super::bench::BenchModel;
 use super::fallback::FallbackModel;
 use super::openai::OpenAiModel;
 use super::replay::ReplayModel;
+use super::responses::{ResponsesModel, ResponsesOptions};
 use super::{ChatModel, LlmError};
-use crate::config::{ModelConfig, ModelEnv, OpenAiConfig, DEMO_SCENARIO};
+use crate::config::{
+    AnthropicConfig, ModelConfig, ModelEnv, OpenAiConfig, ResponsesConfig, DEMO_SCENARIO,
+};
 
 /// The model `config` describes, serving `role` (planner | extractor | summariser).
 ///
-/// An OpenAI model reads its endpoint and key as [`OpenAiConfig`] says (its own keys, else
-/// `OPENAI_BASE_URL` / `OPENAI_API_KEY`) now; a replay model with
-/// `scenario = "builtin:demo"` uses the embedded demo scenario; a `fallback` table wraps the
-/// model in a [`FallbackModel`].
+/// An OpenAI or OpenAI Responses model reads its endpoint and key as its table says (its own
+/// keys, else `OPENAI_BASE_URL` / `OPENAI_API_KEY`), an Anthropic model likewise with
+/// `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`, now; a replay model with
+/// `scenario = "builtin:demo"` uses the embedded demo scenario; a `fallback` table (of any
+/// provider) wraps the model in a [`FallbackModel`].
 pub fn build_model(config: &ModelConfig, role: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
-    match config {
-        ModelConfig::Openai(table) => {
-            let primary = build_openai(table, role, &ModelEnv::from_process())?;
-            match &table.fallback {
-                Some(fallback) => {
-                    let fallback = build_model(fallback, role)?;
-                    Ok(Arc::new(FallbackModel::new(primary, fallback)))
-                }
-                None => Ok(primary),
-            }
-        }
+    let env = ModelEnv::from_process();
+    let primary: Arc<dyn ChatModel> = match config {
+        ModelConfig::Openai(table) => build_openai(table, role, &env)?,
+        ModelConfig::OpenaiResponses(table) => build_responses(table, role, &env)?,
+        ModelConfig::Anthropic(table) => build_anthropic(table, role, &env)?,
         ModelConfig::Replay { scenario } => {
-            Ok(Arc::new(ReplayModel::load(scenario, role, DEMO_SCENARIO)?))
+            Arc::new(ReplayModel::load(scenario, role, DEMO_SCENARIO)?)
         }
-        ModelConfig::Bench {} => Ok(Arc::new(BenchModel::new())),
+        ModelConfig::Bench {} => Arc::new(BenchModel::new()),
+    };
+    match config.fallback() {
+        Some(fallback) => {
+            let fallback = build_model(fallback, role)?;
+            Ok(Arc::new(FallbackModel::new(primary, fallback)))
+        }
+        None => Ok(primary),
     }
+}
+
+/// The key in the variable `key_variable` names, if any.
+fn api_key(key_variable: &Option<String>, role: &str) -> Result<Option<String>, LlmError> {
+    key_variable
+        .as_deref()
+        .map(|var| api_key_from_env(var, role))
+        .transpose()
+}
+
+fn build_responses(
+    table: &ResponsesConfig,
+    role: &str,
+    env: &ModelEnv,
+) -> Result<Arc<dyn ChatModel>, LlmError> {
+    let key_variable = table.key_variable(env);
+    let options = ResponsesOptions {
+        stream: table.stream,
+        temperature: table.temperature,
+        reasoning_effort: table.reasoning_effort.clone(),
+        reasoning_summary: table.reasoning_summary.clone(),
+        store: table.store,
+        parallel_tool_calls: table.parallel_tool_calls,
+        max_output_tokens: table.max_output_tokens,
+    };
+    let model = ResponsesModel::new(
+        &table.resolved_base_url(env),
+        &table.model,
+        api_key(&key_variable, role)?,
+        Duration::from_secs(table.timeout_secs),
+        options,
+    )?
+    .with_retries(table.max_retries)
+    .with_key_variable(key_variable);
+    Ok(Arc::new(model))
+}
+
+fn build_anthropic(
+    table: &AnthropicConfig,
+    role: &str,
+    env: &ModelEnv,
+) -> Result<Arc<dyn ChatModel>, LlmError> {
+    let key_variable = table.key_variable(env);
+    let options = AnthropicOptions {
+        stream: table.stream,
+        temperature: table.temperature,
+        max_tokens: table.max_tokens,
+        thinking_budget: table.thinking_budget,
+        cache: table.cache,
+        version: table.anthropic_version.clone(),
+    };
+    let model = AnthropicModel::new(
+        &table.resolved_base_url(env),
+        &table.model,
+        api_key(&key_variable, role)?,
+        Duration::from_secs(table.timeout_secs),
+        options,
+    )?
+    .with_retries(table.max_retries)
+    .with_key_variable(key_variable);
+    Ok(Arc::new(model))
 }
 
 fn build_openai(
@@ -41,14 +108,10 @@ fn build_openai(
     env: &ModelEnv,
 ) -> Result<Arc<dyn ChatModel>, LlmError> {
     let key_variable = table.key_variable(env);
-    let api_key = match &key_variable {
-        Some(var) => Some(api_key_from_env(var, role)?),
-        None => None,
-    };
     let model = OpenAiModel::new(
         &table.resolved_base_url(env),
         &table.model,
-        api_key,
+        api_key(&key_variable, role)?,
         Duration::from_secs(table.timeout_secs),
         table.stream,
         table.temperature,
@@ -110,6 +173,20 @@ mod tests {
             Ok(_) => panic!("a missing key variable must be an error"),
         };
         assert!(err.contains(var) && err.contains("planner"), "{err}");
+    }
+
+    #[test]
+    fn responses_and_anthropic_tables_build_with_a_fallback_between_them() {
+        let table: ModelConfig = toml::from_str(
+            "provider = \"anthropic\"\nmodel = \"claude-x\"\nbase_url = \"http://127.0.0.1:9\"\n\
+             fallback = { provider = \"openai-responses\", model = \"gpt-5-mini\", base_url = \"http://127.0.0.1:9/v1\" }\n",
+        )
+        .unwrap();
+        let model = build_model(&table, "planner").unwrap();
+        assert_eq!(
+            model.id(),
+            "anthropic:claude-x (fallback openai-responses:gpt-5-mini)"
+        );
     }
 
     #[test]

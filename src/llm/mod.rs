@@ -1,21 +1,32 @@
 //! Chat models behind one small trait, so a provider's wire format touches one file.
 //!
-//! Providers: [`openai`] (any OpenAI-compatible chat-completions endpoint, streaming included),
-//! [`replay`] (a deterministic scripted model read from a scenario file, for the demo and tests)
-//! and [`bench`] (the instant model the engine benchmarks use). The configuration names one
-//! model per role: planner, summariser, extractor.
+//! Providers, one folder per wire format: [`openai`] (any OpenAI-compatible chat-completions
+//! endpoint, streaming included), [`responses`] (the OpenAI Responses API: reasoning items kept
+//! across tool calls), [`anthropic`] (the Anthropic Messages API: signed thinking blocks,
+//! prompt-cache breakpoints), [`replay`] (a deterministic scripted model read from a scenario
+//! file, for the demo and tests) and [`bench`] (the instant model the engine benchmarks use).
+//! What they share — the HTTP exchange with its retries and errors, the SSE parser — is
+//! [`http`]. The configuration names one model per role: planner, summariser, extractor.
+//!
+//! The conversation stays provider-neutral ([`ChatMessage`]); what one provider needs back
+//! (reasoning items, thinking signatures) rides beside its message as [`ProviderPart`]s, sent
+//! back only to the provider and model that made them.
 
+pub mod anthropic;
 pub mod bench;
 pub mod factory;
 pub mod fallback;
+pub(crate) mod http;
 pub mod openai;
+pub mod probe;
 pub mod replay;
+pub mod responses;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-pub use crate::protocol::chat::{ChatMessage, Role, ToolCall, ToolSpec, Usage};
+pub use crate::protocol::chat::{ChatMessage, ProviderPart, Role, ToolCall, ToolSpec, Usage};
 
 /// One call to a chat model.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -30,6 +41,10 @@ pub struct ChatRequest {
     /// Ask for a JSON object reply (OpenAI `response_format: {type: json_object}`).
     #[serde(default)]
     pub json_mode: bool,
+    /// Names the conversation for the provider's prompt cache (OpenAI `prompt_cache_key`):
+    /// requests with the same key are routed to the same cache. One per session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
 }
 
 /// What the model answered: text, tool calls, or both.
@@ -42,6 +57,14 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// What this provider needs back with the message on its next request (reasoning items,
+    /// signed thinking blocks); stored beside the message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ProviderPart>,
+    /// The reasoning text the provider showed (a summary or the thinking itself), if any:
+    /// counted for the reasoning tokens of a provider that reports none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
 }
 
 /// Where streamed text fragments go while the model is still answering.

@@ -301,6 +301,7 @@ impl ChatModel for ReplayModel {
             tool_calls,
             usage: None,
             finish_reason: Some(finish.into()),
+            ..ChatResponse::default()
         })
     }
 }

@@ -139,6 +139,7 @@ pub fn build_request(transcript: &[ChatMessage], existing: &[MemoryRecord]) -> C
         temperature: Some(0.0),
         max_tokens: None,
         json_mode: true,
+        ..ChatRequest::default()
     }
 }
 

@@ -38,6 +38,31 @@ pub struct ChatMessage {
     /// Set on tool messages: the tool's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the provider that wrote this (assistant) message needs back with it on its next
+    /// request: reasoning items, signed thinking blocks. Every other provider leaves them out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provider_parts: Vec<ProviderPart>,
+}
+
+/// Something a provider needs back, unchanged, on its next request: an OpenAI Responses
+/// reasoning item (with its `encrypted_content`), an Anthropic thinking block and its
+/// signature. Opaque to everything but the provider and model that made it: another provider
+/// (a fallback, a session moved to another model) never sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderPart {
+    /// The wire format that made it: `openai-responses` or `anthropic`.
+    pub provider: String,
+    /// The model that made it (encrypted reasoning and signatures are only valid for it).
+    pub model: String,
+    /// The item or block exactly as the provider sent it.
+    pub item: Value,
+}
+
+impl ProviderPart {
+    /// True when this part was made by `provider`'s `model`.
+    pub fn is_for(&self, provider: &str, model: &str) -> bool {
+        self.provider == provider && self.model == model
+    }
 }
 
 impl ChatMessage {
@@ -74,6 +99,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            provider_parts: Vec::new(),
         }
     }
 }
@@ -87,9 +113,58 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
-/// Token usage as the provider reported it.
+/// Token usage as the provider reported it. `prompt_tokens` counts every input token, the
+/// cached ones (read from the provider's prompt cache) and those written to the cache
+/// included; `completion_tokens` counts every output token, reasoning included.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// Input tokens read from the provider's prompt cache (billed at the cached price).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u32,
+    /// Input tokens written to the prompt cache (Anthropic bills them above the input price).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u32,
+    /// Output tokens the model spent reasoning before it answered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u32,
+}
+
+impl Usage {
+    /// Just prompt and completion tokens, nothing cached, no reasoning.
+    pub const fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
+            reasoning_tokens: 0,
+        }
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_and_usage_stored_before_provider_parts_existed_still_read() {
+        let old = r#"{"role":"assistant","content":"","tool_calls":[{"id":"c","name":"add","arguments":{}}]}"#;
+        let message: ChatMessage = serde_json::from_str(old).unwrap();
+        assert!(message.provider_parts.is_empty());
+        let usage: Usage =
+            serde_json::from_str(r#"{"prompt_tokens":9,"completion_tokens":2}"#).unwrap();
+        assert_eq!(usage, Usage::new(9, 2));
+        // And a message without parts is written as before.
+        assert_eq!(serde_json::to_string(&message).unwrap(), old);
+        assert_eq!(
+            serde_json::to_string(&usage).unwrap(),
+            r#"{"prompt_tokens":9,"completion_tokens":2}"#
+        );
+    }
 }

@@ -128,6 +128,13 @@ pub struct PlanReply {
     #[serde(default)]
     pub usage: Option<Usage>,
     pub model: String,
+    /// What the provider needs back with this reply on its next request (kept beside the
+    /// stored message).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<crate::protocol::chat::ProviderPart>,
+    /// The reasoning text the provider showed, when it reported no reasoning tokens.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
 }
 
 /// A recalled memory as shown in the trace.

@@ -248,6 +248,11 @@ pub struct TaskState {
     /// the same answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_cancel: Option<CancelRecord>,
+    /// For a model whose tokenizer Hermes does not know: the prompt tokens the provider
+    /// reported per token Hermes counted, learnt from this session's usage
+    /// ([`crate::context::calibrate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_scale: Option<f64>,
 }
 
 /// A handled `user.cancel`: its envelope id, the turn it stopped and the child sessions told.

@@ -12,7 +12,7 @@
 //! | `hermes_turns_total` | counter | `agent`, `outcome` | [`turn_finished`] |
 //! | `hermes_turn_duration_seconds` | histogram | | [`turn_finished`] (finished turns) |
 //! | `hermes_task_tool_rounds` | histogram | | [`turn_finished`] (finished turns) |
-//! | `hermes_turn_tokens` | histogram | `kind` = `prompt` / `completion` | [`turn_finished`] (finished turns) |
+//! | `hermes_turn_tokens` | histogram | `kind` = `prompt` / `completion` / `cached` (prompt tokens read from the provider's cache) / `reasoning` (completion tokens spent reasoning) | [`turn_finished`] (finished turns) |
 //! | `hermes_tool_calls_total` | counter | `tool`, `status` | [`tool_call`] |
 //! | `hermes_memory_recalls_total` | counter | `hit` = `true` / `false` | [`memory_recall`] |
 //! | `hermes_memory_writes_total` | counter | `op` | [`memory_write`] |
@@ -243,6 +243,10 @@ pub struct TurnFacts<'a> {
     pub tool_rounds: u32,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache.
+    pub cached_tokens: u64,
+    /// Of the completion tokens, those spent reasoning.
+    pub reasoning_tokens: u64,
 }
 
 /// A run of a turn ended. Every run is counted; the histograms take finished turns only, so a
@@ -253,6 +257,8 @@ pub fn turn_finished(facts: &TurnFacts<'_>) {
         histogram!(TASK_TOOL_ROUNDS).record(f64::from(facts.tool_rounds));
         histogram!(TURN_TOKENS, "kind" => "prompt").record(facts.prompt_tokens as f64);
         histogram!(TURN_TOKENS, "kind" => "completion").record(facts.completion_tokens as f64);
+        histogram!(TURN_TOKENS, "kind" => "cached").record(facts.cached_tokens as f64);
+        histogram!(TURN_TOKENS, "kind" => "reasoning").record(facts.reasoning_tokens as f64);
     }
     // Counted last: a scrape that sees the turn sees its histograms too.
     turn_counted(facts.agent, facts.outcome);
@@ -403,6 +409,8 @@ mod tests {
             tool_rounds: 1,
             prompt_tokens: 120,
             completion_tokens: 30,
+            cached_tokens: 100,
+            reasoning_tokens: 20,
         });
         tool_call("unit_test_tool", true);
         let text = metrics.render();
@@ -416,6 +424,11 @@ mod tests {
         );
         assert!(
             text.contains(r#"hermes_turn_tokens_bucket{kind="prompt",le="250"}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"hermes_turn_tokens_sum{kind="cached"}"#)
+                && text.contains(r#"hermes_turn_tokens_sum{kind="reasoning"}"#),
             "{text}"
         );
         assert!(text.contains("hermes_task_tool_rounds_count"), "{text}");

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use super::{TurnEnv, TurnError, TurnState};
 use crate::config::AgentConfig;
 use crate::context::budget::{self, ContextParts, Counted};
+use crate::context::calibrate;
 use crate::context::compaction::{self, ToolResultShrinker};
 use crate::context::tokens::MESSAGE_OVERHEAD;
 use crate::llm::{ChatMessage, ToolSpec};
@@ -76,12 +77,14 @@ fn summary_message(summary: &str) -> ChatMessage {
     ChatMessage::system(format!("Summary of the earlier conversation: {summary}"))
 }
 
-/// The messages for one planning request, within the budget.
+/// The messages for one planning request, within the budget, and the tokens they count
+/// (tool definitions included). For a model whose tokenizer Hermes does not know, the budget
+/// is scaled by what the session learnt from the provider's usage.
 pub(super) fn assemble(
     state: &TurnState<'_>,
     fixed: &Fixed,
     current: &[StoredMessage],
-) -> Result<Vec<ChatMessage>, TurnError> {
+) -> Result<(Vec<ChatMessage>, usize), TurnError> {
     let task = &*state.task;
     let goal = task.goal.as_deref().map(goal_message);
     let summary = (!task.summary.is_empty()).then(|| summary_message(&task.summary));
@@ -135,7 +138,11 @@ pub(super) fn assemble(
     let shrinker = ToolResultShrinker {
         tokens: &state.env.tokens,
     };
-    let assembled = budget::assemble(&parts, fixed.budget, &shrinker)?;
+    let scale = (!state.env.tokens.is_exact())
+        .then_some(task.token_scale)
+        .flatten();
+    let limit = calibrate::scaled_budget(fixed.budget, scale);
+    let assembled = budget::assemble(&parts, limit, &shrinker)?;
     if assembled.dropped > 0 || assembled.shrunk > 0 {
         tracing::debug!(
             session = %state.meta.session,
@@ -145,7 +152,7 @@ pub(super) fn assemble(
             "context trimmed to the budget"
         );
     }
-    Ok(assembled.messages)
+    Ok((assembled.messages, assembled.tokens))
 }
 
 /// The history as the model may see it: without the messages of turns that are not over

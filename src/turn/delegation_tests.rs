@@ -56,10 +56,7 @@ fn session_of(agent: &str, ports: FakePorts) -> Session {
 }
 
 fn usage(prompt: u32, completion: u32) -> Option<Usage> {
-    Some(Usage {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-    })
+    Some(Usage::new(prompt, completion))
 }
 
 /// A triage planner that delegates to care and logistics at once, then answers with what
@@ -83,6 +80,8 @@ fn fan_out() -> FakePorts {
                 ],
                 usage: usage(100, 20),
                 model: "fake".into(),
+                parts: Vec::new(),
+                reasoning: String::new(),
             }
         } else {
             let results: Vec<String> = r

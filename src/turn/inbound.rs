@@ -141,7 +141,7 @@ fn decided_already(
 pub enum Acceptance {
     /// Stored with a new turn, and acknowledged (in `sync` mode: the acknowledgement leaves
     /// with the first flush that covers it, see [`super::ack`]).
-    Accepted(StoredMessage),
+    Accepted(Box<StoredMessage>),
     /// Refused with an error reply (wrong user, a paused turn, storage failed).
     Refused,
     /// Another process owns the session now (its replicated log moved on), or the log is
@@ -154,7 +154,7 @@ impl Acceptance {
     /// The stored message, when the message was accepted.
     pub fn stored(self) -> Option<StoredMessage> {
         match self {
-            Acceptance::Accepted(stored) => Some(stored),
+            Acceptance::Accepted(stored) => Some(*stored),
             _ => None,
         }
     }
@@ -237,7 +237,7 @@ pub async fn accept(
         Ok(()) => match env.store.commit_within(ACK_FLUSH_WITHIN) {
             Some(ticket) => {
                 acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;
-                return Acceptance::Accepted(stored);
+                return Acceptance::Accepted(Box::new(stored));
             }
             None => env.store.commit().await,
         },
@@ -263,7 +263,7 @@ pub async fn accept(
         &accepted(msg, &meta.session, &stored),
     )
     .await;
-    Acceptance::Accepted(stored)
+    Acceptance::Accepted(Box::new(stored))
 }
 
 /// With a replicated log, the new turn's recall started as a task, to run while its message

@@ -37,6 +37,7 @@ use state::{turn_start, TurnState};
 pub use waiting::{finished_by, job_result};
 
 use crate::config::Config;
+use crate::context::calibrate;
 use crate::context::tokens::TokenCounter;
 use crate::llm::{ChatMessage, Role, ToolSpec};
 use crate::protocol::subjects;
@@ -319,8 +320,19 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             return Err(TurnError::Budget(agent.token_budget));
         }
         context::compact(state, &agent).await;
-        let reply = plan(state, &fixed, &current, &tools, record, &agent).await?;
+        let (mut reply, counted) = plan(state, &fixed, &current, &tools, record, &agent).await?;
         state.record().step += 1;
+        if let Some(usage) = reply.usage.as_mut() {
+            // A provider that shows its reasoning but does not count it (Anthropic): our count.
+            if usage.reasoning_tokens == 0 && !reply.reasoning.is_empty() {
+                usage.reasoning_tokens = env.tokens.count_text(&reply.reasoning);
+            }
+            if !env.tokens.is_exact() {
+                let task = &mut *state.task;
+                task.token_scale =
+                    calibrate::update(task.token_scale, counted, usage.prompt_tokens);
+            }
+        }
         if let Some(usage) = reply.usage {
             state.record().tokens_used +=
                 u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
@@ -333,7 +345,8 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         } else {
             state.set_phase(TurnPhase::AwaitingTools);
         }
-        let msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
+        let mut msg = ChatMessage::assistant_calls(reply.text, reply.tool_calls);
+        msg.provider_parts = reply.parts;
         state.persist(msg, reply.usage).await?;
     }
 }
@@ -390,9 +403,9 @@ async fn plan(
     tools: &[ToolSpec],
     record: &TurnRecord,
     agent: &crate::config::AgentConfig,
-) -> Result<PlanReply, TurnError> {
+) -> Result<(PlanReply, usize), TurnError> {
     state.set_phase(TurnPhase::Planning);
-    let messages = context::assemble(state, fixed, current)?;
+    let (messages, counted) = context::assemble(state, fixed, current)?;
     let meta = &state.meta;
     let request = PlanRequest {
         turn_id: record.turn_id.clone(),
@@ -424,7 +437,7 @@ async fn plan(
     while let Ok(text) = deltas.try_recv() {
         emitter.emit(delta(text)).await;
     }
-    reply.map_err(TurnError::Plan)
+    reply.map(|r| (r, counted)).map_err(TurnError::Plan)
 }
 
 /// The memories for the turn: recalled ahead while its message was stored, or now.
@@ -514,6 +527,8 @@ mod deferral_tests;
 mod delegation_tests;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod provider_parts_tests;
 #[cfg(test)]
 mod replicated_tests;
 #[cfg(test)]

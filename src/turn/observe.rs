@@ -35,6 +35,8 @@ pub(super) struct Tally {
     pub tool_rounds: u32,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub reasoning_tokens: u64,
 }
 
 pub(super) fn tally(current: &[StoredMessage]) -> Tally {
@@ -47,6 +49,8 @@ pub(super) fn tally(current: &[StoredMessage]) -> Tally {
             Some(usage) => {
                 tally.prompt_tokens += u64::from(usage.prompt_tokens);
                 tally.completion_tokens += u64::from(usage.completion_tokens);
+                tally.cached_tokens += u64::from(usage.cached_tokens);
+                tally.reasoning_tokens += u64::from(usage.reasoning_tokens);
             }
             // A provider that reports no usage (the replay model): the reply's own count.
             None if m.message.role == Role::Assistant => {
@@ -77,6 +81,8 @@ pub(super) fn record(agent: &str, outcome: TurnOutcome, current: &[StoredMessage
         tool_rounds: tally.tool_rounds,
         prompt_tokens: tally.prompt_tokens,
         completion_tokens: tally.completion_tokens,
+        cached_tokens: tally.cached_tokens,
+        reasoning_tokens: tally.reasoning_tokens,
     });
 }
 
@@ -137,12 +143,7 @@ mod tests {
             name: "lookup".into(),
             arguments: serde_json::json!({}),
         };
-        let usage = |p, c| {
-            Some(Usage {
-                prompt_tokens: p,
-                completion_tokens: c,
-            })
-        };
+        let usage = |p, c| Some(Usage::new(p, c));
         let messages = vec![
             stored(ChatMessage::user("hi"), None),
             stored(
@@ -150,7 +151,14 @@ mod tests {
                 usage(100, 10),
             ),
             stored(ChatMessage::tool("c1", "lookup", "{}"), None),
-            stored(ChatMessage::assistant("done"), usage(150, 5)),
+            stored(
+                ChatMessage::assistant("done"),
+                Some(Usage {
+                    cached_tokens: 90,
+                    reasoning_tokens: 3,
+                    ..Usage::new(150, 5)
+                }),
+            ),
             // No usage reported: the reply's own count (1 in `stored`).
             stored(ChatMessage::assistant("more"), None),
         ];
@@ -160,6 +168,8 @@ mod tests {
                 tool_rounds: 1,
                 prompt_tokens: 250,
                 completion_tokens: 16,
+                cached_tokens: 90,
+                reasoning_tokens: 3,
             }
         );
     }

@@ -177,6 +177,8 @@ pub(super) fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
         }],
         usage: None,
         model: "fake".into(),
+        parts: Vec::new(),
+        reasoning: String::new(),
     }
 }
 
@@ -186,6 +188,8 @@ pub(super) fn says(text: &str) -> PlanReply {
         tool_calls: Vec::new(),
         usage: None,
         model: "fake".into(),
+        parts: Vec::new(),
+        reasoning: String::new(),
     }
 }
 

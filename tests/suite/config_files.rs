@@ -60,6 +60,7 @@ fn every_openai_key_is_read_including_a_fallback() {
                 base_url: Some("http://127.0.0.1:8000/v1".into()),
                 ..OpenAiConfig::from_env("local")
             }))),
+            price: None,
         }
     );
     assert_eq!(

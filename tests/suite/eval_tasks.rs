@@ -293,3 +293,78 @@ fn help_teaches_the_format_and_a_bad_suite_is_refused_by_name() {
         "{err}"
     );
 }
+
+/// One row of the table: `[name, result, rounds, p+c, cached %, "%", reasoning, cost, ms, "ms"]`.
+fn row<'a>(table: &'a str, case: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .find(|l| l.starts_with(case))
+        .unwrap_or_else(|| panic!("no row for {case}:\n{table}"))
+        .split_whitespace()
+        .collect()
+}
+
+#[test]
+fn the_seed_suite_runs_on_each_reasoning_provider_printing_tokens_cached_share_and_cost() {
+    use crate::common::fake_anthropic::FakeAnthropic;
+    use crate::common::fake_responses::FakeResponses;
+    let lookup = json!({"order_id": "JD-20251111-0043"});
+    let (_responses_rt, responses) = FakeResponses::start_auto("order_lookup", lookup.clone());
+    let (_anthropic_rt, anthropic) = FakeAnthropic::start_auto("order_lookup", lookup);
+    let price =
+        "price = { input_per_mtok = 3.0, cached_input_per_mtok = 0.3, output_per_mtok = 15.0 }";
+    let tables = [
+        (
+            "responses",
+            format!(
+                "provider = \"openai-responses\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}\"\n\
+                 reasoning_effort = \"low\"\nmax_retries = 0\n{price}\n",
+                responses.base_url()
+            ),
+        ),
+        (
+            "anthropic",
+            format!(
+                "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\n\
+                 thinking_budget = 1024\nmax_tokens = 4096\nmax_retries = 0\n{price}\n",
+                anthropic.base_url()
+            ),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, table) in tables {
+        let config = dir.path().join(format!("{name}.toml"));
+        let models: String = ["planner", "extractor", "summariser"]
+            .iter()
+            .map(|role| format!("[models.{role}]\n{table}\n"))
+            .collect();
+        std::fs::write(&config, models + "[memory.embedder]\nkind = \"none\"\n").unwrap();
+        let out = hermes()
+            .arg("--config")
+            .arg(&config)
+            .args(["eval", "tasks", "--suite"])
+            .arg(repo("config/eval/seed-tasks.toml"))
+            .args(["--case", "order-followup-in-session-zh"])
+            .output()
+            .unwrap();
+        let all = text(&out);
+        let table = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            table.contains("CACHED") && table.contains("COST"),
+            "{name}: {all}"
+        );
+        let cells = row(&table, "order-followup-in-session-zh");
+        let cached: f64 = cells[4].parse().unwrap();
+        let reasoning: u64 = cells[6].parse().unwrap();
+        let cost: f64 = cells[7]
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: no cost in {cells:?}"));
+        // The second turn's prompt begins with the first's: the fake's cache serves it.
+        assert!(cached > 0.0, "{name}: {all}");
+        assert!(reasoning > 0, "{name}: {all}");
+        assert!(cost > 0.0, "{name}: {all}");
+        assert!(table.contains("mean cost per task"), "{name}: {all}");
+        eprintln!("{name}: {}", cells.join(" "));
+    }
+    assert!(responses.requests().len() >= 4 && anthropic.requests().len() >= 4);
+}

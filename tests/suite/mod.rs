@@ -1,4 +1,5 @@
 mod agents;
+mod anthropic_provider;
 mod bad_input;
 mod bus_contract;
 mod cli_bus;
@@ -18,8 +19,10 @@ mod nats_permissions;
 mod openai_provider;
 mod own_agent;
 mod parallel_reads;
+mod provider_fallback;
 mod readme;
 mod real_model_cli;
+mod responses_provider;
 mod scale_out;
 mod sessions;
 mod shared_tool_state;

@@ -29,10 +29,7 @@ fn ask(text: &str) -> ChatRequest {
     }
 }
 
-const FAKE_USAGE: Usage = Usage {
-    prompt_tokens: PROMPT_TOKENS,
-    completion_tokens: COMPLETION_TOKENS,
-};
+const FAKE_USAGE: Usage = Usage::new(PROMPT_TOKENS, COMPLETION_TOKENS);
 
 #[tokio::test]
 async fn non_streaming_text_reply_carries_usage_and_finish_reason() {
@@ -152,6 +149,7 @@ async fn request_wire_format_carries_tools_tool_calls_and_tool_results() {
         temperature: Some(0.0),
         max_tokens: Some(50),
         json_mode: true,
+        ..ChatRequest::default()
     };
     model(&fake, true).complete(&request, None).await.unwrap();
     let sent = &fake.requests()[0];

@@ -6,10 +6,12 @@
 //! `config/`, `examples/`, `scripts/` and `tests/`; `hermes` is the binary under test (first on
 //! `PATH`, with `.tools/venv/bin` for `nats-server` and the Python examples);
 //! `cargo run [--release] -- ARGS` runs `hermes ARGS`; background jobs (`&`) are stopped when
-//! the block ends. Two addresses stand for servers the harness provides: `127.0.0.1:11434`
+//! the block ends. Addresses stand for servers the harness provides: `127.0.0.1:11434`
 //! (an OpenAI-compatible server, as Ollama's port) becomes the local fake OpenAI server, which
-//! answers like a small obliging model and streams tool-call arguments in fragments; and
-//! `4222` becomes a free port for the `nats-server` the block starts itself.
+//! answers like a small obliging model and streams tool-call arguments in fragments;
+//! `127.0.0.1:1234` (LM Studio's port) the fake Responses server and `127.0.0.1:8080` (a
+//! llama.cpp server's) the fake Anthropic Messages server, which answer the same way in their
+//! wire formats; and `4222` becomes a free port for the `nats-server` the block starts itself.
 //!
 //! A toml block whose first line is `# NAME.toml …` is also written to `NAME.toml` for the
 //! blocks after it. Info-string words after the language are harness directives:
@@ -22,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::common::fake_anthropic::FakeAnthropic;
 use crate::common::fake_openai::FakeOpenAi;
+use crate::common::fake_responses::FakeResponses;
 
 /// Longest a block may run.
 const BLOCK_TIMEOUT: Duration = Duration::from_secs(240);
@@ -117,16 +121,83 @@ stop_jobs() { kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; }
 trap stop_jobs EXIT
 "#;
 
-/// The block's text with the harness's servers in place of the documented addresses.
-fn localise(text: &str, fake_addr: &str) -> String {
-    let nats_port = free_port().to_string();
-    let nats = regex::Regex::new(r"\b4222\b").unwrap();
-    nats.replace_all(text, nats_port.as_str())
-        .replace("127.0.0.1:11434", fake_addr)
+/// The fake model servers, by the address the README documents for each.
+struct Fakes {
+    openai: FakeOpenAi,
+    responses: FakeResponses,
+    anthropic: FakeAnthropic,
 }
 
-fn run_sh(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
-    let text = localise(&block.text, fake_addr);
+impl Fakes {
+    /// `(documented address, fake's address)` pairs.
+    fn addresses(&self) -> Vec<(&'static str, String)> {
+        let host = |url: String| {
+            url.trim_start_matches("http://")
+                .trim_end_matches("/v1")
+                .to_string()
+        };
+        vec![
+            ("127.0.0.1:11434", host(self.openai.base_url())),
+            ("127.0.0.1:1234", host(self.responses.base_url())),
+            ("127.0.0.1:8080", host(self.anthropic.base_url())),
+        ]
+    }
+
+    /// Requests each fake has received so far.
+    fn seen(&self) -> [usize; 3] {
+        [
+            self.openai.requests().len(),
+            self.responses.requests().len(),
+            self.anthropic.requests().len(),
+        ]
+    }
+
+    /// Whether any fake received a tool result after `seen`.
+    fn received_tool_result(&self, seen: [usize; 3]) -> bool {
+        let any = |requests: Vec<serde_json::Value>,
+                   from: usize,
+                   found: &dyn Fn(&serde_json::Value) -> bool| {
+            requests[from..].iter().any(found)
+        };
+        any(self.openai.requests(), seen[0], &|r| {
+            r["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+        }) || any(self.responses.requests(), seen[1], &|r| {
+            r["input"]
+                .as_array()
+                .is_some_and(|i| i.iter().any(|i| i["type"] == "function_call_output"))
+        }) || any(self.anthropic.requests(), seen[2], &|r| {
+            r["messages"].as_array().is_some_and(|m| {
+                m.iter().any(|m| {
+                    m["content"]
+                        .as_array()
+                        .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"))
+                })
+            })
+        })
+    }
+}
+
+/// The block's text with the harness's servers in place of the documented addresses.
+fn localise(text: &str, fakes: &[(&'static str, String)]) -> String {
+    let nats_port = free_port().to_string();
+    let nats = regex::Regex::new(r"\b4222\b").unwrap();
+    let text = nats.replace_all(text, nats_port.as_str());
+    // In one pass: a fake's own address may begin like another documented one.
+    let documented = regex::Regex::new(r"127\.0\.0\.1:\d+\b").unwrap();
+    documented
+        .replace_all(&text, |c: &regex::Captures<'_>| {
+            fakes
+                .iter()
+                .find(|(address, _)| *address == &c[0])
+                .map_or_else(|| c[0].to_string(), |(_, fake)| fake.clone())
+        })
+        .into_owned()
+}
+
+fn run_sh(block: &Block, dir: &Path, fakes: &[(&'static str, String)]) -> Result<(), String> {
+    let text = localise(&block.text, fakes);
     let hermes = PathBuf::from(env!("CARGO_BIN_EXE_hermes"));
     let path = format!(
         "{}:{}:{}",
@@ -144,6 +215,8 @@ fn run_sh(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
         .env_remove("HERMES_MODEL")
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -178,35 +251,30 @@ fn run_sh(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
     ))
 }
 
-fn check_toml(block: &Block, dir: &Path, fake_addr: &str) -> Result<(), String> {
+fn check_toml(block: &Block, dir: &Path, fakes: &[(&'static str, String)]) -> Result<(), String> {
     let first = block.text.lines().next().unwrap_or_default();
     let name = first
         .strip_prefix("# ")
         .and_then(|rest| rest.split_whitespace().next())
         .filter(|n| n.ends_with(".toml"));
     let path = dir.join(name.unwrap_or("readme-snippet.toml"));
-    std::fs::write(&path, localise(&block.text, fake_addr)).map_err(|e| e.to_string())?;
+    std::fs::write(&path, localise(&block.text, fakes)).map_err(|e| e.to_string())?;
     hermes::config::load::load_file(Some(&path))
         .map(|_| ())
         .map_err(|e| format!("does not load as a config file: {e}\n{}", block.text))
 }
 
-fn received_tool_result(fake: &FakeOpenAi, from: usize) -> bool {
-    fake.requests()[from..].iter().any(|r| {
-        r["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
-    })
-}
-
 #[test]
 fn readme_blocks_run() {
-    let (_runtime, fake) = FakeOpenAi::start_auto("current_time", json!({}));
-    let fake_addr = fake
-        .base_url()
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .to_string();
+    let (_openai_rt, openai) = FakeOpenAi::start_auto("current_time", json!({}));
+    let (_responses_rt, responses) = FakeResponses::start_auto("current_time", json!({}));
+    let (_anthropic_rt, anthropic) = FakeAnthropic::start_auto("current_time", json!({}));
+    let fakes = Fakes {
+        openai,
+        responses,
+        anthropic,
+    };
+    let addresses = fakes.addresses();
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let dir = workdir();
     let mut ran = 0;
@@ -214,10 +282,10 @@ fn readme_blocks_run() {
         if block.has("no-run") {
             continue;
         }
-        let seen = fake.requests().len();
+        let seen = fakes.seen();
         let result = match block.lang.as_str() {
-            "sh" | "bash" | "shell" => run_sh(&block, dir.path(), &fake_addr),
-            "toml" => check_toml(&block, dir.path(), &fake_addr),
+            "sh" | "bash" | "shell" => run_sh(&block, dir.path(), &addresses),
+            "toml" => check_toml(&block, dir.path(), &addresses),
             _ => continue,
         };
         if let Err(why) = result {
@@ -225,7 +293,7 @@ fn readme_blocks_run() {
         }
         if block.has("expect-tool-call") {
             assert!(
-                received_tool_result(&fake, seen),
+                fakes.received_tool_result(seen),
                 "README.md block at line {}: no turn completed a tool call through the model",
                 block.line
             );
@@ -248,13 +316,14 @@ fn the_readmes_real_model_block_sends_the_neutral_prompt_and_no_demo_tool() {
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_string();
+    let addresses = [("127.0.0.1:11434", fake_addr)];
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let block = blocks(&readme)
         .into_iter()
         .find(|b| b.lang == "sh" && b.text.contains("export HERMES_MODEL="))
         .expect("the README has an environment-convention block");
     let dir = workdir();
-    run_sh(&block, dir.path(), &fake_addr).unwrap();
+    run_sh(&block, dir.path(), &addresses).unwrap();
     let requests = fake.requests();
     let plans: Vec<&serde_json::Value> = requests
         .iter()

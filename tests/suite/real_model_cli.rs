@@ -212,3 +212,70 @@ fn chat_with_the_demo_profile_answers_an_unknown_message_without_an_error() {
         "{all}"
     );
 }
+
+#[test]
+fn doctor_probes_responses_and_anthropic_endpoints_in_their_own_wire_formats() {
+    use crate::common::fake_anthropic::FakeAnthropic;
+    use crate::common::fake_responses::FakeResponses;
+    let (_rt1, responses) = FakeResponses::start_auto("add", json!({}));
+    let (_rt2, anthropic) = FakeAnthropic::start_auto("add", json!({}));
+    anthropic.require_key("sk-ant-right");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reasoning.toml");
+    let write = |anthropic_model: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[models.planner]\nprovider = \"openai-responses\"\nbase_url = \"{}\"\n\
+                 model = \"gpt-5-mini\"\n\
+                 fallback = {{ provider = \"anthropic\", base_url = \"{}\", model = \"{anthropic_model}\" }}\n",
+                responses.base_url(),
+                anthropic.base_url()
+            ),
+        )
+        .unwrap();
+    };
+    write("claude-sonnet-4-5");
+    let doctor = |key: &str| {
+        hermes()
+            .arg("--config")
+            .arg(&config)
+            .arg("doctor")
+            .env("ANTHROPIC_API_KEY", key)
+            .output()
+            .unwrap()
+    };
+    let out = doctor("sk-ant-right");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("(responses) for `gpt-5-mini`"), "{all}");
+    assert!(
+        all.contains("(anthropic messages) for `claude-sonnet-4-5`"),
+        "{all}"
+    );
+    assert!(all.contains("ok: GET /v1/models"), "{all}");
+    // The Anthropic probe spoke Anthropic: its key and version headers.
+    assert_eq!(
+        anthropic.received("x-api-key"),
+        vec![(
+            "GET /v1/models".to_string(),
+            Some("sk-ant-right".to_string())
+        )]
+    );
+    assert_eq!(
+        anthropic.received("anthropic-version")[0].1.as_deref(),
+        Some("2023-06-01")
+    );
+
+    let out = doctor("sk-ant-wrong");
+    let all = text(&out);
+    assert!(
+        !out.status.success(),
+        "a refused key fails the probe:\n{all}"
+    );
+    assert!(all.contains("check ANTHROPIC_API_KEY"), "{all}");
+    write("claude-9");
+    let out = doctor("sk-ant-right");
+    let all = text(&out);
+    assert!(all.contains("`claude-9` is not among them"), "{all}");
+}

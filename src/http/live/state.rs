@@ -268,6 +268,21 @@ impl LiveState {
             ),
             ("tokens", "tokens / turn", "", totals.tokens_per_turn()),
             (
+                "cache_hits",
+                "prompt cache hits",
+                "%",
+                totals.ratio(
+                    totals.sum("hermes_turn_tokens_sum", Some("kind=\"cached\"")),
+                    totals.sum("hermes_turn_tokens_sum", Some("kind=\"prompt\"")),
+                ),
+            ),
+            (
+                "reasoning",
+                "reasoning tokens / turn",
+                "",
+                totals.per_turn("reasoning"),
+            ),
+            (
                 "recall_hits",
                 "memory recall hits",
                 "%",
@@ -395,9 +410,17 @@ impl Totals {
         (count > 0.0).then(|| self.sum(&format!("{name}_sum"), None) / count)
     }
 
+    /// Prompt and completion tokens per finished turn (cached and reasoning tokens are part
+    /// of those, not added again).
     fn tokens_per_turn(&self) -> Option<f64> {
-        let turns = self.sum("hermes_turn_tokens_count", Some("kind=\"completion\""));
-        (turns > 0.0).then(|| self.sum("hermes_turn_tokens_sum", None) / turns)
+        Some(self.per_turn("prompt")? + self.per_turn("completion")?)
+    }
+
+    /// Tokens of one `kind` per finished turn.
+    fn per_turn(&self, kind: &str) -> Option<f64> {
+        let label = format!("kind=\"{kind}\"");
+        let turns = self.sum("hermes_turn_tokens_count", Some(&label));
+        (turns > 0.0).then(|| self.sum("hermes_turn_tokens_sum", Some(&label)) / turns)
     }
 
     fn ratio(&self, part: f64, whole: f64) -> Option<f64> {

@@ -205,6 +205,14 @@ fn charts_take_rates_ratios_and_means_from_the_processes_series() {
                 "hermes_mcp_call_duration_seconds_count{server=\"m\",status=\"ok\"}".into(),
                 10.0,
             ),
+            ("hermes_turn_tokens_sum{kind=\"prompt\"}".into(), 4000.0),
+            ("hermes_turn_tokens_count{kind=\"prompt\"}".into(), 2.0),
+            ("hermes_turn_tokens_sum{kind=\"completion\"}".into(), 400.0),
+            ("hermes_turn_tokens_count{kind=\"completion\"}".into(), 2.0),
+            ("hermes_turn_tokens_sum{kind=\"cached\"}".into(), 3000.0),
+            ("hermes_turn_tokens_count{kind=\"cached\"}".into(), 2.0),
+            ("hermes_turn_tokens_sum{kind=\"reasoning\"}".into(), 100.0),
+            ("hermes_turn_tokens_count{kind=\"reasoning\"}".into(), 2.0),
         ]),
     };
     let mut state = LiveState::default();
@@ -220,6 +228,10 @@ fn charts_take_rates_ratios_and_means_from_the_processes_series() {
     assert_eq!(last("tool success"), Some(75.0));
     assert_eq!(last("MCP call latency"), Some(50.0));
     assert_eq!(last("sessions live"), Some(3.0));
+    // Cached and reasoning tokens are parts of prompt and completion, not added again.
+    assert_eq!(last("tokens / turn"), Some(2200.0));
+    assert_eq!(last("prompt cache hits"), Some(75.0));
+    assert_eq!(last("reasoning tokens / turn"), Some(50.0));
     assert_eq!(last("memory recall hits"), None, "no recall yet: no point");
     assert!(snapshot.processes[0].records_metrics);
 }

@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 
-use super::stream::{SseParser, StreamState};
+use super::stream::StreamState;
+use crate::llm::http::sse::SseParser;
 
 /// Feed `bytes` split at `cuts`; every event's data, then the end.
 fn events(bytes: &[u8], cuts: &[usize]) -> Result<Vec<String>, String> {

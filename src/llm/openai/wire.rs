@@ -9,12 +9,10 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::llm::http::text::{arguments_text, arguments_value, f32_as_decimal, quote, QUOTE_CHARS};
 use crate::llm::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, Role, ToolCall, ToolSpec, Usage,
 };
-
-/// Longest piece of a server's reply quoted in an error message, in characters.
-pub(super) const QUOTE_CHARS: usize = 1000;
 
 /// The JSON body of `POST /chat/completions`.
 pub(super) fn request_body(
@@ -54,11 +52,6 @@ pub(super) fn request_body(
     Ok(Value::Object(body))
 }
 
-/// `0.2f32` as `0.2`, not `0.20000000298023224`.
-fn f32_as_decimal(value: f32) -> f64 {
-    value.to_string().parse().unwrap_or(f64::from(value))
-}
-
 fn wire_message(index: usize, message: &ChatMessage) -> Result<Value, LlmError> {
     Ok(match message.role {
         Role::System => json!({"role": "system", "content": message.content}),
@@ -95,15 +88,6 @@ fn wire_tool_call(call: &ToolCall) -> Value {
     })
 }
 
-/// The `arguments` string sent back to the model. A `Value::String` holds text the model sent
-/// that was not JSON (see [`ToolCall`]); it goes back verbatim rather than quoted again.
-fn arguments_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(raw) => raw.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn wire_tool(tool: &ToolSpec) -> Value {
     json!({
         "type": "function",
@@ -115,24 +99,6 @@ fn wire_tool(tool: &ToolSpec) -> Value {
     })
 }
 
-/// Tool-call arguments as the model sent them: parsed JSON, `{}` for an empty string, or the
-/// raw text as `Value::String` when it is not JSON (so validation can tell the model).
-pub(super) fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
-}
-
-/// Arguments that arrived as JSON: a string is parsed, anything else is taken as is.
-pub(super) fn arguments_value(value: Option<Value>) -> Value {
-    match value {
-        None | Some(Value::Null) => json!({}),
-        Some(Value::String(raw)) => parse_arguments(&raw),
-        Some(other) => other,
-    }
-}
-
 /// `usage` of a reply or of the last streamed chunk.
 #[derive(Debug, Deserialize)]
 pub(super) struct WireUsage {
@@ -140,13 +106,33 @@ pub(super) struct WireUsage {
     prompt_tokens: u32,
     #[serde(default)]
     completion_tokens: u32,
+    #[serde(default)]
+    prompt_tokens_details: Option<WireDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<WireDetails>,
+}
+
+/// `prompt_tokens_details` / `completion_tokens_details` (OpenAI, vLLM); null elsewhere.
+#[derive(Debug, Default, Deserialize)]
+struct WireDetails {
+    #[serde(default)]
+    cached_tokens: Option<u32>,
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
         Usage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
+            cached_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            reasoning_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
+            ..Usage::new(u.prompt_tokens, u.completion_tokens)
         }
     }
 }
@@ -230,6 +216,7 @@ pub(super) fn parse_reply(body: &[u8]) -> Result<ChatResponse, LlmError> {
         tool_calls,
         usage: reply.usage.map(Usage::from),
         finish_reason: choice.finish_reason,
+        ..ChatResponse::default()
     })
 }
 
@@ -242,14 +229,6 @@ fn content_text(content: Option<Value>) -> String {
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect(),
         _ => String::new(),
-    }
-}
-
-/// At most `max` characters of `text`, with a marker when cut.
-pub(super) fn quote(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
-        None => text.to_string(),
     }
 }
 
@@ -284,6 +263,7 @@ mod tests {
             temperature: Some(0.2),
             max_tokens: Some(64),
             json_mode: true,
+            ..ChatRequest::default()
         };
         let body = request_body("m", &request, true, Some(0.9)).unwrap();
         let expected = json!({
@@ -362,11 +342,9 @@ mod tests {
                     call("call_1", "g", Value::String("not json".into())),
                     call("call_2", "h", json!({})),
                 ],
-                usage: Some(Usage {
-                    prompt_tokens: 10,
-                    completion_tokens: 4
-                }),
+                usage: Some(Usage::new(10, 4)),
                 finish_reason: Some("tool_calls".into()),
+                ..ChatResponse::default()
             }
         );
     }
@@ -393,12 +371,5 @@ mod tests {
             let err = parse_reply(body).unwrap_err();
             assert!(matches!(err, LlmError::BadResponse(_)), "{err}");
         }
-    }
-
-    #[test]
-    fn quote_cuts_long_text_on_a_char_boundary() {
-        assert_eq!(quote("短文", 5), "短文");
-        let cut = quote("预算预算预算", 2);
-        assert!(cut.starts_with("预算…"), "{cut}");
     }
 }

@@ -1,16 +1,16 @@
-//! What a failed HTTP exchange with an OpenAI-compatible endpoint means: which failures are
-//! worth another attempt (429, 5xx, a dropped connection) and how long to wait first
-//! (`Retry-After`, else exponential backoff with jitter), and the [`LlmError`] each final
-//! failure becomes: the key (401/403), the model name (404), the context window (a 400 that
-//! says the prompt is too long, with the token counts when the server gives them), or plain
-//! HTTP.
+//! What a failed HTTP exchange with a model endpoint means: which failures are worth another
+//! attempt (429, 5xx including Anthropic's 529 `overloaded_error`, a dropped connection) and
+//! how long to wait first (`Retry-After` / `retry-after-ms`, else the rate-limit reset headers
+//! of a 429, else exponential backoff with jitter), and the [`LlmError`] each final failure
+//! becomes: the key (401/403), the model name (404), the context window (a 400 that says the
+//! prompt is too long, with the token counts when the server gives them), or plain HTTP.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use regex::Regex;
 
-use super::wire::{quote, QUOTE_CHARS};
+use super::text::{quote, QUOTE_CHARS};
 use crate::llm::LlmError;
 
 /// First backoff step; each retry doubles it, up to [`MAX_BACKOFF`].
@@ -20,7 +20,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// One failed attempt.
 #[derive(Debug)]
-pub(super) enum Failure {
+pub(crate) enum Failure {
     /// The server answered with a non-2xx status.
     Status {
         status: u16,
@@ -33,7 +33,7 @@ pub(super) enum Failure {
 
 impl Failure {
     /// Whether another attempt may succeed.
-    pub(super) fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Status { status, .. } => *status == 429 || *status >= 500,
             Self::Other(LlmError::Unreachable { .. }) => true,
@@ -42,7 +42,7 @@ impl Failure {
     }
 
     /// How long to wait before attempt number `retry` (1 for the first retry).
-    pub(super) fn delay(&self, retry: u32, jitter: f64) -> Duration {
+    pub(crate) fn delay(&self, retry: u32, jitter: f64) -> Duration {
         if let Self::Status {
             retry_after: Some(wait),
             ..
@@ -56,21 +56,47 @@ impl Failure {
 
 /// `BASE · 2^(retry-1)`, capped, scaled by `jitter` in `0.5..=1.0` (spreads clients that failed
 /// together).
-pub(super) fn backoff(retry: u32, jitter: f64) -> Duration {
+pub(crate) fn backoff(retry: u32, jitter: f64) -> Duration {
     let exp = BASE_BACKOFF.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
     exp.min(MAX_BACKOFF).mul_f64(jitter.clamp(0.5, 1.0))
 }
 
 /// A jitter factor in `0.5..=1.0` from the process's random hasher keys.
-pub(super) fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u8(0);
     0.5 + (hasher.finish() % 1000) as f64 / 2000.0
 }
 
+/// How long a failed reply asks the client to wait: `retry-after-ms`, `Retry-After`, else
+/// the latest reset time of an exhausted Anthropic rate limit (`anthropic-ratelimit-*-reset`
+/// where `…-remaining` is 0).
+pub(crate) fn retry_wait(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    if let Some(wait) = header("retry-after").and_then(parse_retry_after) {
+        return Some(wait);
+    }
+    ["requests", "tokens", "input-tokens", "output-tokens"]
+        .iter()
+        .filter(|limit| header(&format!("anthropic-ratelimit-{limit}-remaining")) == Some("0"))
+        .filter_map(|limit| header(&format!("anthropic-ratelimit-{limit}-reset")))
+        .filter_map(|reset| chrono::DateTime::parse_from_rfc3339(reset.trim()).ok())
+        .map(|when| {
+            (when.with_timezone(&chrono::Utc) - chrono::Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+        })
+        .max()
+}
+
 /// `Retry-After` as seconds or an HTTP date.
-pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
@@ -81,17 +107,19 @@ pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 /// Who is calling, for the final error's wording.
-pub(super) struct Caller<'a> {
+pub(crate) struct Caller<'a> {
     pub url: &'a str,
     pub model: &'a str,
     /// The environment variable the key came from, if any.
     pub key_variable: Option<&'a str>,
+    /// The provider's usual key variable, named when no key was sent.
+    pub default_key_variable: &'a str,
     /// Attempts made.
     pub attempts: u32,
 }
 
 /// The error a final failure becomes.
-pub(super) fn into_error(failure: Failure, caller: &Caller<'_>) -> LlmError {
+pub(crate) fn into_error(failure: Failure, caller: &Caller<'_>) -> LlmError {
     let (status, body) = match failure {
         Failure::Other(error) => return error,
         Failure::Status { status, body, .. } => (status, body),
@@ -104,9 +132,9 @@ pub(super) fn into_error(failure: Failure, caller: &Caller<'_>) -> LlmError {
             hint: match caller.key_variable {
                 Some(var) => format!("check the key in ${var}"),
                 None => format!(
-                    "no key was sent: export OPENAI_API_KEY=<your key> or set `api_key_env` in \
+                    "no key was sent: export {}=<your key> or set `api_key_env` in \
                      [models.<role>] for {}",
-                    caller.url
+                    caller.default_key_variable, caller.url
                 ),
             },
             body: quoted,
@@ -132,6 +160,17 @@ pub(super) fn into_error(failure: Failure, caller: &Caller<'_>) -> LlmError {
     }
 }
 
+/// A context-window error from a server's `message` (counts read from it when given), quoting
+/// `body`.
+pub(crate) fn context_error(message: &str, body: &str) -> LlmError {
+    let (limit, requested) = context_counts(message);
+    LlmError::ContextLength {
+        limit,
+        requested,
+        body: quote(body, QUOTE_CHARS),
+    }
+}
+
 fn is_context_length(body: &str) -> bool {
     let lower = body.to_lowercase();
     [
@@ -142,6 +181,8 @@ fn is_context_length(body: &str) -> bool {
         "exceeds the available context size",
         "too many tokens",
         "prompt is too long",
+        "exceeds the context window",
+        "input exceeds the context",
     ]
     .iter()
     .any(|needle| lower.contains(needle))
@@ -160,6 +201,13 @@ fn context_counts(body: &str) -> (Option<u64>, Option<u64>) {
     let requested = REQUESTED.get_or_init(|| {
         Regex::new(r"(?i)(?:resulted in|requested|you requested|prompt has|request \() ?(\d+)").ok()
     });
+    // Anthropic: "prompt is too long: 208000 tokens > 200000 maximum".
+    static ANTHROPIC: OnceLock<Option<Regex>> = OnceLock::new();
+    let anthropic = ANTHROPIC.get_or_init(|| Regex::new(r"(\d+) tokens > (\d+) maximum").ok());
+    if let Some(c) = anthropic.as_ref().and_then(|re| re.captures(body)) {
+        let n = |i| c.get(i).and_then(|m| m.as_str().parse().ok());
+        return (n(2), n(1));
+    }
     let number = |re: &Option<Regex>| {
         re.as_ref()
             .and_then(|re| re.captures(body))
@@ -178,6 +226,7 @@ mod tests {
             url: "http://h/v1/chat/completions",
             model: "m",
             key_variable: Some("OPENAI_API_KEY"),
+            default_key_variable: "OPENAI_API_KEY",
             attempts: 4,
         }
     }
@@ -196,6 +245,7 @@ mod tests {
         assert!(status(503, "").is_transient());
         assert!(!status(400, "").is_transient());
         assert!(!status(401, "").is_transient());
+        assert!(status(529, "overloaded_error").is_transient());
     }
 
     #[test]
@@ -226,6 +276,31 @@ mod tests {
     }
 
     #[test]
+    fn rate_limit_headers_say_how_long_to_wait() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_wait(&headers), None);
+        let reset = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc3339();
+        headers.insert(
+            "anthropic-ratelimit-tokens-remaining",
+            HeaderValue::from_static("0"),
+        );
+        headers.insert(
+            "anthropic-ratelimit-tokens-reset",
+            HeaderValue::from_str(&reset).unwrap(),
+        );
+        let wait = retry_wait(&headers).unwrap();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        headers.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_wait(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_wait(&headers), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
     fn each_status_gets_its_own_error() {
         let e = into_error(status(401, "bad key"), &caller()).to_string();
         assert!(
@@ -245,6 +320,19 @@ mod tests {
                 LlmError::ContextLength {
                     limit: Some(8192),
                     requested: Some(9000),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208000 tokens > 200000 maximum"}}"#;
+        let e = into_error(status(400, body), &caller());
+        assert!(
+            matches!(
+                e,
+                LlmError::ContextLength {
+                    limit: Some(200000),
+                    requested: Some(208000),
                     ..
                 }
             ),
