@@ -12,6 +12,7 @@ pub mod mcp_servers;
 pub mod nats_roles;
 pub mod nats_server;
 pub mod otlp_receiver;
+pub mod pty;
 pub mod python_worker;
 pub mod runtime;
 pub mod scenario;

@@ -176,10 +176,10 @@ fn chat_with_the_demo_script_answers_an_unknown_message_without_an_error() {
         "the start notice:\n{all}"
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("[answer]"), "{all}");
-    assert!(stdout.contains("only know the demo story"), "{all}");
     assert!(
-        !stdout.contains("[error]") && !stderr.contains("error:"),
-        "{all}"
+        stdout.contains("› What's the weather like in Paris?"),
+        "piped input reads as a transcript:\n{all}"
     );
+    assert!(stdout.contains("only know the demo story"), "{all}");
+    assert!(!stdout.contains("✗") && !stderr.contains("error:"), "{all}");
 }
