@@ -64,7 +64,11 @@ fn answer(body: &Value, extraction: Extraction, remembered: &AtomicBool) -> Scri
     if user.contains("2 + 3") {
         call("add", json!({"a": 2, "b": 3}))
     } else if user.contains("overview") {
-        call("generate_report", json!({"topic": "phones", "seconds": 2}))
+        let seconds = if user.contains("long") { 5 } else { 2 };
+        call(
+            "generate_report",
+            json!({"topic": "phones", "seconds": seconds}),
+        )
     } else if user.contains("slow") {
         call(
             "generate_report",
@@ -335,6 +339,66 @@ fn slash_confirm_approves_a_waiting_high_risk_call() {
         "{screen}"
     );
     assert_eq!(screen.matches("Anything else?").count(), 1, "{screen}");
+    leave(&mut pty);
+}
+
+#[test]
+fn typing_while_a_job_runs_talks_meanwhile_and_the_job_answer_follows_above_the_prompt() {
+    let world = World::new(Extraction::Nothing, "");
+    let mut pty = world.chat("s1", &[]);
+    wait_prompts(&mut pty, 1);
+    pty.line("Prepare a long overview of phones");
+    pty.wait_for("runs as a job");
+    // The first key brings the prompt back; the job's turn goes on behind it.
+    pty.line("What is 2 + 3?");
+    pty.wait_for("Anything else?");
+    pty.wait_for("four short sections");
+    pty.wait_until(
+        "a prompt after the job's answer",
+        Duration::from_secs(30),
+        |s| s.lines().last().is_some_and(|l| l.trim() == PROMPT),
+    );
+    let screen = pty.screen();
+    assert_eq!(screen.matches("four short sections").count(), 1, "{screen}");
+    assert_eq!(screen.matches("Anything else?").count(), 1, "{screen}");
+    assert!(
+        screen.contains(
+            "⚙ generate_report(seconds=5, topic=phones) … runs as a job; its answer follows here"
+        ),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("⚙ generate_report(seconds=5, topic=phones) ✓ job ended after"),
+        "{screen}"
+    );
+    let side = screen.find("Anything else?").unwrap();
+    let report = screen.find("four short sections").unwrap();
+    assert!(
+        side < report,
+        "the side question was answered first:\n{screen}"
+    );
+    leave(&mut pty);
+}
+
+#[test]
+fn memory_lists_what_the_agent_remembers_and_forget_removes_it() {
+    let world = World::new(Extraction::RemembersOnce, "");
+    let mut pty = world.chat("s1", &[]);
+    wait_prompts(&mut pty, 1);
+    pty.line("I like short reports. What is 2 + 3?");
+    pty.wait_for("· remembered — report_style: likes short reports");
+    wait_prompts(&mut pty, 2);
+    pty.line("/memory");
+    pty.wait_for("report_style likes short reports (preference)");
+    wait_prompts(&mut pty, 3);
+    pty.line("/forget report_style");
+    pty.wait_for("· forgot report_style");
+    wait_prompts(&mut pty, 4);
+    pty.line("/memory");
+    pty.wait_for("no memories of u-1001 yet");
+    wait_prompts(&mut pty, 5);
+    pty.line("/forget report_style");
+    pty.wait_for("no memory with key `report_style`; /memory lists the keys");
     leave(&mut pty);
 }
 
