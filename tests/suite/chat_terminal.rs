@@ -402,6 +402,62 @@ fn memory_lists_what_the_agent_remembers_and_forget_removes_it() {
     leave(&mut pty);
 }
 
+#[test]
+fn a_trailing_backslash_or_alt_enter_continues_the_message_on_another_line() {
+    let world = World::new(Extraction::Nothing, "");
+    let mut pty = world.chat("s1", &[]);
+    wait_prompts(&mut pty, 1);
+    pty.line("first line \\");
+    pty.type_text("second line");
+    pty.type_text("\u{1b}\r"); // Alt-Enter
+    pty.line("third line");
+    pty.wait_for("You said: first line");
+    let planned = world.planned();
+    let user = planned[0]
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(user, "first line \nsecond line\nthird line");
+    leave(&mut pty);
+}
+
+#[test]
+fn slash_agent_talks_to_another_agent_and_cancel_stops_a_waiting_job() {
+    let world = World::new(
+        Extraction::Nothing,
+        "[agents.helper]\nsystem_prompt = \"You are the helper agent.\"\nmax_steps = 4\n\
+         context_window = 128000\nreply_reserve = 4096\n",
+    );
+    let mut pty = world.chat("s1", &[]);
+    wait_prompts(&mut pty, 1);
+    pty.line("/agent nobody");
+    pty.wait_for("no such agent; configured agents: assistant, helper");
+    pty.line("/agent helper");
+    pty.wait_for("· now agent helper · session s1");
+    pty.line("hello helper");
+    pty.wait_for("You said: hello helper");
+    let planned = world.planned();
+    assert!(
+        planned.last().unwrap()[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("You are the helper agent."),
+        "the helper's prompt went to the model: {:?}",
+        planned.last()
+    );
+    pty.line("Prepare a long overview of phones");
+    pty.wait_for("runs as a job");
+    pty.line("/cancel");
+    pty.wait_for("⨯ turn cancelled");
+    wait_prompts(&mut pty, 5);
+    let screen = pty.screen();
+    assert!(!screen.contains("four short sections"), "{screen}");
+    leave(&mut pty);
+}
+
 /// The README block a capture goes in: a fence with this info string.
 const CAPTURE_FENCE: &str = "```text chat-capture";
 

@@ -117,11 +117,15 @@ fn terminal_or_pipe(config: &Config) -> anyhow::Result<(Prompter, Screen, bool)>
     let look = Look { styled };
     if terminal {
         let history = config.engine.data_dir.join("chat_history");
-        let (prompter, printer) = input::terminal(history, styled)?;
-        Ok((prompter, Screen::new(look, Some(printer)), true))
-    } else {
-        Ok((input::piped(), Screen::new(look, None), false))
+        match input::terminal(history, styled) {
+            Ok((prompter, printer)) => {
+                return Ok((prompter, Screen::new(look, Some(printer)), true))
+            }
+            // A terminal the line editor cannot drive (TERM=dumb…): lines as from a pipe.
+            Err(e) => tracing::warn!(error = %e, "no line editing on this terminal"),
+        }
     }
+    Ok((input::piped(), Screen::new(look, None), false))
 }
 
 /// The first lines of a chat: who talks to whom, where the logs go, the keys.
