@@ -183,3 +183,34 @@ fn chat_with_the_demo_script_answers_an_unknown_message_without_an_error() {
     assert!(stdout.contains("only know the demo story"), "{all}");
     assert!(!stdout.contains("✗") && !stderr.contains("error:"), "{all}");
 }
+
+#[test]
+fn chat_trace_prints_every_event_as_send_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = hermes()
+        .args(["chat", "--trace", "--session", "c1"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What's the weather like in Paris?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for event in ["▶ turn", "[delta]", "[answer]"] {
+        assert!(stdout.contains(event), "{event} in the trace:\n{all}");
+    }
+    assert!(
+        !dir.path().join("chat.log").exists(),
+        "with --trace logs stay on stderr"
+    );
+}
