@@ -206,7 +206,11 @@ fn chat_streams_the_answer_once_and_shows_a_tool_call_as_one_line() {
     ] {
         assert!(!screen.contains(trace), "no event trace: {trace}\n{screen}");
     }
-    leave(&mut pty);
+    // At the prompt Ctrl-C does not leave at once; a second one does.
+    pty.ctrl_c();
+    pty.wait_for("Ctrl-C again or Ctrl-D leaves");
+    pty.ctrl_c();
+    assert_eq!(pty.wait_exit(Duration::from_secs(30)), Some(0));
 }
 
 #[test]
@@ -307,6 +311,17 @@ fn slash_new_starts_a_new_session_and_sessions_lists_both() {
             .any(|m| m["content"].as_str().unwrap_or("").contains("hello there")),
         "the new session starts without the first one's history: {last:?}"
     );
+    pty.line("/switch first");
+    pty.wait_for("· now agent assistant · session first");
+    pty.line("and again");
+    pty.wait_for("You said: and again");
+    let planned = world.planned();
+    let last = planned.last().unwrap();
+    assert!(
+        last.iter()
+            .any(|m| m["content"].as_str().unwrap_or("").contains("hello there")),
+        "/switch continues the first session: {last:?}"
+    );
     leave(&mut pty);
 }
 
@@ -339,6 +354,11 @@ fn slash_confirm_approves_a_waiting_high_risk_call() {
         "{screen}"
     );
     assert_eq!(screen.matches("Anything else?").count(), 1, "{screen}");
+    pty.line("What is 2 + 3 this time?");
+    pty.wait_for_count("waits for your OK", 2);
+    pty.line("/deny");
+    pty.wait_for("⚙ add(a=2, b=3) ✗ declined_by_user: the user declined to run `add`");
+    pty.wait_for_count("Anything else?", 2);
     leave(&mut pty);
 }
 
