@@ -301,7 +301,7 @@ fn slash_new_starts_a_new_session_and_sessions_lists_both() {
     wait_prompts(&mut pty, 4);
     pty.line("/sessions");
     pty.wait_until("both sessions listed", Duration::from_secs(30), |s| {
-        s.lines().any(|l| l.contains(" first ")) && s.lines().any(|l| l.starts_with("› chat-"))
+        s.lines().any(|l| l.contains(" first ")) && s.lines().any(|l| l.starts_with("● chat-"))
     });
     let planned = world.planned();
     let last = planned.last().unwrap();

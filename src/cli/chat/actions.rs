@@ -106,7 +106,7 @@ impl Chat {
 
     fn session_line(&self, s: &SessionSummary) -> String {
         let current = s.session == self.who.session && s.agent == self.who.agent;
-        let mark = if current { "›" } else { " " };
+        let mark = if current { "●" } else { " " };
         let phase = s.phase.as_deref().unwrap_or("new");
         let line = format!(
             "{mark} {:<20} {:<12} {:>3} messages  {:<14} {}",
