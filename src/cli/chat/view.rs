@@ -4,7 +4,7 @@
 //! [`View::event`] writes depends on whether the turn is the one the person is watching
 //! (`foreground`: streamed, spinners) or one that goes on behind the prompt (whole lines).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use hermes::client::event_turn;
@@ -37,6 +37,8 @@ pub struct View {
     streaming: Option<String>,
     thinking: Option<ProgressBar>,
     calls: HashMap<String, Call>,
+    /// Unfinished turns whose recalled memories were shown.
+    recalled: HashSet<String>,
 }
 
 impl View {
@@ -47,6 +49,7 @@ impl View {
             streaming: None,
             thinking: None,
             calls: HashMap::new(),
+            recalled: HashSet::new(),
         }
     }
 
@@ -95,9 +98,12 @@ impl View {
 
     fn show(&mut self, screen: &mut Screen, event: &TurnEvent, foreground: bool) {
         match event {
-            TurnEvent::MemoryRecalled { memories, .. } if !memories.is_empty() => {
-                let line = recalled_line(memories, screen.cols());
-                screen.line(&self.look.dim(&line));
+            TurnEvent::MemoryRecalled { turn_id, memories } if !memories.is_empty() => {
+                // A turn recalls again each time it resumes; once is enough to show.
+                if self.recalled.insert(turn_id.clone()) {
+                    let line = recalled_line(memories, screen.cols());
+                    screen.line(&self.look.dim(&line));
+                }
             }
             TurnEvent::Delta { turn_id, text } if foreground => {
                 self.streaming = Some(turn_id.clone());
@@ -164,8 +170,10 @@ impl View {
             }
             TurnEvent::Answer { turn_id, text } => {
                 self.clear_turn(screen, turn_id);
-                let streamed = self.streaming.take().as_deref() == Some(turn_id.as_str());
-                if !streamed {
+                let streamed = self.streaming.as_deref() == Some(turn_id.as_str());
+                if streamed {
+                    self.streaming = None;
+                } else {
                     screen.line(&Markdown::new(self.look).text(text));
                 }
                 screen.line("");
@@ -393,6 +401,7 @@ impl View {
 
     /// The turn ended: its calls that never reported stop spinning.
     fn clear_turn(&mut self, screen: &mut Screen, turn: &str) {
+        self.recalled.remove(turn);
         let ids: Vec<String> = self
             .calls
             .iter()

@@ -196,3 +196,42 @@ fn an_extraction_failure_is_one_dim_line_and_a_cancel_says_so() {
          ⨯ turn cancelled\n\n"
     );
 }
+
+#[test]
+fn a_turn_that_recalls_again_after_a_job_shows_its_memories_once() {
+    let recalled = TurnEvent::MemoryRecalled {
+        turn_id: "t1".into(),
+        memories: vec![RecalledMemory {
+            key: "budget".into(),
+            content: "under 200 USD".into(),
+            score: 0.9,
+        }],
+    };
+    let text = shown(&[recalled.clone(), recalled]);
+    assert_eq!(text, "· recalled 1 memory — budget: under 200 USD\n");
+}
+
+#[test]
+fn another_turns_answer_does_not_repeat_the_streamed_one() {
+    let (mut screen, written) = Screen::buffer();
+    let mut view = View::new(Look { styled: false });
+    let delta = TurnEvent::Delta {
+        turn_id: "t2".into(),
+        text: "Side answer.".into(),
+    };
+    view.event(&mut screen, &delta, true);
+    let behind = TurnEvent::Answer {
+        turn_id: "t1".into(),
+        text: "Report ready.".into(),
+    };
+    view.event(&mut screen, &behind, false);
+    let answer = TurnEvent::Answer {
+        turn_id: "t2".into(),
+        text: "Side answer.".into(),
+    };
+    view.event(&mut screen, &answer, true);
+    assert_eq!(
+        *written.lock().unwrap(),
+        "Side answer.\nReport ready.\n\n\n"
+    );
+}
