@@ -98,12 +98,12 @@ impl View {
 
     fn show(&mut self, screen: &mut Screen, event: &TurnEvent, foreground: bool) {
         match event {
-            TurnEvent::MemoryRecalled { turn_id, memories } if !memories.is_empty() => {
-                // A turn recalls again each time it resumes; once is enough to show.
-                if self.recalled.insert(turn_id.clone()) {
-                    let line = recalled_line(memories, screen.cols());
-                    screen.line(&self.look.dim(&line));
-                }
+            // A turn recalls again each time it resumes; once is enough to show.
+            TurnEvent::MemoryRecalled { turn_id, memories }
+                if !memories.is_empty() && self.recalled.insert(turn_id.clone()) =>
+            {
+                let line = recalled_line(memories, screen.cols());
+                screen.line(&self.look.dim(&line));
             }
             TurnEvent::Delta { turn_id, text } if foreground => {
                 self.streaming = Some(turn_id.clone());
