@@ -186,8 +186,11 @@ fn chat_with_the_demo_script_answers_an_unknown_message_without_an_error() {
 
 #[test]
 fn chat_trace_prints_every_event_as_send_does() {
+    let (_rt, fake) = fake_model();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = hermes()
+    let mut cmd = hermes();
+    with_openai_env(&mut cmd, &fake);
+    let mut child = cmd
         .args(["chat", "--trace", "--session", "c1"])
         .arg("--data-dir")
         .arg(dir.path())
@@ -200,13 +203,19 @@ fn chat_trace_prints_every_event_as_send_does() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"What's the weather like in Paris?\n")
+        .write_all(b"What is 2 + 3?\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for event in ["▶ turn", "[delta]", "[answer]"] {
+    for event in [
+        "▶ turn",
+        "[tool.call] add",
+        "[tool.result] add ok",
+        "[delta]",
+        "[answer] Done:",
+    ] {
         assert!(stdout.contains(event), "{event} in the trace:\n{all}");
     }
     assert!(
