@@ -110,8 +110,18 @@ impl SessionClient {
 
     /// Cancel the session's turn in progress and the turns it delegated.
     pub async fn cancel(&mut self, timeout: Duration) -> Result<CancelAccepted, ClientError> {
+        self.cancel_because("cancelled with hermes send --cancel", timeout)
+            .await
+    }
+
+    /// [`SessionClient::cancel`], saying why (the turn's `error` event carries it).
+    pub async fn cancel_because(
+        &mut self,
+        reason: &str,
+        timeout: Duration,
+    ) -> Result<CancelAccepted, ClientError> {
         let body = Cancel {
-            reason: Some("cancelled with hermes send --cancel".into()),
+            reason: Some(reason.to_string()),
         };
         self.request(body, timeout).await
     }

@@ -2,6 +2,7 @@
 
 mod agents;
 mod bench_cmd;
+mod chat;
 mod demo;
 mod demo_team;
 mod doctor;
@@ -113,8 +114,22 @@ enum Command {
     /// With `--bus nats://…` it talks to running services; with the embedded bus it starts
     /// the whole engine in this process for the one message.
     Send(send::SendArgs),
-    /// Chat with an agent in the terminal (one line per message; Ctrl-D ends).
-    Chat(send::ChatArgs),
+    /// Chat with an agent in the terminal.
+    ///
+    /// The answer streams as it is written (Markdown styled on a terminal; plain text when
+    /// stdout is not one or NO_COLOR is set); each tool call, async job and delegated agent is
+    /// one line. Logs go to `<data_dir>/chat.log` (`--log-stderr` keeps them on stderr).
+    ///
+    /// Keys: line editing and history (↑/↓), a trailing `\` or Alt-Enter for another line,
+    /// Ctrl-C cancels the running turn, Ctrl-C twice or Ctrl-D at the prompt leaves. A turn
+    /// waiting for a job goes on behind the prompt as soon as you type.
+    ///
+    /// Commands: /new, /sessions, /switch ID, /memory, /forget KEY, /agent NAME, /confirm and
+    /// /deny (a waiting high-risk call), /cancel, /help, /quit.
+    ///
+    /// Piped input (`echo hi | hermes chat`) is read a line per message, each after the last
+    /// turn ended. `--trace` prints every event instead, as `hermes send` does.
+    Chat(chat::ChatArgs),
     /// Measure the engine itself: the workloads of shared/bench/WORKLOAD.md.
     Bench(bench_cmd::BenchArgs),
     /// Inspect and search stored sessions: of a running deployment (`--bus nats://…`), of the
@@ -162,7 +177,12 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let (traces, traces_failed) = runtime::start_traces(&cli.config, cli.command.name());
-    runtime::init_tracing(&cli.log, cli.log_json, traces.as_ref());
+    // The chat view keeps logs out of the conversation: in a file of the data directory.
+    let log_file = match &cli.command {
+        Command::Chat(args) => args.log_file(&cli.config),
+        _ => None,
+    };
+    let logs = runtime::init_tracing(&cli.log, cli.log_json, traces.as_ref(), log_file);
     if let Some(error) = traces_failed {
         tracing::warn!("{error}");
     }
@@ -176,7 +196,7 @@ pub fn main() -> ExitCode {
             .and_then(|(c, _)| demo::run(c, args)),
         Command::Serve(args) => all(true).and_then(|c| serve::run(c, args)),
         Command::Send(args) => all(true).and_then(|c| send::run_send(c, args)),
-        Command::Chat(args) => all(true).and_then(|c| send::run_chat(c, args)),
+        Command::Chat(args) => all(true).and_then(|c| chat::run(c, args, logs)),
         Command::Bench(args) => all(false).and_then(|c| bench_cmd::run(c, args)),
         Command::Sessions(args) => all(true).and_then(|c| sessions::run(c, args)),
         Command::Tools(cmd) => all(true).and_then(|c| tools::run(c, cmd)),

@@ -2,37 +2,65 @@
 //! actix `System` (one thread per arbiter) for the actors.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::Context;
 use hermes::telemetry::otel::Exporting;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-/// Logs to stderr filtered by `filter`; with `traces`, Hermes' spans are exported as well
-/// (the log filter does not apply to them).
-pub fn init_tracing(filter: &str, json: bool, traces: Option<&Exporting>) {
+/// Logs filtered by `filter` to stderr, or to the file `to_file` (appended; created with its
+/// folder) — stderr when that cannot be opened. With `traces`, Hermes' spans are exported as
+/// well (the log filter does not apply to them). Returns the file logs go to, if any.
+pub fn init_tracing(
+    filter: &str,
+    json: bool,
+    traces: Option<&Exporting>,
+    to_file: Option<PathBuf>,
+) -> Option<PathBuf> {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("warn"));
-    let Some(traces) = traces else {
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr);
-        if json {
-            builder.json().init();
-        } else {
-            builder.init();
+    let (writer, file) = match to_file.map(|path| (open_log(&path), path)) {
+        Some((Ok(file), path)) => (BoxMakeWriter::new(Mutex::new(file)), Some(path)),
+        Some((Err(e), path)) => {
+            eprintln!(
+                "hermes: cannot write logs to {} ({e}); they go to stderr",
+                path.display()
+            );
+            (BoxMakeWriter::new(std::io::stderr), None)
         }
-        return;
+        None => (BoxMakeWriter::new(std::io::stderr), None),
     };
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt::layer().with_writer(writer);
+    // A file gets plain text; stderr keeps the default.
+    let logs = if file.is_some() {
+        logs.with_ansi(false)
+    } else {
+        logs
+    };
     let logs: Box<dyn Layer<Registry> + Send + Sync> = if json {
         logs.json().with_filter(filter).boxed()
     } else {
         logs.with_filter(filter).boxed()
     };
-    tracing_subscriber::registry()
-        .with(vec![logs, traces.layer().boxed()])
-        .init();
+    let mut layers = vec![logs];
+    if let Some(traces) = traces {
+        layers.push(traces.layer().boxed());
+    }
+    tracing_subscriber::registry().with(layers).init();
+    file
+}
+
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// The trace exporter of this run, when `[telemetry]` of the `--config` files (or the

@@ -1,6 +1,6 @@
-//! `hermes send` and `hermes chat`: talk to a session from the terminal.
+//! `hermes send`: one message to a session, its events printed as they arrive; and the
+//! target flags and bus connection `hermes chat` shares.
 
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,22 +21,22 @@ use super::runtime::with_engine_runtime;
 pub struct Target {
     /// Agent to talk to (a key of [agents] in the config).
     #[arg(long, default_value = "assistant")]
-    agent: String,
+    pub(crate) agent: String,
     /// Session id (letters, digits, `_`, `-`); reuse it to continue a conversation.
     #[arg(long, default_value = "cli")]
-    session: String,
+    pub(crate) session: String,
     /// Who is talking: memories are kept per user.
     #[arg(long, default_value = "u-1001")]
-    user: String,
+    pub(crate) user: String,
     /// Bus: `embedded` runs the whole engine here; `nats://host:port` talks to services.
     #[arg(long)]
-    bus: Option<String>,
+    pub(crate) bus: Option<String>,
     /// Data directory for sled (embedded bus).
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Seconds to wait for a turn to finish.
     #[arg(long, default_value_t = 300)]
-    timeout: u64,
+    pub(crate) timeout: u64,
 }
 
 #[derive(Args)]
@@ -67,14 +67,8 @@ pub struct SendArgs {
     json: bool,
 }
 
-#[derive(Args)]
-pub struct ChatArgs {
-    #[command(flatten)]
-    target: Target,
-}
-
 /// Connect to the bus; on the embedded bus, start every actor here.
-async fn connect(
+pub(crate) async fn connect(
     config: Arc<Config>,
     io: tokio::runtime::Handle,
 ) -> anyhow::Result<(SharedBus, Option<Engine>)> {
@@ -97,7 +91,7 @@ async fn connect(
     }
 }
 
-fn apply(mut config: Config, target: &Target) -> Arc<Config> {
+pub(crate) fn apply(mut config: Config, target: &Target) -> Arc<Config> {
     if let Some(bus) = &target.bus {
         config.bus.url = bus.clone();
     }
@@ -194,59 +188,4 @@ async fn wait_for_memory(client: &mut SessionClient, printer: &mut Printer, json
             _ => return,
         }
     }
-}
-
-pub fn run_chat(config: Config, args: ChatArgs) -> anyhow::Result<()> {
-    let config = apply(config, &args.target);
-    if let Some(notice) = super::doctor::scripted_model_notice(&config) {
-        eprintln!("{notice}\n");
-    }
-    let t = args.target;
-    with_engine_runtime(|io| async move {
-        let (bus, engine) = connect(config, io).await?;
-        let mut client = SessionClient::open(bus, &t.agent, &t.session, &t.user).await?;
-        let mut printer = Printer::default();
-        eprintln!(
-            "hermes chat — agent `{}`, session `{}`, user `{}`. Ctrl-D ends.",
-            t.agent, t.session, t.user
-        );
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        while let Some(line) = rx.recv().await {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let timeout = Duration::from_secs(t.timeout);
-            let mut result = client.turn(&line, timeout, |e| printer.event(e)).await;
-            // A paused turn asks here; the answer resumes it.
-            while let Ok(hermes::client::TurnTrace {
-                needs_confirmation: Some(pending),
-                ..
-            }) = &result
-            {
-                eprint!("run `{}` (call {})? [y/N] ", pending.name, pending.call_id);
-                let approve = rx
-                    .recv()
-                    .await
-                    .is_some_and(|a| matches!(a.trim(), "y" | "Y" | "yes"));
-                let call = pending.call_id.clone();
-                result = client
-                    .confirm_and_follow(approve, Some(&call), timeout, |e| printer.event(e))
-                    .await;
-            }
-            if let Err(e) = result {
-                eprintln!("error: {e}");
-            }
-        }
-        if let Some(engine) = engine {
-            engine.shutdown().await;
-        }
-        Ok(())
-    })
 }

@@ -17,6 +17,7 @@ pub mod nats_roles;
 pub mod nats_server;
 pub mod otlp_receiver;
 pub mod provider_engine;
+pub mod pty;
 pub mod python_worker;
 pub mod runtime;
 pub mod scenario;

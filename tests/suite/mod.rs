@@ -2,6 +2,7 @@ mod agents;
 mod anthropic_provider;
 mod bad_input;
 mod bus_contract;
+mod chat_terminal;
 mod cli_bus;
 mod config_files;
 mod demo_cli;

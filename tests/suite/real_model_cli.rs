@@ -185,14 +185,8 @@ fn chat_without_a_model_answers_with_how_to_connect_one() {
         stderr.contains("No model is configured") && stderr.contains("hermes init"),
         "the start notice:\n{all}"
     );
-    assert!(
-        stdout.contains("[answer] No model is connected yet"),
-        "{all}"
-    );
-    assert!(
-        !stdout.contains("[error]") && !stderr.contains("error:"),
-        "{all}"
-    );
+    assert!(stdout.contains("No model is connected yet"), "{all}");
+    assert!(!stdout.contains("✗") && !stderr.contains("error:"), "{all}");
 }
 
 #[test]
@@ -205,11 +199,51 @@ fn chat_with_the_demo_profile_answers_an_unknown_message_without_an_error() {
         stderr.contains("scripted demo model") && stderr.contains("OPENAI_API_KEY"),
         "the start notice:\n{all}"
     );
-    assert!(stdout.contains("[answer]"), "{all}");
-    assert!(stdout.contains("only know the demo story"), "{all}");
     assert!(
-        !stdout.contains("[error]") && !stderr.contains("error:"),
-        "{all}"
+        stdout.contains("› What's the weather like in Paris?"),
+        "piped input reads as a transcript:\n{all}"
+    );
+    assert!(stdout.contains("only know the demo story"), "{all}");
+    assert!(!stdout.contains("✗") && !stderr.contains("error:"), "{all}");
+}
+
+#[test]
+fn chat_trace_prints_every_event_as_send_does() {
+    let (_rt, fake) = fake_model();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = hermes();
+    with_openai_env(&mut cmd, &fake);
+    let mut child = cmd
+        .args(["chat", "--trace", "--session", "c1"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What time is it?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for event in [
+        "▶ turn",
+        "[tool.call] current_time",
+        "[tool.result] current_time ok",
+        "[delta]",
+        "[answer] Done:",
+    ] {
+        assert!(stdout.contains(event), "{event} in the trace:\n{all}");
+    }
+    assert!(
+        !dir.path().join("chat.log").exists(),
+        "with --trace logs stay on stderr"
     );
 }
 

@@ -1,6 +1,7 @@
-//! The child process behind a stdio MCP client: spawning it (`kill_on_drop`, piped stdio),
-//! forwarding its stderr line by line into `tracing`, and one watcher task that owns the
-//! [`Child`], reaps it, and publishes why it exited so calls can fail fast.
+//! The child process behind a stdio MCP client: spawning it (`kill_on_drop`, piped stdio, a
+//! process group of its own), forwarding its stderr line by line into `tracing`, and one
+//! watcher task that owns the [`Child`], reaps it, and publishes why it exited so calls can
+//! fail fast.
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
@@ -54,6 +55,10 @@ impl ChildProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // A process group of its own: Ctrl-C in the terminal (which `hermes chat` turns into
+        // cancelling a turn) reaches Hermes, not its MCP servers. Hermes stops them itself.
+        #[cfg(unix)]
+        command.process_group(0);
         let mut child = command.spawn()?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
