@@ -28,8 +28,9 @@ pub struct ServeArgs {
     /// in containers and process managers).
     #[arg(long, value_name = "PATH")]
     ready_file: Option<PathBuf>,
-    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. `127.0.0.1:9464` (overrides
-    /// [http] listen).
+    /// Serve Hermes' HTTP endpoint at ADDR, e.g. `127.0.0.1:9464` (overrides [http] listen):
+    /// Prometheus metrics at /metrics, the status page at /, and the agents exposed over A2A
+    /// (`[agents.<name>] a2a = { expose = true }`) at /a2a/<agent>.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
 }
@@ -60,6 +61,9 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
             if let Err(e) = show_live(http, &engine, &io).await {
                 eprintln!("hermes: no status page on this process ({e:#}); /metrics is served");
             }
+        }
+        if let Some(http) = &_http {
+            serve_a2a(http, &engine, &io).await?;
         }
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
@@ -175,6 +179,23 @@ pub async fn show_live(
 ) -> anyhow::Result<()> {
     io.spawn(http.show_live(engine.bus.clone())).await??;
     eprintln!("hermes: status page at {}", http.page_url());
+    Ok(())
+}
+
+/// The agents the config exposes over A2A, on `http`'s listener.
+pub async fn serve_a2a(
+    http: &hermes::http::HttpServer,
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> anyhow::Result<()> {
+    let serving = http.serve_a2a(engine.bus.clone(), engine.config.clone(), engine.db.clone());
+    let agents = io.spawn(serving).await??;
+    for agent in agents {
+        eprintln!(
+            "hermes: A2A agent `{agent}` at {}",
+            http.a2a_url(agent.as_str())
+        );
+    }
     Ok(())
 }
 

@@ -52,6 +52,9 @@ pub struct AgentConfig {
     /// Longest wait for a delegated agent's answer, seconds.
     #[serde(default = "default_delegation_timeout")]
     pub delegation_timeout_secs: u64,
+    /// A2A: serve this agent (`{ expose = true }`) or reach it elsewhere (`{ card_url = … }`).
+    #[serde(default)]
+    pub a2a: Option<super::AgentA2aConfig>,
 }
 
 /// `[agents.<name>.memory]`.
@@ -167,6 +170,16 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         for ns in agent.memory.read.iter().chain([&agent.memory.write]) {
             crate::protocol::subjects::check_id("memory namespace", ns)
                 .map_err(|e| invalid("memory", e.to_string()))?;
+        }
+        if let Some(a2a) = &agent.a2a {
+            if a2a.expose && a2a.card_url.is_some() {
+                return Err(invalid(
+                    "a2a",
+                    "set `expose = true` (serve this agent) or `card_url` (an agent that \
+                     lives elsewhere), not both"
+                        .into(),
+                ));
+            }
         }
         if agent.delegation_timeout_secs == 0 {
             return Err(invalid(

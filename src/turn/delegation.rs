@@ -215,6 +215,7 @@ pub(super) async fn send(
         })),
         answer_to: None,
         trigger: None,
+        resendable: false,
     };
     let mut envelope = Envelope::request(body)
         .for_session(&child.agent, &child.session, Some(&meta.user))

@@ -2,6 +2,7 @@
 //! Test helpers: real nats-server, real MCP servers, a fake OpenAI-compatible server, a local
 //! OTLP trace receiver, the engine in-process and `hermes` as a child process.
 
+pub mod a2a_sdk;
 pub mod dynamic_mcp;
 pub mod engine;
 pub mod fake_embeddings;

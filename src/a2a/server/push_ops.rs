@@ -1,0 +1,108 @@
+//! The push-notification config methods: `Create`, `Get`, `List` and
+//! `DeleteTaskPushNotificationConfig`, for the caller's own tasks. Configs are stored (see
+//! [`crate::a2a::push_store`]) and used by [`crate::a2a::push`].
+
+use super::{A2aServer, Caller};
+use crate::a2a::ids;
+use crate::a2a::wire::{
+    A2AError, DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    TaskPushNotificationConfig,
+};
+
+impl A2aServer {
+    pub async fn create_push(
+        &self,
+        caller: &Caller,
+        config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        self.check_task(caller, &config.task_id).await?;
+        self.put_push(caller, config).await
+    }
+
+    pub async fn get_push(
+        &self,
+        caller: &Caller,
+        request: GetTaskPushNotificationConfigRequest,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        self.check_task(caller, &request.task_id).await?;
+        self.configs(&request.task_id)
+            .await?
+            .into_iter()
+            .find(|c| c.id.as_deref() == Some(request.id.as_str()))
+            .ok_or_else(|| {
+                A2AError::task_not_found(&format!(
+                    "{} (it has no push-notification config `{}`)",
+                    request.task_id, request.id
+                ))
+            })
+    }
+
+    pub async fn list_push(
+        &self,
+        caller: &Caller,
+        request: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        self.check_task(caller, &request.task_id).await?;
+        Ok(ListTaskPushNotificationConfigsResponse {
+            configs: self.configs(&request.task_id).await?,
+            next_page_token: None,
+        })
+    }
+
+    pub async fn delete_push(
+        &self,
+        caller: &Caller,
+        request: DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), A2AError> {
+        self.check_task(caller, &request.task_id).await?;
+        self.push
+            .delete(&request.task_id, &request.id)
+            .await
+            .map_err(|e| A2AError::internal(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Store `config` for its task (already checked to be the caller's), with an id.
+    pub(crate) async fn put_push(
+        &self,
+        _caller: &Caller,
+        mut config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let url = reqwest::Url::parse(&config.url).map_err(|e| {
+            A2AError::invalid_params(format!(
+                "pushNotificationConfig.url `{}` is not a URL: {e}",
+                config.url
+            ))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(A2AError::invalid_params(format!(
+                "pushNotificationConfig.url `{}` must be an http(s) URL",
+                config.url
+            )));
+        }
+        if config.id.as_deref().is_none_or(str::is_empty) {
+            config.id = Some(uuid::Uuid::now_v7().to_string());
+        }
+        config.tenant = None;
+        self.push
+            .put(config.clone())
+            .await
+            .map_err(|e| A2AError::internal(e.to_string()))?;
+        Ok(config)
+    }
+
+    async fn configs(&self, task: &str) -> Result<Vec<TaskPushNotificationConfig>, A2AError> {
+        self.push
+            .list(task)
+            .await
+            .map_err(|e| A2AError::internal(e.to_string()))
+    }
+
+    /// The task exists and is the caller's.
+    async fn check_task(&self, caller: &Caller, task_id: &str) -> Result<(), A2AError> {
+        let (session, turn) =
+            ids::parse_task_id(task_id).ok_or_else(|| A2AError::task_not_found(task_id))?;
+        self.turn_task(caller, session, turn).await.map(|_| ())
+    }
+}
