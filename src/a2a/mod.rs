@@ -7,11 +7,14 @@
 //!   session's turn, a `messageId` becomes the envelope id that deduplicates retries).
 //! - [`tasks`]: a turn's durable state (read over the bus) as an A2A `Task`.
 //! - [`sessions`]: sessions reached over the bus; [`push`] and [`push_store`]: webhooks.
+//! - [`client`] and [`delegate`]: remote A2A agents as delegates of local ones.
 //! - [`server`]: the A2A server on Hermes' HTTP listener (`hermes serve --http`): Agent Cards,
 //!   the JSON-RPC 2.0 and HTTP+JSON bindings, SSE streams and push notifications.
 
 pub mod client;
+pub mod delegate;
 pub mod ids;
+pub mod kv;
 pub mod push;
 pub mod push_store;
 pub mod server;

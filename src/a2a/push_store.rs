@@ -2,15 +2,13 @@
 //! a JetStream KV bucket on a NATS cluster, a sled tree with the embedded bus (one entry per
 //! task: the JSON list of its configs).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::wire::TaskPushNotificationConfig;
 use crate::bus::kv::{is_valid_key, SharedKv};
-use crate::bus::BusError;
+use crate::bus::{BusError, SharedBus};
 use crate::store::durability::Durable;
 
 /// The bucket (or sled tree) of push configs.
@@ -41,21 +39,11 @@ impl PushStore {
         Self { kv }
     }
 
-    /// A store in this process' sled database.
-    pub fn sled(db: &Durable) -> Result<Self, PushStoreError> {
-        let tree = db
-            .db()
-            .open_tree(BUCKET)
-            .map_err(|e| PushStoreError::Store(e.to_string()))?;
-        Ok(Self::new(Arc::new(SledKv {
-            tree,
-            db: db.clone(),
-        })))
-    }
-
-    /// A store that lasts as long as this process (no sled database, no cluster).
-    pub fn in_memory() -> Self {
-        Self::new(Arc::new(MemoryKv::default()))
+    /// The store every process of the deployment reads (see [`super::kv::bucket`]).
+    pub fn open(bus: &SharedBus, db: Option<&Durable>) -> Result<Self, PushStoreError> {
+        super::kv::bucket(bus, db, BUCKET)
+            .map(Self::new)
+            .map_err(|e| PushStoreError::Store(e.to_string()))
     }
 
     /// The configs of `task`.
@@ -105,82 +93,5 @@ impl PushStore {
         }
         let bytes = serde_json::to_vec(all).map_err(|e| PushStoreError::Corrupt(e.to_string()))?;
         Ok(self.kv.put(task, Bytes::from(bytes)).await?)
-    }
-}
-
-/// A sled tree as a bucket; every write is flushed before it is acknowledged.
-struct SledKv {
-    tree: sled::Tree,
-    db: Durable,
-}
-
-fn sled_error(e: impl std::fmt::Display) -> BusError {
-    BusError::Storage(format!("sled tree `{BUCKET}`: {e}"))
-}
-
-#[async_trait]
-impl SharedKv for SledKv {
-    async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-        let swapped = self
-            .tree
-            .compare_and_swap(key, None::<&[u8]>, Some(value.as_ref()))
-            .map_err(sled_error)?;
-        self.db.commit().await.map_err(sled_error)?;
-        Ok(swapped.is_ok())
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
-        Ok(self
-            .tree
-            .get(key)
-            .map_err(sled_error)?
-            .map(|v| Bytes::copy_from_slice(&v)))
-    }
-
-    async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
-        self.tree.insert(key, value.as_ref()).map_err(sled_error)?;
-        self.db.commit().await.map_err(sled_error)
-    }
-
-    async fn delete(&self, key: &str) -> Result<(), BusError> {
-        self.tree.remove(key).map_err(sled_error)?;
-        self.db.commit().await.map_err(sled_error)
-    }
-}
-
-#[derive(Default)]
-struct MemoryKv(Mutex<HashMap<String, Bytes>>);
-
-impl MemoryKv {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-#[async_trait]
-impl SharedKv for MemoryKv {
-    async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-        let mut map = self.map();
-        if map.contains_key(key) {
-            return Ok(false);
-        }
-        map.insert(key.to_owned(), value);
-        Ok(true)
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
-        Ok(self.map().get(key).cloned())
-    }
-
-    async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
-        self.map().insert(key.to_owned(), value);
-        Ok(())
-    }
-
-    async fn delete(&self, key: &str) -> Result<(), BusError> {
-        self.map().remove(key);
-        Ok(())
     }
 }

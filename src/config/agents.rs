@@ -16,14 +16,19 @@ pub struct AgentConfig {
     /// One line on what the agent is for; the description of its `agent__<name>` tool.
     #[serde(default)]
     pub description: String,
+    /// Required for a local agent; none for one that lives elsewhere (`a2a.card_url`).
+    #[serde(default)]
     pub system_prompt: String,
     /// The `[models.<name>]` entry that plans this agent's turns; default: `planner`.
     #[serde(default = "default_model")]
     pub model: String,
     /// Most planning steps (model calls) in one turn before the turn fails.
+    #[serde(default)]
     pub max_steps: u32,
     /// Token window of the agent's model and how much of it to keep for the reply.
+    #[serde(default)]
     pub context_window: usize,
+    #[serde(default)]
     pub reply_reserve: usize,
     /// Turns sent verbatim; older ones are folded into the history summary.
     #[serde(default = "default_recent_turns")]
@@ -114,6 +119,11 @@ fn default_delegation_timeout() -> u64 {
 }
 
 impl AgentConfig {
+    /// The agent lives elsewhere and is reached over A2A (`a2a = { card_url = … }`).
+    pub fn is_remote(&self) -> bool {
+        self.a2a.as_ref().is_some_and(|a| a.card_url.is_some())
+    }
+
     /// The tool name through which another agent delegates to `agent`.
     pub fn delegation_tool(agent: &str) -> String {
         format!("{DELEGATION_PREFIX}{agent}")
@@ -125,6 +135,44 @@ pub fn delegated_agent(tool: &str) -> Option<&str> {
     tool.strip_prefix(DELEGATION_PREFIX)
 }
 
+/// An agent that lives elsewhere: reached over A2A, it delegates and hands off to no one here,
+/// and no local agent hands the conversation to it.
+fn check_remote(config: &Config, name: &str, agent: &AgentConfig) -> Result<(), ConfigError> {
+    let invalid = |field: &str, message: String| ConfigError::Invalid {
+        key: format!("agents.{name}.{field}"),
+        message,
+    };
+    if !agent.delegates_to.is_empty() || !agent.handoffs_to.is_empty() {
+        return Err(invalid(
+            "delegates_to",
+            "an agent that lives elsewhere (a2a.card_url) delegates to no one here".into(),
+        ));
+    }
+    for (other, a) in &config.agents {
+        if a.handoffs_to.iter().any(|h| h == name) {
+            return Err(ConfigError::Invalid {
+                key: format!("agents.{other}.handoffs_to"),
+                message: format!(
+                    "`{name}` lives elsewhere (A2A): delegate to it (delegates_to) instead of \
+                     handing it the conversation"
+                ),
+            });
+        }
+    }
+    let url = agent
+        .a2a
+        .as_ref()
+        .and_then(|a| a.card_url.as_deref())
+        .unwrap_or("");
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(invalid(
+            "a2a.card_url",
+            format!("`{url}` is not an http(s) URL of an A2A agent (or of its Agent Card)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Every agent's settings agree with the rest of the configuration.
 pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
     for (name, agent) in &config.agents {
@@ -132,6 +180,18 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
             key: format!("agents.{name}.{field}"),
             message,
         };
+        if agent.is_remote() {
+            check_remote(config, name, agent)?;
+            continue;
+        }
+        if agent.max_steps == 0 {
+            return Err(invalid(
+                "max_steps",
+                "must be at least 1 (a local agent needs max_steps, context_window and \
+                 reply_reserve)"
+                    .into(),
+            ));
+        }
         if agent.reply_reserve >= agent.context_window {
             return Err(invalid(
                 "reply_reserve",

@@ -60,3 +60,56 @@ pub fn run(url: &str, binding: Binding, scenario: &str, extra: &[&str]) -> Value
     serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("scenario {scenario} printed no JSON ({e}): {stdout}"))
 }
+
+/// `examples/a2a/agent.py` (an A2A agent written with the SDK) on a free loopback port,
+/// killed on drop.
+pub struct ExampleAgent {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl ExampleAgent {
+    /// Start it with "slow" tasks taking `slow_secs`, and wait until its card is served.
+    pub fn start(slow_secs: u32) -> Self {
+        let port = super::hermes_proc::free_port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/a2a/agent.py");
+        let child = Command::new(python())
+            .arg(&script)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--slow",
+                &slow_secs.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the example A2A agent: {e}"));
+        let agent = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let served = std::net::TcpStream::connect(&addr).is_ok()
+                && super::hermes_proc::http_get(&addr, "/.well-known/agent-card.json").0 == 200;
+            if served {
+                return agent;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the example A2A agent did not serve its card; does .tools/a2a-venv have \
+                 a2a-sdk and uvicorn? (scripts/setup-test-deps.sh)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for ExampleAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -267,9 +267,28 @@ async def push(d):
 
 
 async def start(d):
-    """Send a slow task without waiting; print its id (a restart comes next)."""
-    task, _ = await d.send("write the report", polling=True)
-    return {"task_id": task.id, "state": state_name(task.status.state)}
+    """Send a task without waiting (`--text`, default a slow report); print its id."""
+    task, _ = await d.send(d.args.text or "write the report", polling=True)
+    return {"task_id": task.id, "context_id": task.context_id,
+            "state": state_name(task.status.state)}
+
+
+async def cancel_task(d):
+    """Cancel task `--task`."""
+    client = await d.client()
+    task = await client.cancel_task(CancelTaskRequest(id=d.args.task))
+    return {"state": state_name(task.status.state)}
+
+
+async def remote_tasks(d):
+    """Every task the agent at URL lists: its first user text and state."""
+    client = await d.client()
+    listed = await client.list_tasks(ListTasksRequest(history_length=10))
+    return {"tasks": [
+        {"id": t.id, "context_id": t.context_id, "state": state_name(t.status.state),
+         "text": next((m.parts[0].text for m in t.history if m.role == Role.ROLE_USER), "")}
+        for t in listed.tasks
+    ]}
 
 
 async def wait(d):
@@ -306,6 +325,7 @@ async def raw(d):
 SCENARIOS = {
     "card": card, "send": send, "stream": stream, "long": long_task, "cancel": cancel,
     "input": input_required, "push": push, "start": start, "wait": wait, "raw": raw,
+    "cancel_task": cancel_task, "remote_tasks": remote_tasks,
 }
 
 
@@ -316,6 +336,7 @@ async def main():
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     p.add_argument("--token")
     p.add_argument("--task")
+    p.add_argument("--text")
     p.add_argument("--streaming", action="store_true")
     args = p.parse_args()
     d = Driver(args)

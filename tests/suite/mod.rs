@@ -1,3 +1,4 @@
+mod a2a_delegate;
 mod a2a_server;
 mod agents;
 mod bad_input;

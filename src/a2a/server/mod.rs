@@ -37,7 +37,7 @@ use hyper::body::Incoming;
 use hyper::{HeaderMap, Request, Response, StatusCode};
 
 use super::push::{Notifier, Retry};
-use super::push_store::{PushStore, BUCKET};
+use super::push_store::PushStore;
 use super::sessions::Sessions;
 use super::wire::{error_code, A2AError};
 use crate::bus::SharedBus;
@@ -131,16 +131,7 @@ impl A2aServer {
         if !listen.ip().is_loopback() {
             tokens = tokens.without_anonymous();
         }
-        let push = match (bus.cluster(), db) {
-            (Some(cluster), _) => PushStore::new(cluster.bucket(BUCKET, None)),
-            (None, Some(db)) => {
-                PushStore::sled(db).map_err(|e| A2aServerError::Store(e.to_string()))?
-            }
-            (None, None) => {
-                tracing::warn!("A2A push-notification configs are kept in memory: this process has no data directory and no cluster");
-                PushStore::in_memory()
-            }
-        };
+        let push = PushStore::open(&bus, db).map_err(|e| A2aServerError::Store(e.to_string()))?;
         let notifier = Notifier::new(push.clone(), Retry::from_config(&config.a2a));
         notifier
             .clone()
