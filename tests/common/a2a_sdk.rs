@@ -1,8 +1,8 @@
 //! The official A2A Python SDK (`a2a-sdk`, installed by `scripts/setup-test-deps.sh` into
-//! `.tools/a2a-venv`) driving a Hermes A2A server: `tests/common/a2a_sdk_client.py` runs one
+//! `.tools/venv`) driving a Hermes A2A server: `tests/common/a2a_sdk_client.py` runs one
 //! scenario and prints what it saw as one JSON object.
 //!
-//! Python comes from `HERMES_A2A_PYTHON`, else `<repo>/.tools/a2a-venv/bin/python`.
+//! Python is found as for the worker example ([`super::python_worker::find_python`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,10 +11,7 @@ use serde_json::Value;
 
 /// The Python with `a2a-sdk`.
 pub fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("HERMES_A2A_PYTHON") {
-        return PathBuf::from(path);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/a2a-venv/bin/python")
+    super::python_worker::find_python()
 }
 
 /// Which binding the SDK's client uses.
@@ -46,7 +43,7 @@ pub fn run(url: &str, binding: Binding, scenario: &str, extra: &[&str]) -> Value
         .unwrap_or_else(|e| {
             panic!(
                 "cannot start {}: {e}; run scripts/setup-test-deps.sh (it installs a2a-sdk into \
-                 .tools/a2a-venv)",
+                 .tools/venv)",
                 python.display()
             )
         });
@@ -99,8 +96,8 @@ impl ExampleAgent {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the example A2A agent did not serve its card; does .tools/a2a-venv have \
-                 a2a-sdk and uvicorn? (scripts/setup-test-deps.sh)"
+                "the example A2A agent did not serve its card; does .tools/venv have a2a-sdk \
+                 and uvicorn? (scripts/setup-test-deps.sh)"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

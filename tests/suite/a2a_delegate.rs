@@ -87,6 +87,11 @@ fn ask_boss(url: &str, text: &str) -> (Value, String) {
 /// What the `agent__stats` call returned to the boss's model in session `context` (read with
 /// `hermes sessions show` through the running process).
 fn call_result(config: &Path, context: &str) -> String {
+    tool_result(config, context, "agent__stats")
+}
+
+/// What the boss's call of `tool` returned in session `context`.
+fn tool_result(config: &Path, context: &str, tool: &str) -> String {
     let out = hermes()
         .args(["--config", config.to_str().unwrap()])
         .args(["sessions", "show", "--agent", "boss", "--json", context])
@@ -98,9 +103,9 @@ fn call_result(config: &Path, context: &str) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["message"]["name"] == "agent__stats")
+        .find(|m| m["message"]["name"] == tool)
         .map(|m| m["message"]["content"].as_str().unwrap().to_owned())
-        .unwrap_or_else(|| panic!("no agent__stats result in {shown}"))
+        .unwrap_or_else(|| panic!("no {tool} result in {shown}"))
 }
 
 #[test]
@@ -192,4 +197,72 @@ fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+}
+
+#[test]
+fn a_hermes_agent_delegates_to_an_agent_of_another_hermes_deployment() {
+    let script = Scenario::new("a2a-two")
+        .rule(on_user(&["sum please"]).calls("agent__remote", json!({"task": "what is the sum?"})))
+        .rule(after_tool("agent__remote").says("The remote agent answered."))
+        .rule(on_user(&["what is the sum"]).calls("add", json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let token = "deployment-b-token";
+    // Deployment B serves its assistant over A2A to callers with its token.
+    let b_config = write_serve_config(dir.path(), "b", &script);
+    let digest = hermes::mcp::server::auth::sha256_hex(token);
+    let b_extra = format!(
+        "\n[agents.assistant]\na2a = {{ expose = true }}\n\n[[mcp.server.tokens]]\nuser = \"deployment-a\"\ntoken_sha256 = \"{digest}\"\n"
+    );
+    std::fs::write(
+        &b_config,
+        std::fs::read_to_string(&b_config).unwrap() + &b_extra,
+    )
+    .unwrap();
+    let b_addr = format!("127.0.0.1:{}", free_port());
+    let _b = Serve::start_with(&b_config, "embedded", "all", &["--http", &b_addr]);
+    // Deployment A's boss delegates to it, presenting the token from the environment.
+    let a_config = write_serve_config(dir.path(), "a", &script);
+    let a_extra = format!(
+        r#"
+[agents.boss]
+system_prompt = "You delegate sums."
+max_steps = 4
+context_window = 16000
+reply_reserve = 1000
+delegates_to = ["remote"]
+a2a = {{ expose = true }}
+
+[agents.remote]
+description = "Deployment B's assistant"
+a2a = {{ card_url = "http://{b_addr}/a2a/assistant", token_env = "REMOTE_A2A_TOKEN" }}
+
+[mcp.server]
+anonymous = {{ user = "a2a-client" }}
+"#
+    );
+    std::fs::write(
+        &a_config,
+        std::fs::read_to_string(&a_config).unwrap() + &a_extra,
+    )
+    .unwrap();
+    let a_addr = format!("127.0.0.1:{}", free_port());
+    let _a = Serve::start_with_env(
+        &a_config,
+        "embedded",
+        "all",
+        &["--http", &a_addr],
+        &[("REMOTE_A2A_TOKEN", token)],
+    );
+    let (waited, context) = ask_boss(&format!("http://{a_addr}/a2a/boss"), "sum please");
+    assert_eq!(waited["final_state"], "TASK_STATE_COMPLETED", "{waited}");
+    assert_eq!(waited["answer"], "The remote agent answered.", "{waited}");
+    let result = tool_result(&a_config, &context, "agent__remote");
+    assert!(result.contains("The sum is 42."), "{result}");
 }
