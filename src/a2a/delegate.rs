@@ -35,7 +35,7 @@ use crate::store::durability::Durable;
 pub const BUCKET: &str = "a2a_remote";
 
 /// The first wait between two polls of a remote task; it grows to [`MAX_POLL`].
-const FIRST_POLL: Duration = Duration::from_millis(200);
+const FIRST_POLL: Duration = Duration::from_millis(20);
 const MAX_POLL: Duration = Duration::from_secs(5);
 
 /// A delegated task on a remote agent, as stored.
