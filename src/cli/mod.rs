@@ -3,6 +3,7 @@
 mod agents;
 mod bench_cmd;
 mod demo;
+mod demo_remote;
 mod demo_team;
 mod doctor;
 mod eval;

@@ -266,3 +266,26 @@ anonymous = {{ user = "a2a-client" }}
     let result = tool_result(&a_config, &context, "agent__remote");
     assert!(result.contains("The sum is 42."), "{result}");
 }
+
+#[test]
+fn the_team_demo_asks_its_remote_python_member_over_a2a() {
+    let out = hermes()
+        .args(["demo", "team", "--remote", "--python"])
+        .arg(crate::common::a2a_sdk::python())
+        .output()
+        .expect("hermes demo team runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("delegated to stats (session dlg-"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[x] the remote member stats (a Python agent) answered over A2A: The text has 14 words."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[x] the 3 delegated agents ran at the same time"),
+        "{stdout}"
+    );
+}
