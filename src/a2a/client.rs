@@ -193,6 +193,63 @@ impl RemoteAgent {
         }
     }
 
+    /// Whether the agent's card offers streaming.
+    pub fn streams(&self) -> bool {
+        self.card.capabilities.streaming == Some(true)
+    }
+
+    /// `SubscribeToTask`: wait for task `id` to change, for at most `wait`. The state it
+    /// reached when the stream said it ended or asked for input; none when the stream ended
+    /// or the wait passed first (read it with [`Self::get_task`]).
+    pub async fn wait_for_change(
+        &self,
+        id: &str,
+        wait: Duration,
+    ) -> Result<Option<super::wire::TaskState>, A2aClientError> {
+        use futures::StreamExt;
+        let request = match self.binding {
+            Binding::JsonRpc => self.authorized(self.http.post(&self.url)).json(&json!({
+                "jsonrpc": "2.0",
+                "id": uuid::Uuid::now_v7().to_string(),
+                "method": "SubscribeToTask",
+                "params": {"id": id},
+            })),
+            Binding::HttpJson => self.authorized(
+                self.http
+                    .post(format!("{}/tasks/{id}:subscribe", self.url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/a2a+json")
+                    .body("{}"),
+            ),
+        };
+        let response = request
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(wait)
+            .send()
+            .await
+            .map_err(|e| A2aClientError::Http(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(A2aClientError::Http(format!("HTTP {}", response.status())));
+        }
+        let mut body = response.bytes_stream();
+        let mut buffer = String::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let next = tokio::time::timeout_at(deadline, body.next()).await;
+            let chunk = match next {
+                Err(_) | Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Err(A2aClientError::Http(e.to_string())),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                if let Some(state) = settled_state(&event, self.binding) {
+                    return Ok(Some(state));
+                }
+            }
+        }
+    }
+
     /// The tasks of `context`, with the history that shows which message started each.
     pub async fn list_tasks(&self, context: &str) -> Result<ListTasksResponse, A2aClientError> {
         match self.binding {
@@ -309,4 +366,50 @@ impl RemoteAgent {
 
 fn to_value(value: &impl serde::Serialize) -> Result<Value, A2aClientError> {
     serde_json::to_value(value).map_err(|e| A2aClientError::Invalid(e.to_string()))
+}
+
+/// The state an SSE event reports when it ends a stream (terminal, or asking for input).
+fn settled_state(event: &str, binding: Binding) -> Option<super::wire::TaskState> {
+    let data: String = event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim_start)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let value: Value = serde_json::from_str(&data).ok()?;
+    let update = match binding {
+        Binding::JsonRpc => value.get("result")?.clone(),
+        Binding::HttpJson => value,
+    };
+    let state = update
+        .pointer("/statusUpdate/status/state")
+        .or_else(|| update.pointer("/task/status/state"))?;
+    let state: super::wire::TaskState = serde_json::from_value(state.clone()).ok()?;
+    let settled = state.is_terminal()
+        || matches!(
+            state,
+            super::wire::TaskState::InputRequired | super::wire::TaskState::AuthRequired
+        );
+    settled.then_some(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_event_that_ends_or_asks_for_input_settles_the_wait() {
+        let jsonrpc = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"statusUpdate\":{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"}}}}\n\n";
+        assert_eq!(
+            settled_state(jsonrpc, Binding::JsonRpc),
+            Some(super::super::wire::TaskState::Completed)
+        );
+        let working = "data: {\"statusUpdate\":{\"taskId\":\"t\",\"contextId\":\"c\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}\n\n";
+        assert_eq!(settled_state(working, Binding::HttpJson), None);
+        let asks = "data: {\"task\":{\"id\":\"t\",\"contextId\":\"c\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}\n\n";
+        assert_eq!(
+            settled_state(asks, Binding::HttpJson),
+            Some(super::super::wire::TaskState::InputRequired)
+        );
+    }
 }

@@ -6,6 +6,7 @@
 //! deployment's KV: [`super::kv`]) before anything is sent: its A2A `messageId` is the job id
 //! and its `contextId` the child session id the parent already stored, so nothing about it is
 //! chosen twice. Once sent, the remote task id is stored too. A follower polls the remote task
+//! (between polls it listens to the task's stream when the agent's card offers streaming)
 //! until it ends or asks for input, stores the outcome and publishes it on
 //! `hermes.job.<id>`, which wakes the parent. After a crash the parent's own poll
 //! ([`RemoteDelegates::poll`]) restarts the follower: with a stored task id it goes on
@@ -37,6 +38,9 @@ pub const BUCKET: &str = "a2a_remote";
 /// The first wait between two polls of a remote task; it grows to [`MAX_POLL`].
 const FIRST_POLL: Duration = Duration::from_millis(20);
 const MAX_POLL: Duration = Duration::from_secs(5);
+/// The longest one subscription to a remote task's stream is held before the task is polled
+/// again (a stream that ends early, or an update it missed, costs one poll).
+const STREAM_FOR: Duration = Duration::from_secs(60);
 
 /// A delegated task on a remote agent, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,8 +215,39 @@ impl RemoteDelegates {
                     tracing::warn!(job = job_id, error = %e, "remote task not reached; retrying")
                 }
             }
-            tokio::time::sleep(wait).await;
+            if !self.wait_for_change(job_id, wait).await {
+                tokio::time::sleep(wait).await;
+            }
             wait = (wait * 2).min(MAX_POLL);
+        }
+    }
+
+    /// Wait on the remote task's stream (`SubscribeToTask`) once the first polls found it
+    /// still working; false when the agent does not stream (then the follower sleeps until
+    /// its next poll).
+    async fn wait_for_change(&self, job_id: &str, poll: Duration) -> bool {
+        if poll < MAX_POLL / 4 {
+            // Quick tasks are caught by the first polls.
+            return false;
+        }
+        let Ok(Some(task)) = self.load(job_id).await else {
+            return false;
+        };
+        let Some(remote) = task.remote_task else {
+            return false;
+        };
+        let Ok(agent) = self.agent(&task.agent).await else {
+            return false;
+        };
+        if !agent.streams() {
+            return false;
+        }
+        match agent.wait_for_change(&remote, STREAM_FOR).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(job = job_id, error = %e, "remote task's stream unavailable; polling");
+                false
+            }
         }
     }
 
@@ -452,3 +487,7 @@ fn text_of(parts: &[Part]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+#[path = "delegate_tests.rs"]
+mod tests;
