@@ -32,6 +32,10 @@ pub struct A2aConfig {
     /// Seconds one webhook call may take.
     #[serde(default = "default_push_timeout_secs")]
     pub push_timeout_secs: u64,
+    /// Accept webhooks on loopback, private and link-local addresses (refused by default on a
+    /// listener that is not loopback, against server-side request forgery).
+    #[serde(default)]
+    pub push_to_private: bool,
 }
 
 impl Default for A2aConfig {
@@ -44,6 +48,7 @@ impl Default for A2aConfig {
             push_attempts: default_push_attempts(),
             push_backoff_ms: default_push_backoff_ms(),
             push_timeout_secs: default_push_timeout_secs(),
+            push_to_private: false,
         }
     }
 }

@@ -81,6 +81,15 @@ impl A2aServer {
                 config.url
             )));
         }
+        let private_ok = self.config.a2a.push_to_private || self.listen.ip().is_loopback();
+        if !private_ok && is_private(&url) {
+            return Err(A2AError::invalid_params(format!(
+                "pushNotificationConfig.url `{}` points to a loopback, private or link-local \
+                 address, which this server does not call; use a public URL (or set [a2a] \
+                 push_to_private = true)",
+                config.url
+            )));
+        }
         if config.id.as_deref().is_none_or(str::is_empty) {
             config.id = Some(uuid::Uuid::now_v7().to_string());
         }
@@ -104,5 +113,44 @@ impl A2aServer {
         let (session, turn) =
             ids::parse_task_id(task_id).ok_or_else(|| A2AError::task_not_found(task_id))?;
         self.turn_task(caller, session, turn).await.map(|_| ())
+    }
+}
+
+/// Whether `url` names a loopback, private or link-local host (an IP literal or `localhost`;
+/// names are not resolved here).
+fn is_private(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return true;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+        }
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || (ip.segments()[0] & 0xffc0) == 0xfe80
+        }
+        Err(_) => host.eq_ignore_ascii_case("localhost") || host.ends_with(".localhost"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_private_and_link_local_webhooks_are_recognised() {
+        let private = |u: &str| is_private(&reqwest::Url::parse(u).unwrap());
+        assert!(private("http://127.0.0.1:9/hook"));
+        assert!(private("http://localhost/hook"));
+        assert!(private("http://10.1.2.3/hook"));
+        assert!(private("http://192.168.0.5/hook"));
+        assert!(private("http://169.254.169.254/latest"));
+        assert!(private("http://[::1]/hook"));
+        assert!(!private("https://hooks.example.com/a2a"));
+        assert!(!private("http://93.184.216.34/hook"));
     }
 }
