@@ -212,6 +212,9 @@ impl RemoteDelegates {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => {
+                    if self.give_up_if_cancelled(job_id, &e).await {
+                        return;
+                    }
                     tracing::warn!(job = job_id, error = %e, "remote task not reached; retrying")
                 }
             }
@@ -251,6 +254,21 @@ impl RemoteDelegates {
         }
     }
 
+    /// A cancelled task whose agent cannot be reached ends here, as cancelled: nobody waits
+    /// for it any more. True when it did.
+    async fn give_up_if_cancelled(&self, job_id: &str, error: &str) -> bool {
+        let Ok(Some(task)) = self.load(job_id).await else {
+            return false;
+        };
+        let Some(reason) = task.cancel.clone() else {
+            return false;
+        };
+        let why =
+            format!("it was cancelled ({reason}); the remote agent could not be told: {error}");
+        let outcome = failed(&task.agent, &why);
+        self.settle(task, outcome).await.is_ok()
+    }
+
     /// One look at the remote task; true once it is settled (or gone from the records).
     async fn step(&self, job_id: &str) -> Result<bool, String> {
         let Some(mut task) = self.load(job_id).await? else {
@@ -258,6 +276,20 @@ impl RemoteDelegates {
         };
         if task.outcome.is_some() {
             return Ok(true);
+        }
+        if let (Some(reason), None) = (&task.cancel, &task.remote_task) {
+            // Not sent as far as the record knows; a send a crash interrupted may have
+            // started it all the same.
+            if let Ok(agent) = self.agent(&task.agent).await {
+                if let Some(found) = self.started_before(&agent, &task).await {
+                    let _ = agent.cancel_task(&found.id).await;
+                }
+            }
+            let outcome = failed(
+                &task.agent,
+                &format!("cancelled before it was sent: {reason}"),
+            );
+            return self.settle(task, outcome).await.map(|_| true);
         }
         let agent = self.agent(&task.agent).await.map_err(|e| e.to_string())?;
         let remote = match task.remote_task.clone() {
@@ -273,7 +305,11 @@ impl RemoteDelegates {
                 let outcome = failed(&task.agent, &format!("the remote agent lost the task: {e}"));
                 return self.settle(task, outcome).await.map(|_| true);
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => {
+                // The agent may have moved: read its card again next time.
+                lock(&self.agents).remove(&task.agent);
+                return Err(e.to_string());
+            }
         };
         if task.cancel.is_some() && !remote.status.state.is_terminal() {
             let _ = agent.cancel_task(&remote.id).await;
