@@ -200,6 +200,16 @@ async def input_required(d):
     task, _ = await d.send("add it for real")
     asked = state_name(task.status.state)
     question = " ".join(p.text for p in task.status.message.parts if p.text)
+    busy = None
+    try:
+        await d.send("something else", context_id=task.context_id)
+    except Exception as e:  # UnsupportedOperationError: the task waits for its answer
+        busy = [type(e).__name__, str(e)]
+    unclear = None
+    try:
+        await d.send("perhaps", context_id=task.context_id, task_id=task.id)
+    except Exception as e:  # InvalidParamsError: yes or no, please
+        unclear = type(e).__name__
     done, events = await d.send("yes", context_id=task.context_id, task_id=task.id,
                                 streaming=d.args.streaming)
     if done is None or done.status.state not in TERMINAL:
@@ -209,6 +219,8 @@ async def input_required(d):
         "task_id": task.id,
         "asked_state": asked,
         "question": question,
+        "busy_error": busy,
+        "unclear_error": unclear,
         "resumed_task_id": done.id,
         "final_state": state_name(done.status.state),
         "answer": answer_of(done),

@@ -207,6 +207,20 @@ fn every_flow(binding: Binding) {
             .contains("`current_time`"),
         "{input}"
     );
+    // Meanwhile a new message in the context is refused with what to do, and a reply that is
+    // neither yes nor no is asked again.
+    assert_eq!(
+        input["busy_error"][0], "UnsupportedOperationError",
+        "{input}"
+    );
+    assert!(
+        input["busy_error"][1]
+            .as_str()
+            .unwrap()
+            .contains("reply \"yes\" or \"no\""),
+        "{input}"
+    );
+    assert_eq!(input["unclear_error"], "InvalidParamsError", "{input}");
     assert_eq!(input["resumed_task_id"], input["task_id"], "{input}");
     assert_eq!(input["final_state"], "TASK_STATE_COMPLETED", "{input}");
     assert_eq!(input["answer"], "Done for real.", "{input}");

@@ -373,7 +373,11 @@ pub(crate) fn refused(e: SessionsError) -> A2AError {
             "wrong_user" => A2AError::invalid_params(format!(
                 "{message} (the contextId names another caller's conversation)"
             )),
-            "awaiting_confirmation" | "awaiting_job" | "busy" | "nothing_to_confirm" => {
+            "awaiting_confirmation" => A2AError::unsupported_operation(format!(
+                "{message} — over A2A: reply \"yes\" or \"no\" with the taskId of the task \
+                 that asks for input (ListTasks with status TASK_STATE_INPUT_REQUIRED finds it)"
+            )),
+            "awaiting_job" | "busy" | "nothing_to_confirm" => {
                 A2AError::unsupported_operation(message)
             }
             "empty_message" | "message_too_long" | "bad_envelope" | "invalid_subject" => {
