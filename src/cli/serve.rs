@@ -62,8 +62,18 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
                 eprintln!("hermes: no status page on this process ({e:#}); /metrics is served");
             }
         }
-        if let Some(http) = &_http {
-            serve_a2a(http, &engine, &io).await?;
+        match &_http {
+            Some(http) => serve_a2a(http, &engine, &io).await?,
+            None => {
+                let exposed = hermes::a2a::server::A2aServer::served_agents(&engine.config);
+                if !exposed.is_empty() {
+                    eprintln!(
+                        "hermes: agents exposed over A2A ({}) are not served: start with \
+                         --http ADDR (or set [http] listen)",
+                        exposed.into_iter().collect::<Vec<_>>().join(", ")
+                    );
+                }
+            }
         }
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
