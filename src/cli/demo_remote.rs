@@ -43,7 +43,7 @@ impl RemoteMember {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let mut child = Command::new(&python)
+        let child = Command::new(&python)
             .arg(&script)
             .args(["--port", &port.to_string(), "--slow", "1"])
             .stdout(Stdio::piped())
@@ -55,22 +55,23 @@ impl RemoteMember {
                     python.display()
                 )
             })?;
-        let stdout = child.stdout.take();
-        let member = Self {
+        let mut member = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
         };
+        let stdout = member.child.stdout.take();
         if let Some(stdout) = stdout {
             // `ready` once its socket is bound; the card is served a moment later.
             let _ = BufReader::new(stdout).lines().next();
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while !card_served(port) {
-            if Instant::now() > deadline {
+            let exited = member.child.try_wait().ok().flatten().is_some();
+            if exited || Instant::now() > deadline {
                 anyhow::bail!(
-                    "the remote member (examples/a2a/agent.py) did not start within 30 s; it \
-                     needs `pip install \"a2a-sdk[http-server]==1.3.0\" \"uvicorn==0.55.0\"` in \
-                     {} (or pass --python)",
+                    "the remote member (examples/a2a/agent.py) did not start; it needs `pip \
+                     install \"a2a-sdk[http-server]==1.3.0\" \"uvicorn==0.55.0\"` for {} (or \
+                     pass --python)",
                     python.display()
                 );
             }
