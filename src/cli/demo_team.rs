@@ -295,10 +295,15 @@ fn checklist(seen: &[Seen], replied: bool, remote: bool) -> Vec<(bool, String)> 
         ),
         (
             side_by_side,
-            format!(
-                "the {members} delegated agents ran at the same time (all had their task \
-                 before any answer came back)"
-            ),
+            if remote {
+                "all 3 delegated agents ran at the same time (all had their task before any \
+                 answer came back)"
+                    .to_string()
+            } else {
+                "both delegated agents ran at the same time (both had their task before either \
+                 answer came back)"
+                    .to_string()
+            },
         ),
         (
             job_waited && job_woke,

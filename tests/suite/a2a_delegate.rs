@@ -285,7 +285,7 @@ fn the_team_demo_asks_its_remote_python_member_over_a2a() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("[x] the 3 delegated agents ran at the same time"),
+        stdout.contains("[x] all 3 delegated agents ran at the same time"),
         "{stdout}"
     );
 }
