@@ -6,18 +6,25 @@
 //! with exponential backoff.
 //!
 //! On NATS every serving process subscribes in one queue group, so each event is delivered by
-//! one of them.
+//! one of them. Events are not durable: a task that ended while no serving process listened
+//! (or whose delivery a crash cut short) is found by a sweep of the tasks with configs that
+//! have not ended ([`PushStore::open_tasks`]), at start and every [`SWEEP_EVERY`], which
+//! notifies the state the durable turn shows if it is not the state last notified.
 
 use std::time::Duration;
 
-use super::push_store::PushStore;
-use super::server::follow::status_update;
+use super::push_store::{OpenTask, PushStore};
+use super::server::follow::{ends_stream, settled_updates, status_update};
+use super::sessions::Sessions;
 use super::tasks;
 use super::wire::{StreamResponse, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState};
 use crate::bus::{BusError, SharedBus};
 use crate::client::event_of;
 use crate::config::A2aConfig;
 use crate::protocol::TurnEvent;
+
+/// How often tasks with configs are looked at for an end no event reported.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// The queue group of the processes that deliver push notifications.
 pub const QUEUE: &str = "a2a-push";
@@ -50,14 +57,16 @@ pub struct Notifier {
     store: PushStore,
     http: reqwest::Client,
     retry: Retry,
+    sessions: Sessions,
 }
 
 impl Notifier {
-    pub fn new(store: PushStore, retry: Retry) -> Self {
+    pub fn new(store: PushStore, retry: Retry, sessions: Sessions) -> Self {
         Self {
             store,
             http: reqwest::Client::new(),
             retry,
+            sessions,
         }
     }
 
@@ -71,6 +80,14 @@ impl Notifier {
                     .await?,
             );
         }
+        let sweeper = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                every.tick().await;
+                sweeper.sweep().await;
+            }
+        });
         for mut sub in subs {
             let this = self.clone();
             tokio::spawn(async move {
@@ -103,14 +120,81 @@ impl Notifier {
                 return;
             }
         };
-        for config in configs {
-            let this = self.clone();
-            let updates = updates.clone();
-            tokio::spawn(async move {
-                for update in updates {
-                    this.deliver(&config, &update).await;
+        if configs.is_empty() {
+            return;
+        }
+        let settled = updates.iter().rev().find_map(|u| match u {
+            StreamResponse::StatusUpdate(s) if ends_stream(&s.status.state) => {
+                Some(s.status.state.clone())
+            }
+            _ => None,
+        });
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.deliver_all(&configs, &updates).await;
+            if let Some(state) = settled {
+                this.settled(&task, &state).await;
+            }
+        });
+    }
+
+    /// Deliver `updates` to every config, each in order, the configs side by side.
+    async fn deliver_all(
+        &self,
+        configs: &[TaskPushNotificationConfig],
+        updates: &[StreamResponse],
+    ) {
+        let each = configs.iter().map(|config| async move {
+            for update in updates {
+                self.deliver(config, update).await;
+            }
+        });
+        futures::future::join_all(each).await;
+    }
+
+    /// `task` was notified of `state` (a sweep does not notify it again); an end closes it.
+    async fn settled(&self, task: &str, state: &TaskState) {
+        let name = state_name(state);
+        if let Err(error) = self.store.set_notified(task, &name).await {
+            tracing::warn!(%task, %error, "the notified state was not recorded; a sweep may notify it again");
+        }
+        if state.is_terminal() {
+            if let Err(error) = self.store.close(task).await {
+                tracing::warn!(%task, %error, "an ended task stays in the push index");
+            }
+        }
+    }
+
+    /// Notify the tasks with configs whose durable state settled unnoticed.
+    pub async fn sweep(&self) {
+        let open = match self.store.open_tasks().await {
+            Ok(open) => open,
+            Err(error) => {
+                tracing::warn!(%error, "the push index is unreadable; no sweep now");
+                return;
+            }
+        };
+        for OpenTask { agent, task } in open {
+            let Some((session, turn)) = super::ids::parse_task_id(&task) else {
+                continue;
+            };
+            let now = match self.sessions.load(&agent, session).await {
+                Ok(Some(snapshot)) => tasks::turn(&snapshot, turn),
+                Ok(None) => None,
+                Err(error) => {
+                    tracing::debug!(%task, %error, "a task with push configs is not readable now");
+                    continue;
                 }
-            });
+            };
+            let Some(now) = now.filter(|t| ends_stream(&t.state)) else {
+                continue;
+            };
+            let notified = self.store.notified(&task).await.ok().flatten();
+            if notified.as_deref() != Some(state_name(&now.state).as_str()) {
+                let configs = self.store.list(&task).await.unwrap_or_default();
+                self.deliver_all(&configs, &settled_updates(&now)).await;
+            }
+            self.settled(&task, &now.state).await;
         }
     }
 
@@ -207,4 +291,12 @@ fn updates_for(session: &str, event: &TurnEvent) -> Option<Vec<StreamResponse>> 
         }
         _ => return None,
     })
+}
+
+/// A state as the wire names it (`TASK_STATE_COMPLETED`).
+fn state_name(state: &TaskState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }

@@ -1,6 +1,8 @@
 //! Push-notification configs of A2A tasks, kept where every process serving A2A reads them:
 //! a JetStream KV bucket on a NATS cluster, a sled tree with the embedded bus (one entry per
-//! task: the JSON list of its configs).
+//! task: the JSON list of its configs). Beside them: the tasks with configs that have not ended
+//! yet (one index entry, [`OPEN_KEY`]) and the last state notified per task
+//! (`notified/<task>`), so a sweep can notify what no process saw happen.
 
 use std::sync::Arc;
 
@@ -13,6 +15,15 @@ use crate::store::durability::Durable;
 
 /// The bucket (or sled tree) of push configs.
 pub const BUCKET: &str = "a2a_push";
+/// The index of tasks with configs that have not ended.
+pub const OPEN_KEY: &str = "open";
+
+/// A task with push configs that has not ended yet.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OpenTask {
+    pub agent: String,
+    pub task: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushStoreError {
@@ -81,6 +92,70 @@ impl PushStore {
         }
         self.write(task, &all).await?;
         Ok(true)
+    }
+
+    /// Remember that `task` of `agent` has configs and has not ended.
+    pub async fn mark_open(&self, agent: &str, task: &str) -> Result<(), PushStoreError> {
+        let mut open = self.open_tasks().await?;
+        if !open.iter().any(|o| o.task == task) {
+            open.push(OpenTask {
+                agent: agent.to_owned(),
+                task: task.to_owned(),
+            });
+            self.write_open(&open).await?;
+        }
+        Ok(())
+    }
+
+    /// The tasks with configs that have not ended.
+    pub async fn open_tasks(&self) -> Result<Vec<OpenTask>, PushStoreError> {
+        match self.kv.get(OPEN_KEY).await? {
+            None => Ok(Vec::new()),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| PushStoreError::Corrupt(e.to_string()))
+            }
+        }
+    }
+
+    /// `task` ended: no sweep looks at it again.
+    pub async fn close(&self, task: &str) -> Result<(), PushStoreError> {
+        let mut open = self.open_tasks().await?;
+        let before = open.len();
+        open.retain(|o| o.task != task);
+        if open.len() != before {
+            self.write_open(&open).await?;
+        }
+        Ok(())
+    }
+
+    /// The state last notified for `task` (`TASK_STATE_…`).
+    pub async fn notified(&self, task: &str) -> Result<Option<String>, PushStoreError> {
+        let key = format!("notified/{task}");
+        if !is_valid_key(&key) {
+            return Ok(None);
+        }
+        Ok(self
+            .kv
+            .get(&key)
+            .await?
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// `state` was notified for `task`.
+    pub async fn set_notified(&self, task: &str, state: &str) -> Result<(), PushStoreError> {
+        let key = format!("notified/{task}");
+        if !is_valid_key(&key) {
+            return Ok(());
+        }
+        Ok(self
+            .kv
+            .put(&key, Bytes::from(state.as_bytes().to_vec()))
+            .await?)
+    }
+
+    async fn write_open(&self, open: &[OpenTask]) -> Result<(), PushStoreError> {
+        let bytes = serde_json::to_vec(open).map_err(|e| PushStoreError::Corrupt(e.to_string()))?;
+        Ok(self.kv.put(OPEN_KEY, Bytes::from(bytes)).await?)
     }
 
     async fn write(

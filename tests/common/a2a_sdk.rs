@@ -58,6 +58,45 @@ pub fn run(url: &str, binding: Binding, scenario: &str, extra: &[&str]) -> Value
         .unwrap_or_else(|e| panic!("scenario {scenario} printed no JSON ({e}): {stdout}"))
 }
 
+/// A scenario running in the background: its first line read, its JSON awaited later.
+pub struct Running {
+    child: std::process::Child,
+    pub first: Value,
+}
+
+impl Running {
+    /// Start `scenario` and read the JSON line it prints first.
+    pub fn start(url: &str, binding: Binding, scenario: &str, extra: &[&str]) -> Self {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/a2a_sdk_client.py");
+        let mut child = Command::new(python())
+            .arg(&script)
+            .args([url, binding.name(), scenario])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the A2A SDK client starts");
+        let stdout = child.stdout.as_mut().expect("its stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("a first line");
+        let first = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("scenario {scenario} began without JSON ({e}): {line}"));
+        Self { child, first }
+    }
+
+    /// Wait for the scenario's result.
+    pub fn finish(self) -> Value {
+        let out = self.child.wait_with_output().expect("the scenario ends");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the scenario failed: {stdout}");
+        serde_json::from_str(stdout.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("no JSON result ({e}): {stdout}"))
+    }
+}
+
 /// `examples/a2a/agent.py` (an A2A agent written with the SDK) on a free loopback port,
 /// killed on drop.
 pub struct ExampleAgent {

@@ -278,6 +278,31 @@ async def push(d):
     }
 
 
+async def push_wait(d):
+    """Send a slow task with a push config, print its id at once, then wait (the caller may
+    restart the server meanwhile) until the webhook heard it completed."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    client = await d.client()
+    config = TaskPushNotificationConfig(url=url, token="tok-456")
+    request = SendMessageRequest(
+        message=user_message("write the report"),
+        configuration=SendMessageConfiguration(
+            return_immediately=True, task_push_notification_config=config),
+    )
+    task, _ = await d.collect(client.send_message(request))
+    print(json.dumps({"started": task.id}), flush=True)
+    for _ in range(900):
+        states = [g["body"].get("statusUpdate", {}).get("status", {}).get("state")
+                  for g in Receiver.got]
+        if "TASK_STATE_COMPLETED" in states:
+            break
+        await asyncio.sleep(0.1)
+    server.shutdown()
+    return {"task_id": task.id, "received": Receiver.got}
+
+
 async def start(d):
     """Send a task without waiting (`--text`, default a slow report); print its id."""
     task, _ = await d.send(d.args.text or "write the report", polling=True)
@@ -337,7 +362,7 @@ async def raw(d):
 SCENARIOS = {
     "card": card, "send": send, "stream": stream, "long": long_task, "cancel": cancel,
     "input": input_required, "push": push, "start": start, "wait": wait, "raw": raw,
-    "cancel_task": cancel_task, "remote_tasks": remote_tasks,
+    "cancel_task": cancel_task, "remote_tasks": remote_tasks, "push_wait": push_wait,
 }
 
 

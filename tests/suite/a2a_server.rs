@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::common::a2a_sdk::{run, Binding};
+use crate::common::a2a_sdk::{run, Binding, Running};
 use crate::common::hermes_proc::{free_port, Serve};
 use crate::common::nats_server::NatsServer;
 use crate::common::scenario::*;
@@ -351,4 +351,38 @@ fn a_process_without_session_actors_serves_a2a_for_sessions_elsewhere_on_nats() 
     );
     let long = run(&url, Binding::HttpJson, "long", &["--token", TOKEN]);
     assert_eq!(long["final_state"], "TASK_STATE_COMPLETED", "{long}");
+}
+
+#[test]
+fn a_push_notification_missed_while_the_a2a_process_was_down_is_sent_when_it_is_back() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "a2a-push-sweep");
+    let workers_dir = dir.path().join("workers");
+    let _workers = Serve::start_with(
+        &config,
+        &nats.url(),
+        "all",
+        &["--data-dir", workers_dir.to_str().unwrap()],
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let front_dir = dir.path().join("front");
+    let front_args = ["--http", &addr, "--data-dir", front_dir.to_str().unwrap()];
+    let front = Serve::start_with(&config, &nats.url(), "planner", &front_args);
+    let url = format!("http://{addr}/a2a/assistant");
+    let pushed = Running::start(&url, Binding::JsonRpc, "push_wait", &["--token", TOKEN]);
+    assert!(pushed.first["started"].is_string(), "{}", pushed.first);
+    // The only process serving A2A goes away; the task goes on in the workers and ends
+    // (a 2-second report) with no one listening for its events.
+    front.kill9();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let _front = Serve::start_with(&config, &nats.url(), "planner", &front_args);
+    let pushed = pushed.finish();
+    let completed = pushed["received"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        .count();
+    assert!(completed >= 1, "{pushed}");
 }

@@ -132,12 +132,16 @@ impl A2aServer {
             tokens = tokens.without_anonymous();
         }
         let push = PushStore::open(&bus, db).map_err(|e| A2aServerError::Store(e.to_string()))?;
-        let notifier = Notifier::new(push.clone(), Retry::from_config(&config.a2a));
+        let timeout = Duration::from_secs(config.engine.request_timeout_secs.max(1));
+        let notifier = Notifier::new(
+            push.clone(),
+            Retry::from_config(&config.a2a),
+            Sessions::new(bus.clone(), timeout),
+        );
         notifier
             .clone()
             .run(bus.clone(), agents.iter().cloned().collect())
             .await?;
-        let timeout = Duration::from_secs(config.engine.request_timeout_secs.max(1));
         Ok(Some(Arc::new(Self {
             sessions: Sessions::new(bus.clone(), timeout),
             bus,

@@ -66,7 +66,7 @@ impl A2aServer {
     /// Store `config` for its task (already checked to be the caller's), with an id.
     pub(crate) async fn put_push(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         mut config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
         let url = reqwest::Url::parse(&config.url).map_err(|e| {
@@ -96,6 +96,10 @@ impl A2aServer {
         config.tenant = None;
         self.push
             .put(config.clone())
+            .await
+            .map_err(|e| A2AError::internal(e.to_string()))?;
+        self.push
+            .mark_open(&caller.agent, &config.task_id)
             .await
             .map_err(|e| A2AError::internal(e.to_string()))?;
         Ok(config)
