@@ -167,16 +167,8 @@ impl SessionClient {
                 Ok(None) => return Err(ClientError::Closed),
                 Ok(Some(m)) => m,
             };
-            if let Some(env) = msg
-                .local
-                .as_ref()
-                .and_then(|v| v.as_any().downcast_ref::<Envelope<TurnEvent>>())
-            {
-                return Ok(Some(env.body.clone()));
-            }
-            match Envelope::<TurnEvent>::decode_event(&msg.payload, usize::MAX) {
-                Ok(env) => return Ok(Some(env.body)),
-                Err(e) => tracing::warn!(error = %e, "unreadable event skipped"),
+            if let Some(event) = event_of(&msg) {
+                return Ok(Some(event));
             }
         }
     }
@@ -206,6 +198,7 @@ impl SessionClient {
             message_id: decided.turn_id.clone(),
             session: self.session.clone(),
             seq: 0,
+            turn_id: Some(decided.turn_id.clone()),
         };
         self.follow(accepted, Some(decided.turn_id), timeout, on_event)
             .await
@@ -275,6 +268,25 @@ impl SessionClient {
             if done {
                 return Ok(trace);
             }
+        }
+    }
+}
+
+/// The turn event a message on `hermes.out.<agent>.<session>` carries; none (and a warning)
+/// when it is unreadable.
+pub fn event_of(msg: &crate::bus::Message) -> Option<TurnEvent> {
+    if let Some(env) = msg
+        .local
+        .as_ref()
+        .and_then(|v| v.as_any().downcast_ref::<Envelope<TurnEvent>>())
+    {
+        return Some(env.body.clone());
+    }
+    match Envelope::<TurnEvent>::decode_event(&msg.payload, usize::MAX) {
+        Ok(env) => Some(env.body),
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable event skipped");
+            None
         }
     }
 }

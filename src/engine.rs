@@ -374,7 +374,17 @@ impl Engine {
                 tracing::warn!("{warning}");
             }
         }
-        let ports = Arc::new(BusPorts::new(deps.bus.clone(), self.config.clone()));
+        let mut ports = BusPorts::new(deps.bus.clone(), self.config.clone());
+        if self.config.agents.values().any(|a| a.is_remote()) {
+            let remote = crate::a2a::delegate::RemoteDelegates::open(
+                deps.bus.clone(),
+                Some(&db),
+                self.config.clone(),
+                deps.io.clone(),
+            )?;
+            ports = ports.with_remote(remote);
+        }
+        let ports = Arc::new(ports);
         let watching = ports.clone();
         deps.io
             .spawn(async move { watching.watch_catalog().await })

@@ -4,6 +4,7 @@
 //! only through messages on NATS subjects ([`bus`]), keep their state in sled, and never block
 //! one another. See `DESIGN.md` for the plan and `README.md` for use.
 
+pub mod a2a;
 pub mod actors;
 pub mod bench;
 pub mod bus;

@@ -285,9 +285,12 @@ impl Handler<Deliver> for SessionActor {
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
         // A delegated task may be sent again by a parent that cannot tell whether it arrived.
-        // So may a trigger whose event was published twice.
+        // So may a trigger whose event was published twice, and an A2A client retrying.
         let body = &msg.inbound.envelope.body;
-        let repeatable = msg.redelivered || body.delegation.is_some() || body.trigger.is_some();
+        let repeatable = msg.redelivered
+            || body.delegation.is_some()
+            || body.trigger.is_some()
+            || body.resendable;
         if repeatable && self.already_accepted(&msg.inbound, ctx) {
             return;
         }

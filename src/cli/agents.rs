@@ -44,11 +44,29 @@ fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
             .filter(|t| &t.agent == name)
             .map(|t| format!("{} ({})", t.name, t.subject))
             .collect();
+        let a2a = agent.a2a.clone().unwrap_or_default();
+        if let Some(card_url) = &a2a.card_url {
+            if args.json {
+                println!(
+                    "{}",
+                    json!({"agent": name, "description": agent.description, "remote": card_url})
+                );
+            } else {
+                println!("{name}");
+                if !agent.description.is_empty() {
+                    println!("  {}", agent.description);
+                }
+                println!("  remote       an A2A agent at {card_url}");
+                println!();
+            }
+            continue;
+        }
         if args.json {
             println!(
                 "{}",
                 json!({
                     "agent": name,
+                    "a2a": a2a.expose,
                     "description": agent.description,
                     "model": agent.model,
                     "provider": model,
@@ -82,6 +100,9 @@ fn ls(config: &Config, args: &LsArgs) -> anyhow::Result<()> {
             )
         );
         println!("  hands off to {}", list(&agent.handoffs_to));
+        if a2a.expose {
+            println!("  served       over A2A at /a2a/{name} (hermes serve --http)");
+        }
         println!(
             "  memory       reads {}; {}",
             list(&agent.memory.read),

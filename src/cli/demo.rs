@@ -55,12 +55,25 @@ pub enum Story {
     /// carrier-tracking job) and a customer-care agent (the customer's remembered
     /// preferences), is woken by their answers and publishes one reply. Uses config/team.toml
     /// with its scripted models; exits non-zero if any step of the story is missing.
-    Team,
+    Team(TeamArgs),
+}
+
+/// `hermes demo team` options.
+#[derive(clap::Args, Default)]
+pub struct TeamArgs {
+    /// Add a remote member: `stats`, the A2A agent of examples/a2a/agent.py (written with the
+    /// official A2A Python SDK), started here and asked over A2A in the same step as the
+    /// others. Needs a Python with `a2a-sdk[http-server]` and `uvicorn` (see --python).
+    #[arg(long)]
+    pub remote: bool,
+    /// The Python that runs the remote member (default: $HERMES_PYTHON, else python3).
+    #[arg(long, value_name = "PATH", requires = "remote")]
+    pub python: Option<PathBuf>,
 }
 
 pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
-    if let Some(Story::Team) = args.story.take() {
-        return super::demo_team::run(args);
+    if let Some(Story::Team(team)) = args.story.take() {
+        return super::demo_team::run(args, team);
     }
     let _temp = on_embedded_bus(&mut config, args.data_dir)?;
     config.http.listen = args.http.clone();

@@ -6,7 +6,8 @@
 //! tracking job) and care (the customer's remembered preferences), is woken by their answers
 //! and publishes one reply on `shop.orders.<id>.reply`. The trace shows every session's events
 //! as they happen; the command fails if the trigger, the two simultaneous delegations, the
-//! wake-ups or the reply is missing.
+//! wake-ups or the reply is missing. With `--remote` a third member, the Python A2A agent
+//! `stats` ([`super::demo_remote`]), is asked over A2A in the same step.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use hermes::engine::Engine;
 use hermes::protocol::envelope::Envelope;
 use hermes::protocol::{kinds, MemoryKind, MemoryUpdate, MemoryWriteRequest, TurnEvent, UpdateOp};
 
-use super::demo::DemoArgs;
+use super::demo::{DemoArgs, TeamArgs};
 use super::runtime::with_engine_runtime;
 
 const ORDER: &str = "JD-20251111-0042";
@@ -35,9 +36,18 @@ struct Seen {
     event: TurnEvent,
 }
 
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub fn run(args: DemoArgs, team: TeamArgs) -> anyhow::Result<()> {
     let mut config = Config::team().context("the team demo's configuration")?;
     let _temp = super::demo::on_embedded_bus(&mut config, args.data_dir)?;
+    let remote = match team.remote {
+        true => {
+            let dir = config.engine.data_dir.join("remote-member");
+            let member = super::demo_remote::RemoteMember::start(team.python, &dir)?;
+            super::demo_remote::join(&mut config, &member.url)?;
+            Some(member)
+        }
+        false => None,
+    };
     config.http.listen = args.http.clone();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
@@ -73,7 +83,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         if let Some(reply) = &reply {
             println!("\n== Published on {reply_subject}\n   {reply}");
         }
-        let checks = checklist(&seen, reply.is_some());
+        drop(remote);
+        let checks = checklist(&seen, reply.is_some(), team.remote);
         println!("\n== What the trace shows");
         for (ok, what) in &checks {
             println!("  [{}] {what}", if *ok { "x" } else { " " });
@@ -225,7 +236,7 @@ fn print_line(item: &Seen) {
 }
 
 /// The checks of the story; each with what it shows.
-fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
+fn checklist(seen: &[Seen], replied: bool, remote: bool) -> Vec<(bool, String)> {
     fn of<'a>(seen: &'a [Seen], agent: &'a str) -> impl Iterator<Item = &'a Seen> + 'a {
         seen.iter().filter(move |s| s.agent == agent)
     }
@@ -249,7 +260,8 @@ fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
         .filter(|s| matches!(s.event, TurnEvent::AgentDelegated { .. }))
         .filter(|s| first_wake.is_none_or(|w| s.at <= w))
         .count();
-    let side_by_side = handed_out == 2;
+    let members = if remote { 3 } else { 2 };
+    let side_by_side = handed_out == members;
     let job_waited = of(seen, "logistics")
         .any(|s| matches!(&s.event, TurnEvent::JobWaiting { name, .. } if name == "track_parcel"));
     let job_woke = of(seen, "logistics").any(|s| matches!(s.event, TurnEvent::TurnResumed { .. }));
@@ -260,7 +272,16 @@ fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
         .filter(|s| matches!(s.event, TurnEvent::TurnResumed { .. }))
         .count();
     let answered = of(seen, "triage").any(|s| matches!(s.event, TurnEvent::Answer { .. }));
-    vec![
+    let stats_counted = of(seen, "triage").find_map(|s| match &s.event {
+        TurnEvent::ToolResult { result, .. } if result.name == "agent__stats" => Some(
+            result.output["answer"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| result.output.to_string()),
+        ),
+        _ => None,
+    });
+    let mut checks = vec![
         (
             triage_started,
             format!("the trigger turned the event into a triage turn (session order-{ORDER})"),
@@ -274,9 +295,15 @@ fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
         ),
         (
             side_by_side,
-            "both delegated agents ran at the same time (both had their task before either \
-             answer came back)"
-                .into(),
+            if remote {
+                "all 3 delegated agents ran at the same time (all had their task before any \
+                 answer came back)"
+                    .to_string()
+            } else {
+                "both delegated agents ran at the same time (both had their task before either \
+                 answer came back)"
+                    .to_string()
+            },
         ),
         (
             job_waited && job_woke,
@@ -296,5 +323,20 @@ fn checklist(seen: &[Seen], replied: bool) -> Vec<(bool, String)> {
             replied,
             format!("one reply was published on shop.orders.{ORDER}.reply"),
         ),
-    ]
+    ];
+    if remote {
+        checks.insert(
+            3,
+            (
+                stats_counted
+                    .as_deref()
+                    .is_some_and(|s| s.contains("words")),
+                format!(
+                    "the remote member stats (a Python agent) answered over A2A: {}",
+                    stats_counted.unwrap_or_else(|| "no answer".into())
+                ),
+            ),
+        );
+    }
+    checks
 }

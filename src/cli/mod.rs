@@ -4,6 +4,7 @@ mod agents;
 mod bench_cmd;
 mod chat;
 mod demo;
+mod demo_remote;
 mod demo_team;
 mod doctor;
 mod eval;

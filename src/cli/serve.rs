@@ -28,8 +28,9 @@ pub struct ServeArgs {
     /// in containers and process managers).
     #[arg(long, value_name = "PATH")]
     ready_file: Option<PathBuf>,
-    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. `127.0.0.1:9464` (overrides
-    /// [http] listen).
+    /// Serve Hermes' HTTP endpoint at ADDR, e.g. `127.0.0.1:9464` (overrides [http] listen):
+    /// Prometheus metrics at /metrics, the status page at /, and the agents exposed over A2A
+    /// (`[agents.<name>] a2a = { expose = true }`) at /a2a/<agent>.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
 }
@@ -59,6 +60,19 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
             // deployment's events (config/nats/hermes.conf: `hermes status --serve` as ops).
             if let Err(e) = show_live(http, &engine, &io).await {
                 eprintln!("hermes: no status page on this process ({e:#}); /metrics is served");
+            }
+        }
+        match &_http {
+            Some(http) => serve_a2a(http, &engine, &io).await?,
+            None => {
+                let exposed = hermes::a2a::server::A2aServer::served_agents(&engine.config);
+                if !exposed.is_empty() {
+                    eprintln!(
+                        "hermes: agents exposed over A2A ({}) are not served: start with \
+                         --http ADDR (or set [http] listen)",
+                        exposed.into_iter().collect::<Vec<_>>().join(", ")
+                    );
+                }
             }
         }
         report_mcp(&engine);
@@ -175,6 +189,23 @@ pub async fn show_live(
 ) -> anyhow::Result<()> {
     io.spawn(http.show_live(engine.bus.clone())).await??;
     eprintln!("hermes: status page at {}", http.page_url());
+    Ok(())
+}
+
+/// The agents the config exposes over A2A, on `http`'s listener.
+pub async fn serve_a2a(
+    http: &hermes::http::HttpServer,
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> anyhow::Result<()> {
+    let serving = http.serve_a2a(engine.bus.clone(), engine.config.clone(), engine.db.clone());
+    let agents = io.spawn(serving).await??;
+    for agent in agents {
+        eprintln!(
+            "hermes: A2A agent `{agent}` at {}",
+            http.a2a_url(agent.as_str())
+        );
+    }
     Ok(())
 }
 

@@ -31,7 +31,8 @@ pub struct AgentConfig {
     /// One line on what the agent is for; the description of its `agent__<name>` tool.
     #[serde(default)]
     pub description: String,
-    /// Default: [`NEUTRAL_SYSTEM_PROMPT`].
+    /// Default: [`NEUTRAL_SYSTEM_PROMPT`]; unused by an agent that lives elsewhere
+    /// (`a2a.card_url`).
     #[serde(default = "default_system_prompt")]
     pub system_prompt: String,
     /// The `[models.<name>]` entry that plans this agent's turns; default: `planner`.
@@ -75,6 +76,9 @@ pub struct AgentConfig {
     /// Longest wait for a delegated agent's answer, seconds.
     #[serde(default = "default_delegation_timeout")]
     pub delegation_timeout_secs: u64,
+    /// A2A: serve this agent (`{ expose = true }`) or reach it elsewhere (`{ card_url = … }`).
+    #[serde(default)]
+    pub a2a: Option<super::AgentA2aConfig>,
 }
 
 /// `[agents.<name>.memory]`.
@@ -201,6 +205,11 @@ impl AgentConfig {
         }
     }
 
+    /// The agent lives elsewhere and is reached over A2A (`a2a = { card_url = … }`).
+    pub fn is_remote(&self) -> bool {
+        self.a2a.as_ref().is_some_and(|a| a.card_url.is_some())
+    }
+
     /// The tool name through which another agent delegates to `agent`.
     pub fn delegation_tool(agent: &str) -> String {
         format!("{DELEGATION_PREFIX}{agent}")
@@ -212,6 +221,44 @@ pub fn delegated_agent(tool: &str) -> Option<&str> {
     tool.strip_prefix(DELEGATION_PREFIX)
 }
 
+/// An agent that lives elsewhere: reached over A2A, it delegates and hands off to no one here,
+/// and no local agent hands the conversation to it.
+fn check_remote(config: &Config, name: &str, agent: &AgentConfig) -> Result<(), ConfigError> {
+    let invalid = |field: &str, message: String| ConfigError::Invalid {
+        key: format!("agents.{name}.{field}"),
+        message,
+    };
+    if !agent.delegates_to.is_empty() || !agent.handoffs_to.is_empty() {
+        return Err(invalid(
+            "delegates_to",
+            "an agent that lives elsewhere (a2a.card_url) delegates to no one here".into(),
+        ));
+    }
+    for (other, a) in &config.agents {
+        if a.handoffs_to.iter().any(|h| h == name) {
+            return Err(ConfigError::Invalid {
+                key: format!("agents.{other}.handoffs_to"),
+                message: format!(
+                    "`{name}` lives elsewhere (A2A): delegate to it (delegates_to) instead of \
+                     handing it the conversation"
+                ),
+            });
+        }
+    }
+    let url = agent
+        .a2a
+        .as_ref()
+        .and_then(|a| a.card_url.as_deref())
+        .unwrap_or("");
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(invalid(
+            "a2a.card_url",
+            format!("`{url}` is not an http(s) URL of an A2A agent (or of its Agent Card)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Every agent's settings agree with the rest of the configuration.
 pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
     for (name, agent) in &config.agents {
@@ -219,6 +266,13 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
             key: format!("agents.{name}.{field}"),
             message,
         };
+        if agent.is_remote() {
+            check_remote(config, name, agent)?;
+            continue;
+        }
+        if agent.max_steps == 0 {
+            return Err(invalid("max_steps", "must be at least 1".into()));
+        }
         let window = agent.window(&config.models);
         if window.reply_reserve >= window.context_window {
             return Err(invalid(
@@ -261,6 +315,16 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         for ns in agent.memory.read.iter().chain([&agent.memory.write]) {
             crate::protocol::subjects::check_id("memory namespace", ns)
                 .map_err(|e| invalid("memory", e.to_string()))?;
+        }
+        if let Some(a2a) = &agent.a2a {
+            if a2a.expose && a2a.card_url.is_some() {
+                return Err(invalid(
+                    "a2a",
+                    "set `expose = true` (serve this agent) or `card_url` (an agent that \
+                     lives elsewhere), not both"
+                        .into(),
+                ));
+            }
         }
         if agent.delegation_timeout_secs == 0 {
             return Err(invalid(

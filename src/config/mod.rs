@@ -5,6 +5,7 @@
 //! [`load`] owns the merge of a file over the defaults and where each model role came from;
 //! [`models`] owns the model tables and the `OPENAI_*` / `HERMES_MODEL` conventions.
 
+pub mod a2a;
 pub mod agents;
 pub mod bus_auth;
 pub mod cluster;
@@ -16,6 +17,7 @@ pub mod telemetry;
 pub mod tools;
 pub mod triggers;
 
+pub use a2a::{A2aConfig, AgentA2aConfig};
 pub use agents::{AgentConfig, AgentMemoryConfig};
 pub use cluster::ClusterConfig;
 pub use load::{ConfigReport, ModelOrigin};
@@ -83,6 +85,9 @@ pub struct Config {
     /// Where trace spans are exported (OTLP over HTTP).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Serving agents over A2A on the HTTP listener.
+    #[serde(default)]
+    pub a2a: A2aConfig,
 }
 
 /// `[http]`: Hermes' own HTTP endpoint while `hermes serve` runs.

@@ -2,7 +2,9 @@
 //! - `GET /metrics`: this process's Prometheus text ([`crate::telemetry::metrics`]);
 //! - `GET /`: the live status page of the whole deployment ([`live`]), once
 //!   [`HttpServer::show_live`] gave it the bus; `GET /events` streams its updates and
-//!   `GET /api/live` answers one snapshot.
+//!   `GET /api/live` answers one snapshot;
+//! - `/.well-known/agent-card.json` and `/a2a/<agent>…`: the agents served over A2A
+//!   ([`crate::a2a::server`]), once [`HttpServer::serve_a2a`] gave it the engine.
 //!
 //! A small hyper server on the I/O runtime, never on an actix arbiter; the metrics exporter's
 //! own listener stays off.
@@ -24,7 +26,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::a2a::server::{A2aServer, A2aServerError};
 use crate::bus::SharedBus;
+use crate::config::Config;
+use crate::store::durability::Durable;
 use crate::telemetry::metrics::{self, Metrics};
 
 /// The metrics path.
@@ -37,6 +42,8 @@ pub const SNAPSHOT_PATH: &str = "/api/live";
 type Body = BoxBody<Bytes, Infallible>;
 /// The live view's snapshots, once the bus is known.
 type LiveSlot = Arc<OnceLock<live::Snapshots>>;
+/// The A2A server, once the engine runs and some agent is served.
+type A2aSlot = Arc<OnceLock<Arc<A2aServer>>>;
 
 /// How often histogram samples are folded into their buckets between scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
@@ -54,6 +61,8 @@ pub enum HttpError {
         "the status page cannot follow the deployment's events: {0}; check the bus connection"
     )]
     Live(#[from] crate::bus::BusError),
+    #[error(transparent)]
+    A2a(#[from] A2aServerError),
 }
 
 /// A running HTTP endpoint; stops when [`HttpServer::stop`] is called or it is dropped.
@@ -62,6 +71,7 @@ pub struct HttpServer {
     pub addr: SocketAddr,
     cancel: CancellationToken,
     live: LiveSlot,
+    a2a: A2aSlot,
 }
 
 impl HttpServer {
@@ -93,6 +103,34 @@ impl HttpServer {
         }
     }
 
+    /// Serve the agents `config` exposes over A2A, their sessions reached over `bus`; the
+    /// agents served (none: nothing is). The future must run on the I/O runtime; a second
+    /// start is a no-op.
+    pub fn serve_a2a(
+        &self,
+        bus: SharedBus,
+        config: Arc<Config>,
+        db: Option<Durable>,
+    ) -> impl std::future::Future<Output = Result<Vec<String>, HttpError>> + Send + 'static {
+        let (slot, addr) = (self.a2a.clone(), self.addr);
+        async move {
+            if let Some(server) = slot.get() {
+                return Ok(server.agents.iter().cloned().collect());
+            }
+            let Some(server) = A2aServer::start(bus, config, db.as_ref(), addr).await? else {
+                return Ok(Vec::new());
+            };
+            let agents = server.agents.iter().cloned().collect();
+            let _ = slot.set(server);
+            Ok(agents)
+        }
+    }
+
+    /// `http://<addr>/a2a/<agent>`, where `agent` is served over A2A.
+    pub fn a2a_url(&self, agent: &str) -> String {
+        format!("http://{}/a2a/{agent}", self.addr)
+    }
+
     pub fn stop(&self) {
         self.cancel.cancel();
     }
@@ -120,10 +158,21 @@ pub async fn start(listen: &str) -> Result<HttpServer, HttpError> {
     })?;
     let cancel = CancellationToken::new();
     let live = LiveSlot::default();
+    let a2a = A2aSlot::default();
     tokio::spawn(upkeep(metrics.clone(), cancel.clone()));
-    tokio::spawn(accept(listener, metrics, live.clone(), cancel.clone()));
+    let slots = Slots {
+        metrics,
+        live: live.clone(),
+        a2a: a2a.clone(),
+    };
+    tokio::spawn(accept(listener, slots, cancel.clone()));
     tracing::info!(url = %format!("http://{addr}{METRICS_PATH}"), "HTTP server listening");
-    Ok(HttpServer { addr, cancel, live })
+    Ok(HttpServer {
+        addr,
+        cancel,
+        live,
+        a2a,
+    })
 }
 
 async fn upkeep(metrics: Metrics, cancel: CancellationToken) {
@@ -136,12 +185,15 @@ async fn upkeep(metrics: Metrics, cancel: CancellationToken) {
     }
 }
 
-async fn accept(
-    listener: TcpListener,
+/// What the listener answers from.
+#[derive(Clone)]
+struct Slots {
     metrics: Metrics,
     live: LiveSlot,
-    cancel: CancellationToken,
-) {
+    a2a: A2aSlot,
+}
+
+async fn accept(listener: TcpListener, slots: Slots, cancel: CancellationToken) {
     loop {
         let (stream, _) = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -153,13 +205,21 @@ async fn accept(
                 }
             },
         };
-        let metrics = metrics.clone();
-        let live = live.clone();
+        let slots = slots.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
-                let response = respond(&metrics, &live, request.method(), request.uri().path());
-                async move { Ok::<_, Infallible>(response) }
+                let slots = slots.clone();
+                async move {
+                    let path = request.uri().path();
+                    if A2aServer::owns(path) {
+                        if let Some(a2a) = slots.a2a.get().cloned() {
+                            return Ok::<_, Infallible>(a2a.handle(request).await);
+                        }
+                    }
+                    let response = respond(&slots.metrics, &slots.live, request.method(), path);
+                    Ok::<_, Infallible>(response)
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);

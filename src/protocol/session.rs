@@ -25,6 +25,11 @@ pub struct UserMessage {
     /// repeated event is recognised).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
+    /// The sender may send this message again with the same envelope id (an A2A client
+    /// retrying `SendMessage` uses its `messageId`): an id already in the session's log is
+    /// acknowledged again, not accepted twice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resendable: bool,
 }
 
 impl UserMessage {
@@ -35,6 +40,7 @@ impl UserMessage {
             delegation: None,
             answer_to: None,
             trigger: None,
+            resendable: false,
         }
     }
 }
@@ -84,6 +90,9 @@ pub struct Accepted {
     pub session: String,
     /// Position of the message in the session's log.
     pub seq: u64,
+    /// The turn the message started (or, sent again, started the first time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
 }
 
 /// The user's answer to `confirmation.required`, sent like a message to

@@ -10,11 +10,16 @@
 //! message id is the job id, so a repeat is recognised). Depth and cycles are refused before
 //! anything is sent; each child has a deadline after which the parent cancels it and goes
 //! on with a timeout result; the child's tokens count in the parent task's budget.
+//!
+//! A child agent that lives elsewhere (`a2a = { card_url = … }`) gets its task over A2A
+//! instead ([`crate::a2a::delegate`]): recorded there before it is sent, its end published on
+//! the same `hermes.job.<id>`, read back by the same poll.
 
 use chrono::{Duration as ChronoDuration, Utc};
 use serde_json::{json, Value};
 
 use super::{Emitter, TurnEnv};
+use crate::a2a::delegate::{ParentTurn, RemotePoll, RemoteTask};
 use crate::config::agents::{delegated_agent, AgentConfig};
 use crate::config::Config;
 use crate::llm::{ToolCall, ToolSpec};
@@ -195,6 +200,9 @@ pub(super) async fn send(
     let Some(child) = &job.child else {
         return Ok(());
     };
+    if is_remote(env, &child.agent) {
+        return send_remote(env, meta, record, job, child).await;
+    }
     let mut chain: Vec<String> = record
         .parent
         .as_ref()
@@ -215,12 +223,50 @@ pub(super) async fn send(
         })),
         answer_to: None,
         trigger: None,
+        resendable: false,
     };
     let mut envelope = Envelope::request(body)
         .for_session(&child.agent, &child.session, Some(&meta.user))
         .in_trace(&record.trace_id);
     envelope.id = job.job_id.clone();
     env.ports.send_message(emitter.scope(), envelope).await
+}
+
+/// Whether `agent` lives elsewhere and is reached over A2A.
+fn is_remote(env: &TurnEnv, agent: &str) -> bool {
+    env.config
+        .agents
+        .get(agent)
+        .is_some_and(AgentConfig::is_remote)
+}
+
+/// Record the child's task for its remote agent, which sends and follows it.
+async fn send_remote(
+    env: &TurnEnv,
+    meta: &SessionMeta,
+    record: &TurnRecord,
+    job: &AwaitedJob,
+    child: &ChildTask,
+) -> Result<(), String> {
+    let task = RemoteTask {
+        job_id: job.job_id.clone(),
+        agent: child.agent.clone(),
+        context_id: child.session.clone(),
+        text: child.task.clone(),
+        parent: ParentTurn {
+            agent: meta.agent.clone(),
+            session: meta.session.clone(),
+            turn_id: record.turn_id.clone(),
+            call_id: job.call_id.clone(),
+            user: meta.user.clone(),
+            trace_id: record.trace_id.clone(),
+        },
+        remote_task: None,
+        cancel: None,
+        outcome: None,
+        submitted_at: job.submitted_at,
+    };
+    env.ports.remote_start(task).await
 }
 
 /// What a child's session says about its task now.
@@ -238,6 +284,18 @@ pub(super) async fn poll(env: &TurnEnv, job: &AwaitedJob) -> ChildState {
     let Some(child) = &job.child else {
         return ChildState::Working;
     };
+    if is_remote(env, &child.agent) {
+        return match env.ports.remote_poll(&job.job_id).await {
+            RemotePoll::Missing => ChildState::Missing,
+            RemotePoll::Working => ChildState::Working,
+            RemotePoll::Ended(o) => ChildState::Ended(Box::new(super::waiting::job_result(
+                job,
+                o.status,
+                Some(o.output),
+                o.error,
+            ))),
+        };
+    }
     let loaded = env.store.load_synced(&child.agent, &child.session).await;
     let (messages, task) = match loaded {
         Ok((_, messages, task)) => (messages, task),
@@ -378,21 +436,29 @@ pub(super) async fn cancel_children(
     reason: &str,
 ) -> Vec<String> {
     let mut told = Vec::new();
-    for (_, child) in record.unfinished_children() {
-        cancel_child(env, meta, record, child, reason).await;
+    for (job, child) in record.unfinished_children() {
+        cancel_child(env, meta, record, job, reason).await;
         told.push(format!("{}.{}", child.agent, child.session));
     }
     told
 }
 
-/// Ask one child session to cancel its turn (and, through it, its own children).
+/// Ask one child session to cancel its turn (and, through it, its own children); a remote
+/// agent, its task.
 pub(super) async fn cancel_child(
     env: &TurnEnv,
     meta: &SessionMeta,
     record: &TurnRecord,
-    child: &ChildTask,
+    job: &AwaitedJob,
     reason: &str,
 ) {
+    let Some(child) = &job.child else {
+        return;
+    };
+    if is_remote(env, &child.agent) {
+        env.ports.remote_cancel(&job.job_id, reason).await;
+        return;
+    }
     let envelope = Envelope::request(Cancel {
         reason: Some(reason.to_string()),
     })

@@ -307,6 +307,7 @@ pub fn accepted(
         message_id: stored.id.clone(),
         session: session.to_owned(),
         seq: stored.seq,
+        turn_id: Some(stored.turn_id.clone()),
     })
 }
 

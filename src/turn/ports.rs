@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::a2a::delegate::{RemoteDelegates, RemotePoll, RemoteTask};
 use crate::bus::events::{self, EventScope};
 use crate::bus::retry::{self, Repeat};
 use crate::bus::{rpc, BusError, SharedBus};
@@ -66,6 +67,23 @@ pub trait TurnPorts: Send + Sync {
     async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String>;
     /// Publish an event on `hermes.job.<id>` (a delegated turn's end wakes its parent).
     async fn publish_job_event(&self, scope: &EventScope, event: JobEvent);
+    /// Start a delegated task on a remote A2A agent: Ok once it is recorded (it is sent and
+    /// followed from there; its end arrives on `hermes.job.<id>`).
+    async fn remote_start(&self, task: RemoteTask) -> Result<(), String> {
+        Err(format!(
+            "agent `{}` lives elsewhere (A2A) and this process cannot reach it",
+            task.agent
+        ))
+    }
+    /// What became of the remote task of delegation `job_id`.
+    async fn remote_poll(&self, job_id: &str) -> RemotePoll {
+        let _ = job_id;
+        RemotePoll::Working
+    }
+    /// Ask the remote agent to cancel the task of delegation `job_id`.
+    async fn remote_cancel(&self, job_id: &str, reason: &str) {
+        let _ = (job_id, reason);
+    }
 }
 
 /// What a turn recalls.
@@ -85,6 +103,8 @@ pub struct BusPorts {
     bus: SharedBus,
     config: Arc<Config>,
     catalog: Arc<Mutex<Option<Arc<ToolsCatalog>>>>,
+    /// Tasks delegated to remote A2A agents, when the config declares any.
+    remote: Option<Arc<RemoteDelegates>>,
 }
 
 impl BusPorts {
@@ -93,7 +113,14 @@ impl BusPorts {
             bus,
             config,
             catalog: Arc::default(),
+            remote: None,
         }
+    }
+
+    /// Delegate to remote A2A agents through `remote`.
+    pub fn with_remote(mut self, remote: Arc<RemoteDelegates>) -> Self {
+        self.remote = Some(remote);
+        self
     }
 
     /// Forget the cached catalog whenever tools change. Call on the I/O runtime; the watch
@@ -299,6 +326,29 @@ impl TurnPorts for BusPorts {
                 }
             }
             Err(e) => tracing::error!(error = %e, "job event not encoded"),
+        }
+    }
+
+    async fn remote_start(&self, task: RemoteTask) -> Result<(), String> {
+        match &self.remote {
+            Some(remote) => remote.start(task).await,
+            None => Err(format!(
+                "agent `{}` lives elsewhere (A2A) and this process cannot reach it",
+                task.agent
+            )),
+        }
+    }
+
+    async fn remote_poll(&self, job_id: &str) -> RemotePoll {
+        match &self.remote {
+            Some(remote) => remote.poll(job_id).await,
+            None => RemotePoll::Working,
+        }
+    }
+
+    async fn remote_cancel(&self, job_id: &str, reason: &str) {
+        if let Some(remote) = &self.remote {
+            remote.cancel(job_id, reason).await;
         }
     }
 

@@ -395,7 +395,7 @@ async fn poll_child(
         _ if overdue => {
             let record = state.record().clone();
             let reason = format!("the parent turn stopped waiting for `{}`", child.agent);
-            delegation::cancel_child(state.env, state.meta, &record, child, &reason).await;
+            delegation::cancel_child(state.env, state.meta, &record, job, &reason).await;
             Some(delegation::timed_out(job, child))
         }
         delegation::ChildState::Working => None,

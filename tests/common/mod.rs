@@ -3,6 +3,7 @@
 //! Completions, Responses and Anthropic Messages wire formats, a local
 //! OTLP trace receiver, the engine in-process and `hermes` as a child process.
 
+pub mod a2a_sdk;
 pub mod dynamic_mcp;
 pub mod engine;
 pub mod fake_anthropic;

@@ -160,9 +160,9 @@ pub fn sum_scenario(name: &str) -> Scenario {
         )
 }
 
-/// A config file for a `hermes serve` process: the demo profile's tools and catalog server,
-/// data in `<dir>/<name>-data`, `script` as the model of every role. Returns the file's path
-/// (`<dir>/<name>.toml`).
+/// A config file for a `hermes serve` process: the demo profile's tools and catalog server
+/// (not its agent table, so a test may add `[agents.assistant]`), data in `<dir>/<name>-data`,
+/// `script` as the model of every role. Returns the file's path (`<dir>/<name>.toml`).
 pub fn write_serve_config(
     dir: &std::path::Path,
     name: &str,
@@ -171,14 +171,18 @@ pub fn write_serve_config(
     let scenario = dir.join(format!("{name}-scenario.toml"));
     std::fs::write(&scenario, script.to_toml()).unwrap();
     let data = dir.join(format!("{name}-data"));
-    // The demo profile (the shop's tools, the catalog MCP server) with this script for every
-    // model role.
-    let demo = hermes::config::DEMO_CONFIG.replace(
-        "\"builtin:demo\"",
-        &format!("{:?}", scenario.display().to_string()),
-    );
+    let models: String = ["planner", "extractor", "summariser"]
+        .iter()
+        .map(|role| {
+            format!(
+                "[models.{role}]\nprovider = \"replay\"\nscenario = {:?}\n",
+                scenario.display().to_string()
+            )
+        })
+        .collect();
     let config = format!(
-        "{demo}\n[engine]\ndata_dir = {:?}\n",
+        "{}\n{models}\n[engine]\ndata_dir = {:?}\n",
+        demo_tools_toml(),
         data.display().to_string()
     );
     let path = dir.join(format!("{name}.toml"));

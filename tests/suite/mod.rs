@@ -1,3 +1,5 @@
+mod a2a_delegate;
+mod a2a_server;
 mod agents;
 mod anthropic_provider;
 mod bad_input;

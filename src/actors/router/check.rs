@@ -111,9 +111,19 @@ fn addressed<B>(
             at,
         ));
     }
-    config
+    let configured = config
         .agent(agent)
         .map_err(|e| Refusal::new("unknown_agent", e.to_string(), at.clone()))?;
+    if configured.is_remote() {
+        return Err(Refusal::new(
+            "remote_agent",
+            format!(
+                "agent `{agent}` lives elsewhere and is reached over A2A (agents.{agent}.a2a.\
+                 card_url); talk to it there, or delegate to it from a local agent"
+            ),
+            at,
+        ));
+    }
     envelope.user.clone().ok_or_else(|| {
         Refusal::new(
             "missing_user",

@@ -186,6 +186,16 @@ impl TokenTable {
             .ok_or(Denied::BadToken)
     }
 
+    /// Whether any bearer token is configured.
+    pub fn has_tokens(&self) -> bool {
+        !self.by_digest.is_empty()
+    }
+
+    /// Whether requests without a token are served (as the anonymous principal).
+    pub fn has_anonymous(&self) -> bool {
+        self.anonymous.is_some()
+    }
+
     /// Drop the anonymous principal (the listener is not on loopback).
     pub fn without_anonymous(mut self) -> Self {
         self.anonymous = None;
