@@ -17,6 +17,7 @@ mod memory_print;
 mod print;
 mod reach;
 mod runtime;
+mod schema;
 mod send;
 mod serve;
 mod sessions;
@@ -173,6 +174,14 @@ enum Command {
     ///   hermes --config hermes.toml chat --agent helper
     #[command(verbatim_doc_comment)]
     Init(init::InitArgs),
+    /// The wire's JSON Schema: one document per envelope kind and an index of subjects, for
+    /// a client in another language to validate what it sends and receives.
+    ///
+    /// Examples:
+    ///   hermes schema                  # the index: every subject and the kinds on it
+    ///   hermes schema --out schema     # every document (schema/ in the repository)
+    #[command(verbatim_doc_comment)]
+    Schema(schema::SchemaArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -208,6 +217,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
         Command::Init(args) => init::run(args),
+        Command::Schema(args) => schema::run(args),
     };
     // The spans of the run (a one-shot command, or `serve` after Ctrl-C) leave before exit.
     if let Some(traces) = traces {
@@ -240,6 +250,7 @@ impl Command {
             Command::Status(_) => "status",
             Command::Doctor(_) => "doctor",
             Command::Init(_) => "init",
+            Command::Schema(_) => "schema",
         }
     }
 }

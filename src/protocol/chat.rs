@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
@@ -16,7 +16,7 @@ pub enum Role {
 
 /// A tool call the model asked for. `arguments` is the parsed JSON the model sent; when the
 /// model sent text that is not JSON, it is kept as a JSON string so validation can say so.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -24,7 +24,7 @@ pub struct ToolCall {
 }
 
 /// One message of a conversation, in the shape every provider understands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChatMessage {
     pub role: Role,
     #[serde(default)]
@@ -48,7 +48,7 @@ pub struct ChatMessage {
 /// reasoning item (with its `encrypted_content`), an Anthropic thinking block and its
 /// signature. Opaque to everything but the provider and model that made it: another provider
 /// (a fallback, a session moved to another model) never sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProviderPart {
     /// The wire format that made it: `openai-responses` or `anthropic`.
     pub provider: String,
@@ -105,7 +105,7 @@ impl ChatMessage {
 }
 
 /// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
@@ -116,7 +116,9 @@ pub struct ToolSpec {
 /// Token usage as the provider reported it. `prompt_tokens` counts every input token, the
 /// cached ones (read from the provider's prompt cache) and those written to the cache
 /// included; `completion_tokens` counts every output token, reasoning included.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,

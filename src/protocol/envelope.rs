@@ -15,12 +15,13 @@ use super::subjects::{check_id, IdError};
 /// The envelope version this build writes and reads.
 pub const ENVELOPE_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Envelope<B = Value> {
     pub v: u32,
     pub id: String,
     pub kind: String,
     #[serde(with = "crate::protocol::timestamp")]
+    #[schemars(with = "chrono::DateTime<chrono::Utc>")]
     pub ts: DateTime<Utc>,
     pub trace_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +61,7 @@ pub enum EnvelopeError {
 }
 
 /// The body of an `error` envelope: a stable code and a message that says what to do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     pub code: String,
     pub message: String,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A tool a server offers, as the server describes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpTool {
     pub name: String,
     pub description: String,
@@ -17,7 +17,9 @@ pub struct McpTool {
 }
 
 /// The behaviour hints of an MCP tool's `annotations`; `None` where the server said nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct McpToolHints {
     #[serde(default)]
     pub read_only: Option<bool>,
@@ -28,7 +30,7 @@ pub struct McpToolHints {
 }
 
 /// The result of `tools/call`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpToolResult {
     /// The server flagged the result as an error (`isError`).
     pub is_error: bool,
@@ -40,7 +42,7 @@ pub struct McpToolResult {
 }
 
 /// A resource a server offers (`resources/list`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpResource {
     pub uri: String,
     pub name: String,
@@ -51,7 +53,7 @@ pub struct McpResource {
 }
 
 /// One block of a `resources/read` result: text as is, binary summarised by its size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpResourceContent {
     pub uri: String,
     #[serde(default)]
@@ -61,7 +63,7 @@ pub struct McpResourceContent {
 }
 
 /// A prompt template a server offers (`prompts/list`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPrompt {
     pub name: String,
     #[serde(default)]
@@ -70,7 +72,7 @@ pub struct McpPrompt {
     pub arguments: Vec<McpPromptArgument>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPromptArgument {
     pub name: String,
     #[serde(default)]
@@ -80,14 +82,14 @@ pub struct McpPromptArgument {
 }
 
 /// The messages of a `prompts/get` result, each as role + text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPromptResult {
     #[serde(default)]
     pub description: Option<String>,
     pub messages: Vec<McpPromptMessage>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPromptMessage {
     /// `user` or `assistant`.
     pub role: String,
@@ -95,7 +97,7 @@ pub struct McpPromptMessage {
 }
 
 /// A call to a mounted MCP server's tool, on `hermes.mcp.call`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpCallRequest {
     pub server: String,
     pub tool: String,
@@ -106,7 +108,7 @@ pub struct McpCallRequest {
 }
 
 /// Read a mounted server's resource, on `hermes.mcp.read`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpReadRequest {
     pub server: String,
     pub uri: String,
@@ -114,7 +116,7 @@ pub struct McpReadRequest {
     pub user: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpReadReply {
     #[serde(default)]
     pub contents: Vec<McpResourceContent>,
@@ -123,7 +125,7 @@ pub struct McpReadReply {
 }
 
 /// Get one of a mounted server's prompts, on `hermes.mcp.prompt`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPromptRequest {
     pub server: String,
     pub name: String,
@@ -133,7 +135,7 @@ pub struct McpPromptRequest {
     pub user: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpPromptReply {
     #[serde(default)]
     pub prompt: Option<McpPromptResult>,
@@ -142,19 +144,19 @@ pub struct McpPromptReply {
 }
 
 /// Ask for the latest MCP audit records, on `hermes.mcp.audit`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpAuditRequest {
     pub limit: usize,
 }
 
 /// Newest first.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpAuditReply {
     pub records: Vec<AuditEntry>,
 }
 
 /// The bridge's answer: the server's result, or why there is none.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpCallReply {
     #[serde(default)]
     pub result: Option<McpToolResult>,
@@ -163,12 +165,12 @@ pub struct McpCallReply {
 }
 
 /// The mounted servers, on `hermes.mcp.catalog`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpCatalog {
     pub servers: Vec<McpServerStatus>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerStatus {
     pub name: String,
     /// `ready`, `failed` (never connected; retrying) or `reconnecting` (was up, died).
@@ -196,7 +198,7 @@ pub struct McpServerStatus {
 }
 
 /// One audited MCP operation, as `hermes.mcp.audit` answers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditEntry {
     pub ts: DateTime<Utc>,
     /// `client` (the bridge called a mounted server) or `server` (a caller used Hermes' server).

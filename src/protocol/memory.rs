@@ -11,7 +11,7 @@ use super::chat::ChatMessage;
 /// that names no namespace uses.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryKind {
     Preference,
@@ -28,16 +28,17 @@ impl MemoryKind {
 }
 
 /// Where a memory came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Source {
     pub session: String,
     pub message_id: String,
     /// When the user said it (not when it was stored): newer source time wins a conflict.
     #[serde(with = "crate::protocol::timestamp")]
+    #[schemars(with = "chrono::DateTime<chrono::Utc>")]
     pub source_time: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UpdateOp {
     Add,
@@ -47,7 +48,7 @@ pub enum UpdateOp {
 }
 
 /// One entry of the extractor's `{memory_updates: [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryUpdate {
     pub op: UpdateOp,
     pub kind: MemoryKind,
@@ -68,7 +69,7 @@ fn default_importance() -> f32 {
 }
 
 /// A memory as it travels (recall hits, `hermes.memory.list`): the stored record's fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     pub id: String,
     pub user: String,
@@ -97,7 +98,7 @@ pub struct Memory {
 }
 
 /// A recalled memory with its score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallHit {
     pub record: Memory,
     pub score: f64,
@@ -105,7 +106,7 @@ pub struct RecallHit {
 
 /// A user's memories, newest first, or the one with `id`, on `hermes.memory.list`
 /// (read-only). Live records only, unless `include_inactive`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryListRequest {
     pub user: String,
     /// Only this namespace (all when none).
@@ -125,7 +126,7 @@ pub struct MemoryListRequest {
     pub limit: Option<usize>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryListReply {
     pub records: Vec<Memory>,
     /// Records that match, on every page.
@@ -138,7 +139,7 @@ pub struct MemoryListReply {
 
 /// Ask memory for what it knows about the current message. Besides the user, recall can be
 /// narrowed to a namespace and to kinds / topics (a record passes with any listed one).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallRequest {
     pub user: String,
     pub query: String,
@@ -162,7 +163,7 @@ pub struct RecallRequest {
     pub min_score: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallReply {
     pub hits: Vec<RecallHit>,
     /// The embedder whose vectors were fused with BM25; none: BM25 alone.
@@ -171,7 +172,7 @@ pub struct RecallReply {
 }
 
 /// A finished turn to mine for memories (durable queue `hermes.memory.extract`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExtractJob {
     /// The namespace memories mined from this turn go into (the agent's `memory.write`).
     #[serde(default = "default_namespace")]
@@ -189,7 +190,7 @@ pub struct ExtractJob {
 }
 
 /// One memory write, as reported after extraction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryChange {
     pub op: String,
     pub key: String,
@@ -199,7 +200,7 @@ pub struct MemoryChange {
 
 /// Write one memory for a user directly (the MCP server's `memory_write`, other agents), on
 /// `hermes.memory.write`. Merged by the same rules as extracted memories.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryWriteRequest {
     pub user: String,
     #[serde(default = "default_namespace")]
@@ -210,7 +211,7 @@ pub struct MemoryWriteRequest {
 }
 
 /// Forget memories on `hermes.memory.forget`: by record id, or by key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryForgetRequest {
     pub user: String,
     #[serde(default = "default_namespace")]
@@ -222,7 +223,7 @@ pub struct MemoryForgetRequest {
 }
 
 /// The answer to a write or forget: what changed.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryWriteReply {
     pub changes: Vec<MemoryChange>,
 }

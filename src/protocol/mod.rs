@@ -10,6 +10,7 @@
 //!   messages, planning, turn events), [`tool`] (definitions, calls, results, jobs), [`memory`]
 //!   (recall, writes, extraction), [`mcp`] (mounted servers, calls, audit), [`session_view`]
 //!   (stored sessions as `hermes sessions` reads them).
+//! - [`schema`]: the JSON Schema of all of it, as committed under `schema/`.
 //!
 //! Wire types are not storage formats: records kept in sled have types of their own in the
 //! module that owns the tree, converted at the edge.
@@ -22,6 +23,7 @@ pub mod kinds;
 pub mod mcp;
 pub mod memory;
 pub mod request;
+pub mod schema;
 pub mod session;
 pub mod session_view;
 pub mod status;

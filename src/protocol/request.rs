@@ -58,15 +58,21 @@ pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// `hermes.tools.list`: the tool catalog.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ToolsListRequest;
 
 /// `hermes.tools.metrics`: the executor's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ToolsMetricsRequest;
 
 /// `hermes.mcp.catalog`: the mounted servers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct McpCatalogRequest;
 
 macro_rules! reply {

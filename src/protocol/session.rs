@@ -11,7 +11,7 @@ use super::tool::ToolCallResult;
 
 /// A user message (or an external event phrased as one) for `hermes.in.<agent>.<session>`.
 /// The user is the envelope's `user`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UserMessage {
     pub text: String,
     /// Set when another agent's turn delegated this task: the child session's turn reports
@@ -47,7 +47,7 @@ impl UserMessage {
 
 /// The parent turn a delegated task belongs to: where the child's answer goes, how deep the
 /// delegation chain is, and what the child may spend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delegation {
     pub parent_agent: String,
     pub parent_session: String,
@@ -67,7 +67,7 @@ pub struct Delegation {
 
 /// Stop a session's turn in progress (and the turns it delegated to), sent like a message to
 /// `hermes.in.<agent>.<session>` with kind `user.cancel`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cancel {
     /// Why, shown in the turn's error event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,7 +75,7 @@ pub struct Cancel {
 }
 
 /// The reply to a `user.cancel`: the turns that were stopped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CancelAccepted {
     /// The session's turn that was cancelled; none when nothing was running.
     pub turn_id: Option<String>,
@@ -84,7 +84,7 @@ pub struct CancelAccepted {
 }
 
 /// The reply to a request on `hermes.in…`: the message is persisted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Accepted {
     pub message_id: String,
     pub session: String,
@@ -97,7 +97,7 @@ pub struct Accepted {
 
 /// The user's answer to `confirmation.required`, sent like a message to
 /// `hermes.in.<agent>.<session>` with kind `user.confirmation`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Confirmation {
     /// `true` runs the call, `false` declines it (the model is told the user said no).
     pub approve: bool,
@@ -107,7 +107,7 @@ pub struct Confirmation {
 }
 
 /// The reply to a `user.confirmation`: the decision is persisted and the turn resumes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfirmationAccepted {
     pub turn_id: String,
     pub call_ids: Vec<String>,
@@ -115,7 +115,7 @@ pub struct ConfirmationAccepted {
 }
 
 /// One planning step.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanRequest {
     pub turn_id: String,
     pub step: u32,
@@ -129,7 +129,7 @@ pub struct PlanRequest {
     pub model: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanReply {
     pub text: String,
     #[serde(default)]
@@ -147,7 +147,7 @@ pub struct PlanReply {
 }
 
 /// A recalled memory as shown in the trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecalledMemory {
     pub key: String,
     pub content: String,
@@ -155,7 +155,7 @@ pub struct RecalledMemory {
 }
 
 /// Everything published on `hermes.out.<agent>.<session>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TurnEvent {
@@ -259,7 +259,7 @@ impl TurnEvent {
 }
 
 /// Fold older turns into the running summary, on `hermes.summarise`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummariseRequest {
     /// The summary so far (empty at first).
     pub previous: String,
@@ -270,13 +270,13 @@ pub struct SummariseRequest {
     pub goal: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummariseReply {
     pub summary: String,
 }
 
 /// Search a user's past messages, on `hermes.sessions.search`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionSearchRequest {
     pub user: String,
     pub query: String,
@@ -289,7 +289,7 @@ fn default_search_limit() -> usize {
 }
 
 /// One message found by a session search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionHit {
     pub agent: String,
     pub session: String,
@@ -300,7 +300,7 @@ pub struct SessionHit {
     pub score: f64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionSearchReply {
     pub hits: Vec<SessionHit>,
 }

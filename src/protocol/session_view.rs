@@ -16,7 +16,7 @@ use super::chat::{ChatMessage, Usage};
 pub const DEFAULT_LIST_PAGE: usize = 100;
 
 /// List stored sessions, newest first, on `hermes.sessions.list`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionListRequest {
     /// Only this user's sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,7 +34,7 @@ pub struct SessionListRequest {
 }
 
 /// A page of sessions.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionListReply {
     pub sessions: Vec<SessionSummary>,
     /// Sessions that match the request's filters, on every page.
@@ -45,7 +45,7 @@ pub struct SessionListReply {
 }
 
 /// One stored session in a list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionSummary {
     pub agent: String,
     pub session: String,
@@ -64,7 +64,7 @@ pub struct SessionSummary {
 }
 
 /// One session with a page of its messages, on `hermes.sessions.show`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionShowRequest {
     pub agent: String,
     pub session: String,
@@ -77,7 +77,7 @@ pub struct SessionShowRequest {
 }
 
 /// A session and a page of its messages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionShowReply {
     pub session: SessionDetail,
     /// Messages from the request's `from_seq`, in order.
@@ -89,7 +89,7 @@ pub struct SessionShowReply {
 
 /// Everything about a session that is not a message: the conversation's owner and handoffs,
 /// and the task layer — pinned goal, history summary, key facts, the turn in progress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionDetail {
     #[serde(flatten)]
     pub summary: SessionSummary,
@@ -116,7 +116,7 @@ pub struct SessionDetail {
 }
 
 /// The conversation handed from one agent to another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandoffView {
     pub from: String,
     pub to: String,
@@ -126,7 +126,7 @@ pub struct HandoffView {
 }
 
 /// A turn's durable state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TurnView {
     pub turn_id: String,
     pub message_id: String,
@@ -152,7 +152,7 @@ pub struct TurnView {
 }
 
 /// The parent turn of a delegated turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParentView {
     pub agent: String,
     pub session: String,
@@ -162,7 +162,7 @@ pub struct ParentView {
 }
 
 /// An async job (or a delegated task) a turn waits on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobView {
     pub call_id: String,
     pub tool: String,
@@ -175,7 +175,7 @@ pub struct JobView {
 }
 
 /// A task delegated to another agent, in a session of its own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChildView {
     pub agent: String,
     pub session: String,
@@ -183,7 +183,7 @@ pub struct ChildView {
 }
 
 /// A high-risk call and the user's decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfirmationView {
     pub call_id: String,
     pub tool: String,
@@ -193,7 +193,7 @@ pub struct ConfirmationView {
 }
 
 /// One stored message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionMessage {
     pub seq: u64,
     pub id: String,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::chat::ToolSpec;
 
 /// How a failed tool call is classified, so the model (and the loop guard) can act on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolErrorCode {
     /// The name is not in the whitelist.
@@ -44,7 +44,9 @@ impl ToolErrorCode {
 }
 
 /// A structured error the model can act on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error, schemars::JsonSchema,
+)]
 #[error("{code:?}: {message}")]
 pub struct ToolError {
     pub code: ToolErrorCode,
@@ -78,14 +80,14 @@ impl ToolError {
 }
 
 /// One progress report of a running job: how far (0.0–1.0) and what it is doing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProgressUpdate {
     pub fraction: f32,
     pub message: String,
 }
 
 /// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Submitted,
@@ -139,7 +141,9 @@ pub fn repeated_write_wait(first_wait: Duration) -> Duration {
 }
 
 /// How a call returns.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolMode {
     /// The result is the reply.
@@ -150,7 +154,9 @@ pub enum ToolMode {
 }
 
 /// What a call does to the world.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolEffect {
     /// Only reads; safe to run again and in parallel.
@@ -163,7 +169,9 @@ pub enum ToolEffect {
 }
 
 /// Whether a call needs the user's confirmation first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolRisk {
     #[default]
@@ -173,7 +181,9 @@ pub enum ToolRisk {
 }
 
 /// Where a tool runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolSource {
     /// In the tool-executor (built-ins and MCP proxies).
@@ -184,7 +194,7 @@ pub enum ToolSource {
 }
 
 /// A tool as the engine knows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolDefinition {
     pub name: String,
     /// What it does, when to use it and when not, parameters, returns and errors.
@@ -246,7 +256,9 @@ impl ToolDefinition {
 }
 
 /// A snapshot of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ToolMetrics {
     /// Calls that ran (sync calls and async submissions; replays excluded).
     #[serde(default)]
@@ -279,7 +291,7 @@ pub struct ToolMetrics {
 
 /// Execute one call on `hermes.tool.<name>`. `user` is injected by the engine, never by the
 /// model.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCallRequest {
     pub call_id: String,
     pub name: String,
@@ -297,7 +309,7 @@ pub struct ToolCallRequest {
     pub confirmed: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Ok,
@@ -305,7 +317,7 @@ pub enum ToolStatus {
 }
 
 /// The result of one call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCallResult {
     pub call_id: String,
     pub name: String,
@@ -331,14 +343,14 @@ pub struct ToolCallResult {
 
 /// What changed in a tool-executor's catalog, published on `hermes.tools.changed` so
 /// sessions that cache the catalog fetch it again.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolsChanged {
     pub mounted: Vec<String>,
     pub unmounted: Vec<String>,
 }
 
 /// The tool catalog served on `hermes.tools.list`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolsCatalog {
     /// What the model sees, executor and worker tools alike.
     pub tools: Vec<ToolSpec>,
@@ -352,7 +364,7 @@ pub struct ToolsCatalog {
 
 /// One change of an async job, published on `hermes.job.<id>` with kind `job.submitted`,
 /// `job.progress` (the work started or reported progress), `job.done` or `job.failed`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobEvent {
     pub job_id: String,
     pub tool: String,
