@@ -10,11 +10,17 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use hermes::config::models::{DEFAULT_OPENAI_MODEL, OPENAI_API_KEY};
+use hermes::config::models::{
+    ANTHROPIC_API_KEY, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_VERSION, DEFAULT_OPENAI_MODEL,
+    OPENAI_API_KEY,
+};
 use hermes::config::{ModelEnv, DEFAULT_OPENAI_BASE_URL};
 use hermes::llm::probe::{probe, ProbeOutcome, Wire};
 
-use super::init_template::{render, InitAnswers, McpServerAnswer};
+use super::init_template::{render, InitAnswers, InitProvider, McpServerAnswer};
+
+/// The model `hermes init` suggests for Anthropic's API.
+const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 
 #[derive(Args)]
 pub struct InitArgs {
@@ -27,15 +33,19 @@ pub struct InitArgs {
     /// Ask nothing: take every answer from the flags (and their defaults).
     #[arg(long)]
     non_interactive: bool,
-    /// The model's OpenAI-compatible endpoint (OpenAI, Ollama
-    /// `http://127.0.0.1:11434/v1`, vLLM, llama.cpp…). Default: $OPENAI_BASE_URL, else OpenAI.
+    /// The wire format the endpoint speaks.
+    #[arg(long, value_enum, default_value = "openai")]
+    provider: InitProvider,
+    /// The model's endpoint (OpenAI, Ollama `http://127.0.0.1:11434/v1`, vLLM, llama.cpp…).
+    /// Default: $OPENAI_BASE_URL, else OpenAI's; Anthropic's for --provider anthropic.
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
-    /// The model's name at that endpoint. Default: $HERMES_MODEL, else gpt-4o-mini.
+    /// The model's name at that endpoint. Default: $HERMES_MODEL, else gpt-4o-mini
+    /// (claude-sonnet-4-5 for --provider anthropic).
     #[arg(long = "model-name", value_name = "NAME")]
     model_name: Option<String>,
     /// The environment variable that holds the API key; `none` for a local server without
-    /// one. Default: OPENAI_API_KEY.
+    /// one. Default: OPENAI_API_KEY (ANTHROPIC_API_KEY for --provider anthropic).
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
     /// `embedded` (one process, nothing to install) or `nats://host:4222`.
@@ -103,35 +113,46 @@ pub fn run(args: InitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The defaults the environment suggests: `OPENAI_BASE_URL`, `HERMES_MODEL`.
-fn suggested(args: &InitArgs) -> (String, String, Option<String>) {
+/// The defaults the flags, the environment (`OPENAI_BASE_URL`, `HERMES_MODEL`) and the
+/// provider suggest.
+fn suggested(args: &InitArgs, provider: InitProvider) -> (String, String, Option<String>) {
     let env = ModelEnv::from_process();
-    let base_url = args
-        .base_url
-        .clone()
-        .or(env.base_url)
-        .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.to_string());
-    let model = args
-        .model_name
-        .clone()
-        .or(env.model)
-        .unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string());
+    let anthropic = provider == InitProvider::Anthropic;
+    let base_url = args.base_url.clone().unwrap_or_else(|| {
+        if anthropic {
+            DEFAULT_ANTHROPIC_BASE_URL.to_string()
+        } else {
+            env.base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.to_string())
+        }
+    });
+    let model = args.model_name.clone().or(env.model).unwrap_or_else(|| {
+        if anthropic {
+            DEFAULT_ANTHROPIC_MODEL
+        } else {
+            DEFAULT_OPENAI_MODEL
+        }
+        .to_string()
+    });
     let key = match args.api_key_env.as_deref() {
         Some("none") | Some("") => None,
         Some(var) => Some(var.to_string()),
+        None if anthropic => Some(ANTHROPIC_API_KEY.to_string()),
         None => Some(OPENAI_API_KEY.to_string()),
     };
     (base_url, model, key)
 }
 
 fn from_flags(args: &InitArgs) -> anyhow::Result<InitAnswers> {
-    let (base_url, model, api_key_env) = suggested(args);
+    let (base_url, model, api_key_env) = suggested(args, args.provider);
     let mcp_servers = args
         .mcp
         .iter()
         .map(|spec| McpServerAnswer::parse(spec).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<_>>()?;
     Ok(InitAnswers {
+        provider: args.provider,
         base_url,
         model,
         api_key_env,
@@ -161,8 +182,25 @@ fn ask(args: &InitArgs) -> anyhow::Result<InitAnswers> {
         Ok(if line.is_empty() { default } else { line }.to_string())
     };
     eprintln!("hermes init — a config file for your own agent (Enter keeps the suggestion)\n");
+    loop {
+        let provider = question(
+            "Wire format: openai (Chat Completions), openai-responses or anthropic",
+            answers.provider.as_str(),
+        )?;
+        match InitProvider::parse(&provider) {
+            Some(p) => {
+                if p != answers.provider {
+                    // Another provider suggests another endpoint, model and key variable.
+                    (answers.base_url, answers.model, answers.api_key_env) = suggested(args, p);
+                    answers.provider = p;
+                }
+                break;
+            }
+            None => eprintln!("  `{provider}` is none of openai, openai-responses, anthropic"),
+        }
+    }
     answers.base_url = question(
-        "Model endpoint (OpenAI-compatible; Ollama: http://127.0.0.1:11434/v1)",
+        "Model endpoint (Ollama: http://127.0.0.1:11434/v1)",
         &answers.base_url,
     )?;
     answers.model = question("Model name", &answers.model)?;
@@ -208,8 +246,15 @@ fn probe_model(answers: &InitAnswers, timeout: Duration) -> anyhow::Result<()> {
         eprintln!("note: ${var} is not set here; the probe goes without a key");
     }
     let io = super::runtime::io_runtime()?;
+    let wire = match answers.provider {
+        InitProvider::Openai => Wire::ChatCompletions,
+        InitProvider::OpenaiResponses => Wire::Responses,
+        InitProvider::Anthropic => Wire::Anthropic {
+            version: DEFAULT_ANTHROPIC_VERSION.into(),
+        },
+    };
     let result = io.block_on(probe(
-        &Wire::ChatCompletions,
+        &wire,
         &answers.base_url,
         &answers.model,
         key.as_deref(),

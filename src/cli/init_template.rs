@@ -4,10 +4,41 @@
 
 use std::fmt::Write as _;
 
+/// The wire format the model's endpoint speaks: the `provider` of its `[models.*]` tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitProvider {
+    /// OpenAI Chat Completions: OpenAI, Ollama, vLLM, llama.cpp, DeepSeek, Qwen…
+    Openai,
+    /// The OpenAI Responses API (reasoning kept across tool calls): OpenAI, Ollama, vLLM,
+    /// LM Studio.
+    OpenaiResponses,
+    /// The Anthropic Messages API (thinking, prompt caching): Anthropic, Ollama, llama.cpp.
+    Anthropic,
+}
+
+impl InitProvider {
+    /// The `provider` value in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::OpenaiResponses => "openai-responses",
+            Self::Anthropic => "anthropic",
+        }
+    }
+
+    /// `openai`, `openai-responses` or `anthropic`.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Openai, Self::OpenaiResponses, Self::Anthropic]
+            .into_iter()
+            .find(|p| p.as_str() == text.trim())
+    }
+}
+
 /// What the user chose; each field becomes one section of the file.
 #[derive(Debug, Clone)]
 pub struct InitAnswers {
-    /// OpenAI-compatible endpoint, e.g. `https://api.openai.com/v1` or Ollama's.
+    pub provider: InitProvider,
+    /// The endpoint, e.g. `https://api.openai.com/v1`, Ollama's or `https://api.anthropic.com`.
     pub base_url: String,
     pub model: String,
     /// The environment variable holding the API key; none for local servers.
@@ -120,10 +151,15 @@ fn render_models(out: &mut String, a: &InitAnswers) {
         "# One model per role: planner (plans each step and calls tools), extractor (mines finished\n\
          # turns for memories in the background), summariser (folds old turns into a summary).\n\
          # All three use your model here; give the extractor and summariser a smaller one to save\n\
-         # cost. Any OpenAI-compatible endpoint works: OpenAI, Ollama, vLLM, llama.cpp, DeepSeek…"
+         # cost. `provider`: \"openai\" (Chat Completions: OpenAI, Ollama, vLLM, llama.cpp…),\n\
+         # \"openai-responses\" (the Responses API, for reasoning models) or \"anthropic\" (Messages)."
     );
     for role in ["planner", "extractor", "summariser"] {
-        let _ = writeln!(out, "[models.{role}]\nprovider = \"openai\"");
+        let _ = writeln!(
+            out,
+            "[models.{role}]\nprovider = \"{}\"",
+            a.provider.as_str()
+        );
         let _ = writeln!(out, "model = {}", quoted(&a.model));
         let _ = writeln!(out, "base_url = {}", quoted(&a.base_url));
         match &a.api_key_env {
@@ -255,6 +291,7 @@ mod tests {
         InitAnswers {
             base_url: "http://127.0.0.1:11434/v1".into(),
             model: "qwen2.5:7b".into(),
+            provider: InitProvider::Openai,
             api_key_env: None,
             bus: "embedded".into(),
             data_dir: "data/hermes".into(),
@@ -288,6 +325,40 @@ mod tests {
         assert_eq!(config.triggers[0].session, "event-{subject.2}");
         assert_eq!(config.models.planner.model_name(), Some("qwen2.5:7b"));
         assert!(text.lines().filter(|l| l.starts_with('#')).count() > 20);
+    }
+
+    #[test]
+    fn each_provider_writes_tables_of_its_own_wire_format() {
+        use hermes::config::ModelConfig;
+        for provider in [InitProvider::OpenaiResponses, InitProvider::Anthropic] {
+            let text = render(&InitAnswers {
+                provider,
+                api_key_env: Some("MY_KEY".into()),
+                ..answers()
+            });
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("hermes.toml");
+            std::fs::write(&path, &text).unwrap();
+            let (config, _) = hermes::config::load::load_file(Some(&path)).unwrap();
+            for role in ["planner", "extractor", "summariser"] {
+                let model = config.models.role(role).unwrap();
+                let matches = match (provider, model) {
+                    (InitProvider::OpenaiResponses, ModelConfig::OpenaiResponses(t)) => {
+                        t.api_key_env.as_deref() == Some("MY_KEY")
+                    }
+                    (InitProvider::Anthropic, ModelConfig::Anthropic(t)) => {
+                        t.api_key_env.as_deref() == Some("MY_KEY")
+                    }
+                    _ => false,
+                };
+                assert!(matches, "{role} of {provider:?}: {model:?}");
+            }
+        }
+        assert_eq!(
+            InitProvider::parse("openai-responses"),
+            Some(InitProvider::OpenaiResponses)
+        );
+        assert_eq!(InitProvider::parse("gemini"), None);
     }
 
     #[test]

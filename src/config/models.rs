@@ -339,8 +339,11 @@ impl AnthropicConfig {
 fn default_anthropic_max_tokens() -> u32 {
     4096
 }
+/// The `anthropic-version` header sent unless a table names another.
+pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
+
 fn default_anthropic_version() -> String {
-    "2023-06-01".into()
+    DEFAULT_ANTHROPIC_VERSION.into()
 }
 
 impl OpenAiConfig {

@@ -437,7 +437,8 @@ mod tests {
                 durable.flushes()
             );
         }
-        let db = crate::store::open(dir.path()).unwrap();
+        let db = crate::store::open(dir.path())
+            .unwrap_or_else(|e| panic!("reopening after the last handle dropped: {e}"));
         assert_eq!(db.len(), 500);
     }
 

@@ -313,3 +313,42 @@ fn init_writes_a_commented_file_that_doctor_accepts_and_that_answers_a_turn() {
     assert!(!again.status.success(), "an existing file is kept");
     assert!(text(&again).contains("--force"));
 }
+
+#[test]
+fn init_for_anthropic_probes_in_its_wire_format_and_the_file_answers_a_turn() {
+    use crate::common::fake_anthropic::FakeAnthropic;
+    let (_rt, fake) = FakeAnthropic::start_auto("current_time", json!({}));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("claude.toml");
+    let out = hermes()
+        .args(["init", "--non-interactive", "--provider", "anthropic"])
+        .args(["--base-url", &fake.base_url(), "--api-key-env", "none"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("`claude-sonnet-4-5` answers at"),
+        "probed as Anthropic with its default model:\n{all}"
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("provider = \"anthropic\""), "{written}");
+
+    let out = hermes()
+        .arg("--config")
+        .arg(&file)
+        .args(["send", "--session", "a1", "--text", "What time is it?"])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("[tool.call] current_time"), "{all}");
+    assert!(
+        fake.requests().iter().any(|r| r["model"] == "claude-sonnet-4-5"),
+        "the turn went to the Anthropic fake"
+    );
+}
