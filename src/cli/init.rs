@@ -149,7 +149,7 @@ fn from_flags(args: &InitArgs) -> anyhow::Result<InitAnswers> {
     let mcp_servers = args
         .mcp
         .iter()
-        .map(|spec| McpServerAnswer::parse(spec).map_err(anyhow::Error::msg))
+        .map(|spec| McpServerAnswer::parse(spec).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<_>>()?;
     Ok(InitAnswers {
         provider: args.provider,

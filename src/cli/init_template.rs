@@ -67,16 +67,25 @@ pub enum McpServerAnswer {
     Url { name: String, url: String },
 }
 
+/// An `--mcp` answer that is not `NAME=COMMAND` or `NAME=URL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpSpecError {
+    #[error("`{0}` is not NAME=COMMAND or NAME=URL, e.g. files=\"npx -y @modelcontextprotocol/server-filesystem /srv\"")]
+    NoName(String),
+    #[error("`{0}` needs both a name and a command or URL")]
+    Empty(String),
+}
+
 impl McpServerAnswer {
     /// `NAME=COMMAND ARGS…` or `NAME=http(s)://…`.
-    pub fn parse(spec: &str) -> Result<Self, String> {
-        let (name, target) = spec.split_once('=').ok_or_else(|| {
-            format!("`{spec}` is not NAME=COMMAND or NAME=URL, e.g. files=\"npx -y @modelcontextprotocol/server-filesystem /srv\"")
-        })?;
+    pub fn parse(spec: &str) -> Result<Self, McpSpecError> {
+        let (name, target) = spec
+            .split_once('=')
+            .ok_or_else(|| McpSpecError::NoName(spec.to_string()))?;
         let name = name.trim().to_string();
         let target = target.trim();
         if name.is_empty() || target.is_empty() {
-            return Err(format!("`{spec}` needs both a name and a command or URL"));
+            return Err(McpSpecError::Empty(spec.to_string()));
         }
         if target.starts_with("http://") || target.starts_with("https://") {
             return Ok(Self::Url {
@@ -364,6 +373,7 @@ mod tests {
     #[test]
     fn an_mcp_spec_without_a_name_is_refused_with_an_example() {
         let err = McpServerAnswer::parse("npx server").unwrap_err();
-        assert!(err.contains("NAME=COMMAND"), "{err}");
+        assert_eq!(err, McpSpecError::NoName("npx server".into()));
+        assert!(err.to_string().contains("NAME=COMMAND"), "{err}");
     }
 }

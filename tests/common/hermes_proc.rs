@@ -25,6 +25,15 @@ pub fn hermes() -> Command {
     cmd
 }
 
+/// A finished command's stdout, then its stderr under a marker: what a failed assertion shows.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A running `hermes serve`.
 pub struct Serve {
     child: Child,

@@ -4,7 +4,7 @@
 //! OpenAI-compatible fake, on the embedded bus and on a real nats-server.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -14,13 +14,7 @@ use crate::common::nats_server::NatsServer;
 
 const DEMO_TOOLS: [&str; 4] = ["order_lookup", "generate_report", "track_parcel", "add"];
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n--- stderr ---\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::common::hermes_proc::output_text as text;
 
 fn with_model<'a>(cmd: &'a mut Command, fake: &FakeOpenAi) -> &'a mut Command {
     cmd.env("OPENAI_BASE_URL", fake.base_url())
@@ -348,7 +342,9 @@ fn init_for_anthropic_probes_in_its_wire_format_and_the_file_answers_a_turn() {
     assert!(out.status.success(), "{all}");
     assert!(all.contains("[tool.call] current_time"), "{all}");
     assert!(
-        fake.requests().iter().any(|r| r["model"] == "claude-sonnet-4-5"),
+        fake.requests()
+            .iter()
+            .any(|r| r["model"] == "claude-sonnet-4-5"),
         "the turn went to the Anthropic fake"
     );
 }

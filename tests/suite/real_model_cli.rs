@@ -3,7 +3,7 @@
 //! demo's script) — all through the `hermes` binary against a local OpenAI-compatible server.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::json;
 
@@ -14,13 +14,7 @@ fn fake_model() -> (tokio::runtime::Runtime, FakeOpenAi) {
     FakeOpenAi::start_auto("current_time", json!({}))
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n--- stderr ---\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::common::hermes_proc::output_text as text;
 
 fn with_openai_env(cmd: &mut Command, fake: &FakeOpenAi) {
     cmd.env("OPENAI_BASE_URL", fake.base_url())
