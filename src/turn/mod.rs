@@ -92,8 +92,15 @@ impl TurnEnv {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// No plan came back (the planner did not answer, or answered with no model's error).
     #[error("planning failed: {0}")]
     Plan(String),
+    /// The model failed; `kind` is the turn's error code.
+    #[error("planning failed: {message}")]
+    Model {
+        kind: crate::llm::ModelErrorKind,
+        message: String,
+    },
     #[error("the turn used all {0} planning steps without an answer; raise agents.<name>.max_steps or simplify the request")]
     StepLimit(u32),
     #[error("could not persist the session: {0}")]
@@ -123,6 +130,7 @@ impl TurnError {
     pub fn code(&self) -> &'static str {
         match self {
             TurnError::Plan(_) => "plan_failed",
+            TurnError::Model { kind, .. } => kind.code(),
             TurnError::StepLimit(_) => "step_limit",
             TurnError::Store(_) => "store_failed",
             TurnError::Agent(_) => "unknown_agent",
@@ -437,7 +445,7 @@ async fn plan(
     while let Ok(text) = deltas.try_recv() {
         emitter.emit(delta(text)).await;
     }
-    reply.map(|r| (r, counted)).map_err(TurnError::Plan)
+    reply.map(|r| (r, counted))
 }
 
 /// The memories for the turn: recalled ahead while its message was stored, or now.
