@@ -118,9 +118,6 @@ pub enum TurnError {
 }
 
 impl TurnError {
-    /// How the stored error of a turn cancelled by the user begins (`Cancelled`'s message).
-    pub const CANCELLED_PREFIX: &'static str = "cancelled: ";
-
     /// The turn goes back to the session's inbox instead of failing (see
     /// [`crate::store::StoreError::hands_back`]).
     pub fn hands_back(&self) -> bool {
