@@ -272,8 +272,8 @@ impl SocketBus {
 
 #[async_trait]
 impl Bus for SocketBus {
-    fn backend(&self) -> &'static str {
-        "socket"
+    fn backend(&self) -> crate::bus::BusBackend {
+        crate::bus::BusBackend::Socket
     }
 
     fn max_payload(&self) -> usize {

@@ -21,6 +21,7 @@ mod envelope_props;
 pub mod kinds;
 pub mod mcp;
 pub mod memory;
+pub mod refusal;
 pub mod request;
 pub mod session;
 pub mod session_view;

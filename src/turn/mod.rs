@@ -41,8 +41,8 @@ use crate::context::calibrate;
 use crate::context::tokens::TokenCounter;
 use crate::llm::{ChatMessage, Role, ToolSpec};
 use crate::protocol::subjects;
-use crate::protocol::RecallHit;
 use crate::protocol::{PlanReply, PlanRequest, RecalledMemory, ToolsCatalog, TurnEvent};
+use crate::protocol::{RecallHit, ToolStatus};
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
@@ -386,7 +386,7 @@ fn loop_guard(current: &[StoredMessage]) -> Option<String> {
         .collect();
     let last = results.last()?;
     let name = last.message.name.clone()?;
-    let failed = |m: &&StoredMessage| m.message.content.contains("\"status\":\"error\"");
+    let failed = |m: &&StoredMessage| m.tool_status == Some(ToolStatus::Error);
     let streak = results
         .iter()
         .rev()
@@ -521,6 +521,7 @@ pub fn new_stored(
         tokens: tokens.count_message(&message),
         usage: None,
         message,
+        tool_status: None,
     }
 }
 
