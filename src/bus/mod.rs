@@ -5,6 +5,7 @@
 //! ack and redelivery. `embedded` keeps everything in-process (its durable queue lives in sled);
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
+pub mod accept_backoff;
 pub mod auth;
 pub mod cluster;
 pub mod embedded;
