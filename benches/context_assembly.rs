@@ -34,6 +34,7 @@ fn stored(tokens: &TokenCounter, seq: u64, turn: u64, message: ChatMessage) -> S
         ts: Utc::now(),
         tokens: tokens.count_message(&message),
         usage: None,
+        tool_status: None,
         message,
     }
 }

@@ -17,9 +17,8 @@ use chrono::{DateTime, Utc};
 use super::ids;
 use super::sessions::Snapshot;
 use super::wire::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
-use crate::protocol::session_view::{SessionMessage, TurnView};
+use crate::protocol::session_view::{SessionMessage, TurnPhase, TurnView};
 use crate::protocol::Role as ChatRole;
-use crate::turn::TurnError;
 
 /// The artifact that holds a completed task's answer.
 pub const ANSWER_ARTIFACT: &str = "answer";
@@ -218,15 +217,16 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
         }
         return task;
     };
-    task.state = match record.phase.as_str() {
-        "received" => TaskState::Submitted,
-        "waiting_user" => TaskState::InputRequired,
-        "answered" => TaskState::Completed,
-        "failed" => match &record.error {
-            Some(e) if e.starts_with(TurnError::CANCELLED_PREFIX) => TaskState::Canceled,
-            _ => TaskState::Failed,
-        },
-        _ => TaskState::Working,
+    task.state = match record.phase {
+        TurnPhase::Received => TaskState::Submitted,
+        TurnPhase::WaitingUser => TaskState::InputRequired,
+        TurnPhase::Answered => TaskState::Completed,
+        TurnPhase::Failed if record.cancelled => TaskState::Canceled,
+        TurnPhase::Failed => TaskState::Failed,
+        TurnPhase::Planning
+        | TurnPhase::AwaitingTools
+        | TurnPhase::WaitingJob
+        | TurnPhase::WaitingAgents => TaskState::Working,
     };
     match task.state {
         TaskState::Completed => task.answer = answer,

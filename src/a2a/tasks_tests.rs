@@ -16,14 +16,15 @@ fn message(seq: u64, id: &str, turn: &str, message: ChatMessage) -> SessionMessa
     }
 }
 
-fn record(turn: &str, message_id: &str, phase: &str) -> TurnView {
+fn record(turn: &str, message_id: &str, phase: TurnPhase) -> TurnView {
     TurnView {
         turn_id: turn.into(),
         message_id: message_id.into(),
-        phase: phase.into(),
+        phase,
         step: 1,
         updated_at: Utc::now(),
         error: None,
+        cancelled: false,
         tokens_used: 0,
         parent: None,
         jobs: Vec::new(),
@@ -43,7 +44,7 @@ fn snapshot(messages: Vec<SessionMessage>, turn: Option<TurnView>) -> Snapshot {
                 updated_at: now,
                 messages: messages.len() as u64,
                 active_agent: "assistant".into(),
-                phase: turn.as_ref().map(|t| t.phase.clone()),
+                phase: turn.as_ref().map(|t| t.phase),
             },
             handoffs: Vec::new(),
             goal: None,
@@ -66,7 +67,7 @@ fn an_answered_turn_is_a_completed_task_with_its_answer_as_artifact_and_history(
             message(2, "m2", "t2", ChatMessage::user("second?")),
             message(3, "a2", "t2", ChatMessage::assistant("two")),
         ],
-        Some(record("t2", "m2", "answered")),
+        Some(record("t2", "m2", TurnPhase::Answered)),
     );
     let all = turns(&s);
     assert_eq!(all.len(), 2);
@@ -91,7 +92,7 @@ fn an_answered_turn_is_a_completed_task_with_its_answer_as_artifact_and_history(
 
 #[test]
 fn a_turn_waiting_for_a_confirmation_asks_for_input_and_a_decided_one_works() {
-    let mut waiting = record("t1", "m1", "waiting_user");
+    let mut waiting = record("t1", "m1", TurnPhase::WaitingUser);
     waiting.confirmations.push(ConfirmationView {
         call_id: "c1".into(),
         tool: "add".into(),
@@ -112,12 +113,19 @@ fn a_turn_waiting_for_a_confirmation_asks_for_input_and_a_decided_one_works() {
 
 #[test]
 fn a_cancelled_turn_is_canceled_and_another_failure_failed() {
-    let mut cancelled = record("t1", "m1", "failed");
-    cancelled.error = Some(format!("{}by the client", TurnError::CANCELLED_PREFIX));
+    let mut cancelled = record("t1", "m1", TurnPhase::Failed);
+    cancelled.error = Some("stopped by the client".into());
+    cancelled.cancelled = true;
     let s = snapshot(Vec::new(), Some(cancelled));
     assert_eq!(turn(&s, "t1").unwrap().state, TaskState::Canceled);
 
-    let mut failed = record("t1", "m1", "failed");
+    // Whatever its text says: only the flag makes a failure a cancellation.
+    let mut failed = record("t1", "m1", TurnPhase::Failed);
+    failed.error = Some("cancelled: the tool said so".into());
+    let s = snapshot(Vec::new(), Some(failed));
+    assert_eq!(turn(&s, "t1").unwrap().state, TaskState::Failed);
+
+    let mut failed = record("t1", "m1", TurnPhase::Failed);
     failed.error = Some("planning failed: boom".into());
     let s = snapshot(Vec::new(), Some(failed));
     let task = turn(&s, "t1").unwrap();

@@ -316,14 +316,11 @@ impl CallContext<'_> {
             Ok((client, timeout)) => {
                 // In the trail before the server can act: a kill mid-call leaves `started`.
                 self.audited(record.started(&call)).await;
-                let outcome = client
-                    .call_tool(&body.tool, body.arguments, timeout)
-                    .await
-                    .map_err(|e| e.to_string());
+                let outcome = client.call_tool(&body.tool, body.arguments, timeout).await;
                 let status = match &outcome {
                     Ok(result) if result.is_error => McpStatus::ToolError,
                     Ok(_) => McpStatus::Ok,
-                    Err(_) => McpStatus::Error,
+                    Err(e) => McpStatus::of(e.failure()),
                 };
                 metrics::mcp_call(&body.server, status, started.elapsed());
                 outcome
@@ -337,7 +334,7 @@ impl CallContext<'_> {
                 first_line(&result.text)
             )),
             Ok(_) => None,
-            Err(e) => Some(e.clone()),
+            Err(e) => Some(e.to_string()),
         };
         self.audited(record.for_call(&call).outcome(started, error))
             .await;
@@ -345,10 +342,12 @@ impl CallContext<'_> {
             Ok(result) => McpCallReply {
                 result: Some(result),
                 error: None,
+                failure: None,
             },
             Err(e) => McpCallReply {
                 result: None,
-                error: Some(e),
+                error: Some(e.to_string()),
+                failure: Some(e.failure()),
             },
         }
     }
@@ -363,22 +362,21 @@ impl CallContext<'_> {
             &body.uri,
         );
         let outcome = match pool.client(&body.server) {
-            Ok((client, timeout)) => client
-                .read_resource(&body.uri, timeout)
-                .await
-                .map_err(|e| e.to_string()),
+            Ok((client, timeout)) => client.read_resource(&body.uri, timeout).await,
             Err(e) => Err(e),
         };
-        self.audited(record.outcome(started, outcome.as_ref().err().cloned()))
-            .await;
+        let error = outcome.as_ref().err().map(ToString::to_string);
+        self.audited(record.outcome(started, error)).await;
         match outcome {
             Ok(contents) => McpReadReply {
                 contents,
                 error: None,
+                failure: None,
             },
             Err(e) => McpReadReply {
                 contents: Vec::new(),
-                error: Some(e),
+                error: Some(e.to_string()),
+                failure: Some(e.failure()),
             },
         }
     }
@@ -397,7 +395,7 @@ impl CallContext<'_> {
                 .get_prompt(&body.name, body.arguments, timeout)
                 .await
                 .map_err(|e| e.to_string()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         self.audited(record.outcome(started, outcome.as_ref().err().cloned()))
             .await;

@@ -238,7 +238,7 @@ pub(crate) fn changes(applied: &[AppliedUpdate]) -> Vec<MemoryChange> {
     applied
         .iter()
         .map(|a| MemoryChange {
-            op: a.op.as_str().to_string(),
+            op: a.op,
             key: a.record.as_ref().map(|r| r.key.clone()).unwrap_or_default(),
             content: a
                 .record

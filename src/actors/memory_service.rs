@@ -160,7 +160,7 @@ impl Service<MemoryForgetRequest> for MemoryRequests {
         let changes = removed
             .into_iter()
             .map(|r| MemoryChange {
-                op: AppliedOp::Deleted.as_str().into(),
+                op: AppliedOp::Deleted,
                 key: r.key,
                 content: r.content,
             })

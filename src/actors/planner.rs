@@ -17,11 +17,11 @@ use super::ActorDeps;
 use crate::bus::events::{self, EventScope};
 use crate::bus::service::{typed, Service, ServiceError};
 use crate::bus::{BusError, Serving};
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, Role, Usage};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, Role, Usage};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{PlanReply, PlanRequest, SummariseReply, SummariseRequest, TurnEvent};
-use crate::telemetry::spans;
+use crate::telemetry::{metrics, spans};
 
 /// The planning service: the planner and summariser models, and the named models agents
 /// choose (`[agents.<name>] model`).
@@ -119,7 +119,7 @@ impl Service<PlanRequest> for Planner {
             .run_model(&model, call)
             .instrument(span.clone())
             .await
-            .and_then(|r| r.map_err(|e| ServiceError::new("model_failed", e)));
+            .and_then(|r| r.map_err(model_failed));
         record_chat(&span, reply.as_ref().map(|r| r.usage));
         reply
     }
@@ -140,7 +140,7 @@ impl Service<SummariseRequest> for Planner {
             })
             .instrument(span.clone())
             .await
-            .and_then(|r| r.map_err(|e| ServiceError::new("model_failed", e.to_string())));
+            .and_then(|r| r.map_err(model_failed));
         record_chat(&span, reply.as_ref().map(|r| r.usage));
         let reply = reply?;
         Ok(SummariseReply {
@@ -174,7 +174,7 @@ async fn plan(
     deps: ActorDeps,
     model: Arc<dyn ChatModel>,
     request: Envelope<PlanRequest>,
-) -> Result<PlanReply, String> {
+) -> Result<PlanReply, LlmError> {
     let Envelope {
         body,
         agent,
@@ -238,12 +238,23 @@ fn cache_key(agent: Option<&str>, session: Option<&str>) -> Option<String> {
     Some(format!("hermes:{hex}"))
 }
 
+/// A failed model call as the planner's error answer: its code is the error's kind, so the
+/// turn (and its `error` event) keep it; counted by kind (a fallback's failure as its own).
+fn model_failed(e: LlmError) -> ServiceError {
+    let last = match &e {
+        LlmError::BothFailed { fallback, .. } => fallback.kind(),
+        other => other.kind(),
+    };
+    metrics::model_error(last.code());
+    ServiceError::new(e.kind().code(), e.to_string())
+}
+
 /// The planner's answer from the model's.
 fn reply_of(
-    result: Result<crate::llm::ChatResponse, crate::llm::LlmError>,
+    result: Result<crate::llm::ChatResponse, LlmError>,
     model: String,
-) -> Result<PlanReply, String> {
-    let response = result.map_err(|e| e.to_string())?;
+) -> Result<PlanReply, LlmError> {
+    let response = result?;
     Ok(PlanReply {
         text: response.text,
         tool_calls: response.tool_calls,

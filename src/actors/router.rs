@@ -180,8 +180,7 @@ impl SessionRouter {
             }
         };
         if raw.kind.starts_with("job.") {
-            let kind = raw.kind.clone();
-            match raw.into_typed::<JobEvent>(&kind) {
+            match JobEvent::from_envelope(raw) {
                 Ok(event) => {
                     let event = event.body;
                     self.with_actor((item.agent, item.session), |addr| {
@@ -420,10 +419,7 @@ impl Handler for JobEvents {
     async fn handle(&self, msg: BusMessage) -> Option<Bytes> {
         let router = &self.0;
         let max = router.inner.env.config.engine.max_envelope_bytes;
-        let envelope = match Envelope::decode(&msg.payload, max).and_then(|raw| {
-            let kind = raw.kind.clone();
-            raw.into_typed::<JobEvent>(&kind)
-        }) {
+        let envelope = match Envelope::decode(&msg.payload, max).and_then(JobEvent::from_envelope) {
             Ok(env) => env,
             Err(e) => {
                 tracing::warn!(subject = %msg.subject, error = %e, "unreadable job event ignored");

@@ -20,6 +20,7 @@ use tracing::Instrument;
 use super::router::SessionRouter;
 use super::settle::Settle;
 use crate::protocol::envelope::error_envelope;
+use crate::protocol::refusal::Refusal;
 use crate::protocol::{Cancel, CancelAccepted, Confirmation, JobEvent, UserMessage};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
@@ -422,14 +423,12 @@ impl Handler<CancelTurn> for SessionActor {
         let mut task = std::mem::take(&mut self.task);
         let fut = async move {
             let reply = match meta.as_mut() {
-                Some(meta) if meta.user != msg.user => error_envelope(
-                    "wrong_user",
-                    format!(
+                Some(meta) if meta.user != msg.user => Refusal::WrongUser
+                    .answer(format!(
                         "session `{}` belongs to another user; only its user can cancel its turn",
                         meta.session
-                    ),
-                )
-                .encode(),
+                    ))
+                    .encode(),
                 Some(meta) => {
                     let reason = msg
                         .envelope

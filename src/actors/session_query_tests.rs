@@ -21,6 +21,7 @@ fn message(seq: u64, text: String) -> StoredMessage {
         ts: Utc::now(),
         tokens: 1,
         usage: None,
+        tool_status: None,
         message: ChatMessage::user(text),
     }
 }

@@ -26,6 +26,7 @@ use crate::config::publishers::Publisher;
 use crate::config::triggers::{RenderError, Template};
 use crate::config::{Config, TriggerConfig};
 use crate::protocol::envelope::{Envelope, EnvelopeError};
+use crate::protocol::refusal::Refusal;
 use crate::protocol::{subjects, UserMessage};
 use crate::telemetry::spans;
 
@@ -161,16 +162,7 @@ impl Triggers {
         let timeout = Duration::from_secs(self.config.engine.request_timeout_secs);
         match retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence).await {
             Ok(_) => Handled::Accepted,
-            Err(RpcError::Envelope(EnvelopeError::Answered { code, message, .. }))
-                if matches!(
-                    code.as_str(),
-                    "busy" | "awaiting_job" | "awaiting_confirmation"
-                ) =>
-            {
-                Handled::Later(format!("{code}: {message}"))
-            }
-            Err(RpcError::Bus(e)) => Handled::Later(e.to_string()),
-            Err(e) => Handled::Refused(format!("the session refused the event: {e}")),
+            Err(e) => handled(e),
         }
     }
 
@@ -189,6 +181,20 @@ impl Triggers {
                 tracing::warn!(error = %e, "trigger audit record not published");
             }
         }
+    }
+}
+
+/// What a session's refusal (or the bus's failure) means for the event: a session busy with
+/// a turn or a bus that did not deliver gets it again later; anything else refused it.
+fn handled(error: RpcError) -> Handled {
+    match error {
+        RpcError::Envelope(EnvelopeError::Answered { code, message, .. })
+            if Refusal::from_code(&code).is_some_and(Refusal::until_the_turn_ends) =>
+        {
+            Handled::Later(format!("{code}: {message}"))
+        }
+        RpcError::Bus(e) => Handled::Later(e.to_string()),
+        e => Handled::Refused(format!("the session refused the event: {e}")),
     }
 }
 
@@ -263,6 +269,25 @@ fn message(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_busy_with_a_turn_gets_the_event_later_and_other_refusals_refuse_it() {
+        let answered = |refusal: Refusal| {
+            handled(RpcError::Envelope(EnvelopeError::Answered {
+                kind: "user.accepted".into(),
+                code: refusal.code().into(),
+                message: "m".into(),
+            }))
+        };
+        for busy in [
+            Refusal::Busy,
+            Refusal::AwaitingJob,
+            Refusal::AwaitingConfirmation,
+        ] {
+            assert!(matches!(answered(busy), Handled::Later(_)), "{busy:?}");
+        }
+        assert!(matches!(answered(Refusal::WrongUser), Handled::Refused(_)));
+    }
 
     struct NoAck;
 

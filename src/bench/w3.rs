@@ -144,7 +144,7 @@ pub async fn run(engine: &Engine, show: bool) -> Result<Vec<Value>, BenchError> 
         "rr_p99_us": stats.percentile(99.0),
         "rr_x100_per_s": rr_x100_per_s,
     })];
-    if bus.backend() == "nats" {
+    if bus.backend() == crate::bus::BusBackend::Nats {
         rows.push(bare_nats(&engine.config.bus.url, &run_id, rr_per_s, &payload).await?);
     }
     Ok(rows)

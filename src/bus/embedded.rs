@@ -165,8 +165,8 @@ impl Drop for EmbeddedBus {
 
 #[async_trait]
 impl Bus for EmbeddedBus {
-    fn backend(&self) -> &'static str {
-        "embedded"
+    fn backend(&self) -> crate::bus::BusBackend {
+        crate::bus::BusBackend::Embedded
     }
 
     fn max_payload(&self) -> usize {

@@ -5,6 +5,7 @@
 //! ack and redelivery. `embedded` keeps everything in-process (its durable queue lives in sled);
 //! `nats` uses async-nats and JetStream. Nothing above the bus knows which one it has.
 
+pub mod accept_backoff;
 pub mod auth;
 pub mod cluster;
 pub mod embedded;
@@ -287,11 +288,38 @@ pub enum BusError {
     PermissionDenied(String),
 }
 
+/// The kinds of bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusBackend {
+    /// In-process, one engine.
+    Embedded,
+    /// A client of a serving process's embedded bus over its control socket.
+    Socket,
+    /// A NATS server, shared by many processes.
+    Nats,
+}
+
+impl BusBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BusBackend::Embedded => "embedded",
+            BusBackend::Socket => "socket",
+            BusBackend::Nats => "nats",
+        }
+    }
+
+    /// Every service answers from one process's embedded bus: a request is answered or it is
+    /// not, and sending it again (while services start elsewhere) cannot help.
+    pub fn single_process(self) -> bool {
+        matches!(self, BusBackend::Embedded | BusBackend::Socket)
+    }
+}
+
 /// The bus every actor talks through.
 #[async_trait]
 pub trait Bus: Send + Sync + 'static {
-    /// `embedded` or `nats`.
-    fn backend(&self) -> &'static str;
+    /// Which kind of bus this is.
+    fn backend(&self) -> BusBackend;
 
     /// The largest payload this bus accepts.
     fn max_payload(&self) -> usize;
@@ -456,5 +484,19 @@ pub async fn connect_with(
             url: url.to_string(),
             reason: "unknown bus; use `embedded` or `nats://host:port`".into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod backend_tests {
+    use super::BusBackend;
+
+    #[test]
+    fn the_control_socket_is_served_by_one_process_like_the_embedded_bus() {
+        // Requests over the control socket take the embedded path of `retry::request`
+        // (answered or not, never sent again), not NATS's wait for responders.
+        assert!(BusBackend::Socket.single_process());
+        assert!(BusBackend::Embedded.single_process());
+        assert!(!BusBackend::Nats.single_process());
     }
 }

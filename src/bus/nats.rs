@@ -236,8 +236,8 @@ impl NatsBus {
 
 #[async_trait]
 impl Bus for NatsBus {
-    fn backend(&self) -> &'static str {
-        "nats"
+    fn backend(&self) -> crate::bus::BusBackend {
+        crate::bus::BusBackend::Nats
     }
 
     fn traffic(&self) -> Option<super::Traffic> {

@@ -44,7 +44,7 @@ pub async fn request<R: Request + Clone>(
     timeout: Duration,
     repeat: Repeat,
 ) -> Result<Envelope<R::Reply>, RpcError> {
-    if bus.backend() == "embedded" {
+    if bus.backend().single_process() {
         return rpc::request(bus, envelope, timeout).await;
     }
     let patience_ends = Instant::now() + NO_RESPONDERS_PATIENCE.min(timeout);

@@ -128,9 +128,11 @@ pub async fn listen(
     let listener = UnixListener::bind(&path).map_err(bind_error)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
     let accepting = tokio::spawn(async move {
+        let mut backoff = super::accept_backoff::AcceptBackoff::default();
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
+                    backoff.accepted();
                     let bus = bus.clone();
                     tokio::spawn(async move {
                         if let Err(e) = answer(bus, stream, max_request_bytes).await {
@@ -139,8 +141,10 @@ pub async fn listen(
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "control socket stopped accepting");
-                    return;
+                    // Out of descriptors, or one bad connection: wait, then serve again.
+                    let pause = backoff.failed();
+                    tracing::warn!(error = %e, ?pause, "control socket could not accept a connection; trying again after a pause");
+                    tokio::time::sleep(pause).await;
                 }
             }
         }
@@ -272,8 +276,8 @@ impl SocketBus {
 
 #[async_trait]
 impl Bus for SocketBus {
-    fn backend(&self) -> &'static str {
-        "socket"
+    fn backend(&self) -> crate::bus::BusBackend {
+        crate::bus::BusBackend::Socket
     }
 
     fn max_payload(&self) -> usize {

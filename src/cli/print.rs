@@ -99,7 +99,7 @@ impl Printer {
             TurnEvent::MemoryWritten { changes, .. } => {
                 println!("  [memory.written] {} changes", changes.len());
                 for c in changes {
-                    println!("      - {} [{}] {}", c.op, c.key, c.content);
+                    println!("      - {} [{}] {}", c.op.as_str(), c.key, c.content);
                 }
             }
             TurnEvent::Error { code, message, .. } => println!("  [error] {code}: {message}"),

@@ -3,7 +3,7 @@
 //! same.
 
 use hermes::llm::Role;
-use hermes::protocol::{SessionHit, SessionShowReply, SessionSummary, TurnView};
+use hermes::protocol::{SessionHit, SessionShowReply, SessionSummary, TurnPhase, TurnView};
 
 /// `text` on one line, cut to `max` characters.
 fn short(text: &str, max: usize) -> String {
@@ -39,7 +39,7 @@ pub fn list(sessions: &[SessionSummary], total: usize, json: bool) {
             s.session,
             s.user,
             s.messages,
-            s.phase.as_deref().unwrap_or("-"),
+            s.phase.map_or("-", TurnPhase::as_str),
             s.updated_at.format("%Y-%m-%d %H:%M:%S")
         );
     }

@@ -212,6 +212,7 @@ mod tests {
             ts: chrono::Utc::now(),
             tokens,
             usage: None,
+            tool_status: None,
             message: ChatMessage::user(format!("m{seq}")),
         }
     }
@@ -312,6 +313,7 @@ mod properties {
             ts: chrono::Utc::now(),
             tokens,
             usage: None,
+            tool_status: None,
             message,
         }
     }

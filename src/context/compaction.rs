@@ -106,6 +106,7 @@ mod tests {
             ts: chrono::Utc::now(),
             tokens: 5,
             usage: None,
+            tool_status: None,
             message: ChatMessage::user("x"),
         }
     }

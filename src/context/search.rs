@@ -99,6 +99,7 @@ mod tests {
                 ts: Utc::now(),
                 tokens: 1,
                 usage: None,
+                tool_status: None,
                 message: ChatMessage::user(*t),
             })
             .collect();

@@ -44,6 +44,7 @@ impl ChatModel for FallbackModel {
         match self.primary.complete(request, deltas.clone()).await {
             Ok(reply) => Ok(reply),
             Err(primary) => {
+                crate::telemetry::metrics::model_error(primary.kind().code());
                 tracing::warn!(
                     primary = %self.primary.id(),
                     fallback = %self.fallback.id(),

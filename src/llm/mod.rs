@@ -14,6 +14,7 @@
 
 pub mod anthropic;
 pub mod bench;
+mod error_kind;
 pub mod factory;
 pub mod fallback;
 pub(crate) mod http;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 pub use crate::protocol::chat::{ChatMessage, ProviderPart, Role, ToolCall, ToolSpec, Usage};
+pub use error_kind::ModelErrorKind;
 
 /// One call to a chat model.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

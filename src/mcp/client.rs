@@ -218,9 +218,12 @@ impl RmcpClient {
             reason,
         };
         match error {
-            ServiceError::McpError(data) => {
-                protocol(format!("{} (code {})", data.message, data.code.0))
-            }
+            ServiceError::McpError(data) => McpError::Rejected {
+                server: self.server.clone(),
+                method: method.to_owned(),
+                code: data.code.0,
+                message: data.message.into_owned(),
+            },
             ServiceError::TransportClosed
             | ServiceError::TransportSend(_)
             | ServiceError::Cancelled { .. } => {

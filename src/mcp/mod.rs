@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use crate::protocol::mcp::{
-    McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
+    McpFailure, McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
     McpResourceContent, McpTool, McpToolHints, McpToolResult,
 };
 
@@ -33,13 +33,27 @@ pub enum McpError {
         method: String,
         after: Duration,
     },
+    /// The server could not be understood, or broke the protocol.
     #[error("MCP server `{server}` answered `{method}` with an error: {reason}")]
     Protocol {
         server: String,
         method: String,
         reason: String,
     },
+    /// The server answered the request with a JSON-RPC error (`code`, its `message`).
+    #[error("MCP server `{server}` refused `{method}`: {message} (JSON-RPC error {code})")]
+    Rejected {
+        server: String,
+        method: String,
+        code: i32,
+        message: String,
+    },
+    #[error("no MCP server named `{server}` is mounted; mounted: {mounted}")]
+    NotMounted { server: String, mounted: String },
 }
+
+/// JSON-RPC's "invalid params": the request's arguments are wrong.
+pub const INVALID_PARAMS: i32 = -32602;
 
 impl McpError {
     /// A stable short code for what went wrong (a span's `error.type`).
@@ -50,6 +64,26 @@ impl McpError {
             McpError::Dead { .. } => "server_dead",
             McpError::Timeout { .. } => "timeout",
             McpError::Protocol { .. } => "protocol_error",
+            McpError::Rejected { .. } => "rejected",
+            McpError::NotMounted { .. } => "not_mounted",
+        }
+    }
+
+    /// What kind of failure this is for the caller: the one place an MCP error is classified.
+    /// Only a server that cannot be reached is `Unavailable`; a server that refused the
+    /// arguments is `InvalidArguments`, so the model fixes its call instead of giving up.
+    pub fn failure(&self) -> McpFailure {
+        match self {
+            McpError::Spawn { .. } | McpError::Handshake { .. } | McpError::Dead { .. } => {
+                McpFailure::Unavailable
+            }
+            McpError::Timeout { .. } => McpFailure::Timeout,
+            McpError::Protocol { .. } => McpFailure::Protocol,
+            McpError::Rejected { code, .. } if *code == INVALID_PARAMS => {
+                McpFailure::InvalidArguments
+            }
+            McpError::Rejected { .. } => McpFailure::Rejected,
+            McpError::NotMounted { .. } => McpFailure::NotMounted,
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::client::RmcpClient;
-use super::{McpClient, McpPrompt, McpResource, McpTool};
+use super::{McpClient, McpError, McpPrompt, McpResource, McpTool};
 use crate::config::McpServerConfig;
 use crate::protocol::{McpCatalog, McpServerStatus};
 
@@ -111,24 +111,26 @@ impl McpPool {
     }
 
     /// The live client of `server` and its call timeout, or why there is none.
-    pub fn client(&self, server: &str) -> Result<(Arc<dyn McpClient>, Duration), String> {
+    pub fn client(&self, server: &str) -> Result<(Arc<dyn McpClient>, Duration), McpError> {
         let slots = self.read();
         let Some(slot) = slots.get(server) else {
-            return Err(format!(
-                "no MCP server named `{server}` is mounted; mounted: {}",
-                slots.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
+            return Err(McpError::NotMounted {
+                server: server.to_owned(),
+                mounted: slots.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
         };
         let timeout = Duration::from_secs(slot.config.timeout_secs.max(1));
         match &slot.client {
             Some(client) => Ok((Arc::clone(client), timeout)),
-            None => Err(format!(
-                "MCP server `{server}` is down ({}: {}); Hermes is reconnecting in the \
-                 background (attempt {}), so retry later",
-                slot.status,
-                slot.error.as_deref().unwrap_or("no reason known"),
-                slot.failed_attempts
-            )),
+            None => Err(McpError::Dead {
+                server: server.to_owned(),
+                reason: format!(
+                    "{}: {}; Hermes is reconnecting in the background (attempt {}), so retry later",
+                    slot.status,
+                    slot.error.as_deref().unwrap_or("no reason known"),
+                    slot.failed_attempts
+                ),
+            }),
         }
     }
 
@@ -349,7 +351,7 @@ fn backoff(failed_attempts: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::McpError;
+    use crate::mcp::McpFailure;
 
     #[test]
     fn backoff_doubles_from_250ms_and_caps_at_30s() {
@@ -375,12 +377,15 @@ mod tests {
             .as_deref()
             .is_some_and(|e| e.contains("no-such-mcp-server")));
         let error = pool.client("ghost").err().unwrap();
+        assert_eq!(error.failure(), McpFailure::Unavailable);
+        let text = error.to_string();
         assert!(
-            error.contains("is down") && error.contains("reconnecting"),
-            "{error}"
+            text.contains("is not running") && text.contains("reconnecting"),
+            "{text}"
         );
         let unknown = pool.client("nope").err().unwrap();
-        assert!(unknown.contains("mounted: ghost"), "{unknown}");
+        assert_eq!(unknown.failure(), McpFailure::NotMounted);
+        assert!(unknown.to_string().contains("mounted: ghost"), "{unknown}");
         pool.shutdown().await;
     }
 

@@ -68,30 +68,7 @@ pub enum MemoryError {
     Interrupted(String),
 }
 
-/// What [`MemoryStore::apply`] did with one update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AppliedOp {
-    Added,
-    Updated,
-    Deleted,
-    /// The update's source time is older than the stored record's: nothing changed.
-    IgnoredStale,
-    Noop,
-}
-
-impl AppliedOp {
-    /// `added`, `updated`, `deleted`, `ignored_stale` or `noop`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "added",
-            Self::Updated => "updated",
-            Self::Deleted => "deleted",
-            Self::IgnoredStale => "ignored_stale",
-            Self::Noop => "noop",
-        }
-    }
-}
+pub use crate::protocol::memory::AppliedOp;
 
 /// The outcome of one update, in the order the updates were given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

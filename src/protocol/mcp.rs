@@ -122,6 +122,9 @@ pub struct McpReadReply {
     pub contents: Vec<McpResourceContent>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The kind of `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<McpFailure>,
 }
 
 /// Get one of a mounted server's prompts, on `hermes.mcp.prompt`.
@@ -162,6 +165,29 @@ pub struct McpCallReply {
     pub result: Option<McpToolResult>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The kind of `error` (absent from a bridge older than it: read as unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<McpFailure>,
+}
+
+/// What kind of failure an MCP operation ended in, classified once by the bridge (from the
+/// client's error) so the tool result tells the model what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum McpFailure {
+    /// The server refused the arguments (JSON-RPC `-32602`): the caller fixes its call.
+    InvalidArguments,
+    /// The server answered with another JSON-RPC error.
+    Rejected,
+    /// The server's answer broke the protocol.
+    Protocol,
+    /// The server did not answer in time.
+    Timeout,
+    /// The server is down, exited or could not be started.
+    Unavailable,
+    /// No server of that name is mounted.
+    NotMounted,
 }
 
 /// The mounted servers, on `hermes.mcp.catalog`.

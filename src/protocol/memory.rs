@@ -189,10 +189,35 @@ pub struct ExtractJob {
     pub transcript: Vec<ChatMessage>,
 }
 
+/// What the memory store did with one update (`memory::MemoryStore::apply`), as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppliedOp {
+    Added,
+    Updated,
+    Deleted,
+    /// The update's source time is older than the stored record's: nothing changed.
+    IgnoredStale,
+    Noop,
+}
+
+impl AppliedOp {
+    /// `added`, `updated`, `deleted`, `ignored_stale` or `noop`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Updated => "updated",
+            Self::Deleted => "deleted",
+            Self::IgnoredStale => "ignored_stale",
+            Self::Noop => "noop",
+        }
+    }
+}
+
 /// One memory write, as reported after extraction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryChange {
-    pub op: String,
+    pub op: AppliedOp,
     pub key: String,
     #[serde(default)]
     pub content: String,

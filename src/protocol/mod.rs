@@ -22,6 +22,7 @@ mod envelope_props;
 pub mod kinds;
 pub mod mcp;
 pub mod memory;
+pub mod refusal;
 pub mod request;
 pub mod schema;
 pub mod session;

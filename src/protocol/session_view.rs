@@ -56,11 +56,9 @@ pub struct SessionSummary {
     pub messages: u64,
     /// The agent that answers the session's messages now (another one after a handoff).
     pub active_agent: String,
-    /// The state of its current (or last) turn — `received`, `planning`, `awaiting_tools`,
-    /// `waiting_job`, `waiting_user`, `waiting_agents`, `answered`, `failed` — none before
-    /// the first turn.
+    /// The state of its current (or last) turn — none before the first turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<TurnPhase>,
 }
 
 /// One session with a page of its messages, on `hermes.sessions.show`.
@@ -130,13 +128,15 @@ pub struct HandoffView {
 pub struct TurnView {
     pub turn_id: String,
     pub message_id: String,
-    /// As in [`SessionSummary::phase`].
-    pub phase: String,
+    pub phase: TurnPhase,
     /// Planning steps used.
     pub step: u32,
     pub updated_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A failed turn was cancelled rather than failing on an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
     /// Tokens the task used, its delegated agents' included.
     #[serde(default)]
     pub tokens_used: u64,
@@ -205,4 +205,52 @@ pub struct SessionMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     pub message: ChatMessage,
+}
+
+/// Where a turn is. Persisted at every step; a restarted process resumes any turn that is not
+/// in a final state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnPhase {
+    /// The user message is stored and acknowledged; nothing else happened yet.
+    Received,
+    /// A model call is (or was, at the crash) in progress.
+    Planning,
+    /// The model asked for tools; results are being collected.
+    AwaitingTools,
+    /// Waiting for an async job's completion event.
+    WaitingJob,
+    /// Waiting for the user to confirm a high-risk call.
+    WaitingUser,
+    /// Waiting for the agents it delegated tasks to.
+    WaitingAgents,
+    Answered,
+    Failed,
+}
+
+impl TurnPhase {
+    /// The phase as it is stored and shown (`waiting_job`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnPhase::Received => "received",
+            TurnPhase::Planning => "planning",
+            TurnPhase::AwaitingTools => "awaiting_tools",
+            TurnPhase::WaitingJob => "waiting_job",
+            TurnPhase::WaitingUser => "waiting_user",
+            TurnPhase::WaitingAgents => "waiting_agents",
+            TurnPhase::Answered => "answered",
+            TurnPhase::Failed => "failed",
+        }
+    }
+
+    /// Is the turn over (nothing to resume)?
+    pub fn is_final(self) -> bool {
+        matches!(self, TurnPhase::Answered | TurnPhase::Failed)
+    }
+}
+
+impl std::fmt::Display for TurnPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

@@ -111,6 +111,13 @@ impl JobStatus {
             JobStatus::Failed => super::kinds::JOB_FAILED,
         }
     }
+
+    /// The status an event kind announces; `None` for a kind that is no job event.
+    pub fn of_event_kind(kind: &str) -> Option<Self> {
+        [Self::Submitted, Self::Running, Self::Done, Self::Failed]
+            .into_iter()
+            .find(|s| s.event_kind() == kind)
+    }
 }
 
 /// Default timeout of one call when a definition sets none, seconds.
@@ -386,6 +393,34 @@ pub struct JobEvent {
     pub error: Option<ToolError>,
 }
 
+impl JobEvent {
+    /// A job event from a decoded envelope: its kind must be a job event's, and the status
+    /// its body states must be the one that kind announces.
+    pub fn from_envelope(
+        raw: super::envelope::Envelope<Value>,
+    ) -> Result<super::envelope::Envelope<JobEvent>, super::envelope::EnvelopeError> {
+        use super::envelope::EnvelopeError;
+        let Some(announced) = JobStatus::of_event_kind(&raw.kind) else {
+            return Err(EnvelopeError::Kind {
+                found: raw.kind,
+                expected: "a job event (job.submitted, job.progress, job.done, job.failed)".into(),
+            });
+        };
+        let kind = announced.event_kind();
+        let event = raw.into_typed::<JobEvent>(kind)?;
+        if event.body.status != announced {
+            return Err(EnvelopeError::Body {
+                kind: kind.into(),
+                reason: format!(
+                    "the body's status `{:?}` is not the one `{kind}` announces",
+                    event.body.status
+                ),
+            });
+        }
+        Ok(event)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ToolErrorCode;
@@ -407,5 +442,15 @@ mod tests {
                 serde_json::json!(code.as_str())
             );
         }
+    }
+
+    #[test]
+    fn a_job_event_must_carry_a_job_kind_and_the_status_it_announces() {
+        use super::super::envelope::Envelope;
+        let body = |status: &str| serde_json::json!({"job_id": "j", "tool": "t", "call_id": "c", "status": status});
+        let raw = |kind: &str, status: &str| Envelope::new(kind, body(status));
+        assert!(crate::protocol::JobEvent::from_envelope(raw("job.done", "done")).is_ok());
+        assert!(crate::protocol::JobEvent::from_envelope(raw("job.bogus", "done")).is_err());
+        assert!(crate::protocol::JobEvent::from_envelope(raw("job.done", "failed")).is_err());
     }
 }

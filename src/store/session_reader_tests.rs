@@ -15,6 +15,7 @@ pub(crate) fn message(seq: u64, text: &str) -> StoredMessage {
         ts: Utc::now(),
         tokens: 3,
         usage: None,
+        tool_status: None,
         message: ChatMessage::user(text),
     }
 }

@@ -19,7 +19,7 @@ pub fn summary(meta: &SessionMeta, task: &TaskState) -> SessionSummary {
         updated_at: meta.updated_at,
         messages: meta.next_seq,
         active_agent: meta.active_agent().to_owned(),
-        phase: task.turn.as_ref().map(|t| t.phase.as_str().to_owned()),
+        phase: task.turn.as_ref().map(|t| t.phase),
     }
 }
 
@@ -51,10 +51,11 @@ fn turn(t: &TurnRecord) -> TurnView {
     TurnView {
         turn_id: t.turn_id.clone(),
         message_id: t.message_id.clone(),
-        phase: t.phase.as_str().to_owned(),
+        phase: t.phase,
         step: t.step,
         updated_at: t.updated_at,
         error: t.error.clone(),
+        cancelled: t.cancelled,
         tokens_used: t.tokens_used,
         parent: t.parent.as_ref().map(|p| ParentView {
             agent: p.agent.clone(),

@@ -21,6 +21,7 @@ use super::replica::{LogRecord, SessionLog};
 use super::tasks::TaskState;
 use super::StoreError;
 use crate::protocol::chat::{ChatMessage, Usage};
+use crate::protocol::ToolStatus;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +98,10 @@ pub struct StoredMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     pub message: ChatMessage,
+    /// A tool result's status, as the call ended (the loop guard counts failures by it, never
+    /// by the text the model was shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_status: Option<ToolStatus>,
 }
 
 /// Read/write access to the conversation trees. Cheap to clone.
@@ -529,6 +534,7 @@ mod tests {
             ts: Utc::now(),
             tokens: 3,
             usage: None,
+            tool_status: None,
             message: ChatMessage::user(text),
         }
     }

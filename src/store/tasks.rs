@@ -11,47 +11,7 @@ use serde_json::Value;
 
 use super::tool_result::StoredToolResult;
 
-/// Where a turn is. Persisted at every step; a restarted process resumes any turn that is not
-/// in a final state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnPhase {
-    /// The user message is stored and acknowledged; nothing else happened yet.
-    Received,
-    /// A model call is (or was, at the crash) in progress.
-    Planning,
-    /// The model asked for tools; results are being collected.
-    AwaitingTools,
-    /// Waiting for an async job's completion event.
-    WaitingJob,
-    /// Waiting for the user to confirm a high-risk call.
-    WaitingUser,
-    /// Waiting for the agents it delegated tasks to.
-    WaitingAgents,
-    Answered,
-    Failed,
-}
-
-impl TurnPhase {
-    /// The phase as it is stored and shown (`waiting_job`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnPhase::Received => "received",
-            TurnPhase::Planning => "planning",
-            TurnPhase::AwaitingTools => "awaiting_tools",
-            TurnPhase::WaitingJob => "waiting_job",
-            TurnPhase::WaitingUser => "waiting_user",
-            TurnPhase::WaitingAgents => "waiting_agents",
-            TurnPhase::Answered => "answered",
-            TurnPhase::Failed => "failed",
-        }
-    }
-
-    /// Is the turn over (nothing to resume)?
-    pub fn is_final(self) -> bool {
-        matches!(self, TurnPhase::Answered | TurnPhase::Failed)
-    }
-}
+pub use crate::protocol::session_view::TurnPhase;
 
 /// The turn in progress (or the last one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +27,9 @@ pub struct TurnRecord {
     pub updated_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The turn failed because it was cancelled (`TurnError::Cancelled`), not by an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
     /// High-risk calls of the current step and the user's decision on each (`waiting_user`
     /// while one is undecided).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,6 +92,7 @@ impl TurnRecord {
             step: 0,
             updated_at: Utc::now(),
             error: None,
+            cancelled: false,
             confirmations: Vec::new(),
             jobs: Vec::new(),
             extraction_queued: false,

@@ -16,6 +16,7 @@
 //! | `hermes_tool_calls_total` | counter | `tool`, `status` | [`tool_call`] |
 //! | `hermes_memory_recalls_total` | counter | `hit` = `true` / `false` | [`memory_recall`] |
 //! | `hermes_memory_writes_total` | counter | `op` | [`memory_write`] |
+//! | `hermes_model_errors_total` | counter | `kind` (a model error's code: `model_auth`, `context_length`, …) | [`model_error`] (each failed model call, a primary that fell back included) |
 //! | `hermes_mcp_call_duration_seconds` | histogram | `server`, `status` | [`mcp_call`] |
 //! | `hermes_jobs` | gauge | `state` | [`job_moved`] |
 //! | `hermes_sessions_live` | gauge | | [`sessions_live`] |
@@ -36,6 +37,7 @@ pub const TURN_TOKENS: &str = "hermes_turn_tokens";
 pub const TOOL_CALLS_TOTAL: &str = "hermes_tool_calls_total";
 pub const MEMORY_RECALLS_TOTAL: &str = "hermes_memory_recalls_total";
 pub const MEMORY_WRITES_TOTAL: &str = "hermes_memory_writes_total";
+pub const MODEL_ERRORS_TOTAL: &str = "hermes_model_errors_total";
 pub const MCP_CALL_DURATION: &str = "hermes_mcp_call_duration_seconds";
 pub const JOBS: &str = "hermes_jobs";
 pub const SESSIONS_LIVE: &str = "hermes_sessions_live";
@@ -191,6 +193,7 @@ fn describe() {
         "Memory recalls; a hit put at least one memory in the context"
     );
     describe_counter!(MEMORY_WRITES_TOTAL, "Memory changes applied, by operation");
+    describe_counter!(MODEL_ERRORS_TOTAL, "Failed model calls, by kind of failure");
     describe_histogram!(
         MCP_CALL_DURATION,
         Unit::Seconds,
@@ -309,6 +312,11 @@ pub fn memory_writes(op: &'static str, count: usize) {
     }
 }
 
+/// A model call failed with the error of code `kind` (see `llm::ModelErrorKind::code`).
+pub fn model_error(kind: &'static str) {
+    counter!(MODEL_ERRORS_TOTAL, "kind" => kind).increment(1);
+}
+
 /// How an MCP call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum McpStatus {
@@ -317,6 +325,8 @@ pub enum McpStatus {
     ToolError,
     /// No answer: transport failure or timeout.
     Error,
+    /// The server answered with a JSON-RPC error (arguments refused, protocol broken).
+    Rejected,
 }
 
 impl McpStatus {
@@ -325,6 +335,18 @@ impl McpStatus {
             McpStatus::Ok => "ok",
             McpStatus::ToolError => "tool_error",
             McpStatus::Error => "error",
+            McpStatus::Rejected => "rejected",
+        }
+    }
+
+    /// The status of a call that failed with `failure`.
+    pub fn of(failure: crate::protocol::McpFailure) -> Self {
+        use crate::protocol::McpFailure;
+        match failure {
+            McpFailure::InvalidArguments | McpFailure::Rejected | McpFailure::Protocol => {
+                McpStatus::Rejected
+            }
+            _ => McpStatus::Error,
         }
     }
 }

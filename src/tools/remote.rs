@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{Tool, ToolError, ToolErrorCode};
 use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
-use crate::mcp::{McpTool, McpToolHints};
+use crate::mcp::{McpFailure, McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{McpCallRequest, McpReadRequest};
@@ -124,14 +124,49 @@ impl Tool for McpProxyTool {
                 serde_json::from_str::<Value>(&r.text)
                     .unwrap_or_else(|_| serde_json::json!({ "text": r.text }))
             })),
-            (None, Some(e)) => Err(ToolError::new(ToolErrorCode::Unavailable, e)
-                .with_hint("the MCP server is down; do not retry at once, tell the user")),
+            (None, Some(e)) => Err(mcp_failure(reply.body.failure, e)),
             (None, None) => Err(ToolError::new(
                 ToolErrorCode::Unavailable,
                 "MCP bridge answered with neither a result nor an error",
             )),
         }
     }
+}
+
+/// The tool error of an MCP failure the bridge classified: the one place a kind becomes a
+/// code and a hint for the model. A bridge that sent no kind (older than it) is read as the
+/// server being unavailable, as it always was.
+fn mcp_failure(failure: Option<McpFailure>, message: String) -> ToolError {
+    let (code, hint) = match failure.unwrap_or(McpFailure::Unavailable) {
+        McpFailure::InvalidArguments => (
+            ToolErrorCode::InvalidArguments,
+            "the MCP server refused these arguments: fix them as its message says and call \
+             the tool again",
+        ),
+        McpFailure::Rejected => (
+            ToolErrorCode::ExecutionFailed,
+            "the MCP server refused the call: read its message, change the call if it says \
+             how, else tell the user",
+        ),
+        McpFailure::Protocol => (
+            ToolErrorCode::ExecutionFailed,
+            "the MCP server answered something Hermes could not read: do not retry at once, \
+             tell the user",
+        ),
+        McpFailure::Timeout => (
+            ToolErrorCode::Timeout,
+            "the MCP server did not answer in time: retry once later, or tell the user",
+        ),
+        McpFailure::NotMounted => (
+            ToolErrorCode::InvalidArguments,
+            "no MCP server of that name is mounted: use one the message lists",
+        ),
+        McpFailure::Unavailable => (
+            ToolErrorCode::Unavailable,
+            "the MCP server is down: do not retry at once, tell the user",
+        ),
+    };
+    ToolError::new(code, message).with_hint(hint)
 }
 
 /// Declare the injected `_user` in an object schema with properties (so the registry fills it
@@ -229,8 +264,7 @@ impl Tool for McpReadResourceTool {
             )
         })?;
         match reply.body.error {
-            Some(error) => Err(ToolError::new(ToolErrorCode::ExecutionFailed, error)
-                .with_hint("check the server name and the uri against the MCP catalog")),
+            Some(error) => Err(mcp_failure(reply.body.failure, error)),
             None => Ok(serde_json::json!({ "contents": reply.body.contents })),
         }
     }
@@ -352,6 +386,32 @@ mod tests {
         ];
         for (given, effect, risk) in cases {
             assert_eq!(effect_and_risk(&given), (effect, risk), "{given:?}");
+        }
+    }
+
+    #[test]
+    fn refused_arguments_tell_the_model_to_fix_the_call_and_only_a_down_server_is_unavailable() {
+        let refused = mcp_failure(Some(McpFailure::InvalidArguments), "bad `date`".into());
+        assert_eq!(refused.code, ToolErrorCode::InvalidArguments);
+        assert_eq!(refused.message, "bad `date`");
+        assert!(refused
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("fix them"));
+        let cases = [
+            (Some(McpFailure::Rejected), ToolErrorCode::ExecutionFailed),
+            (Some(McpFailure::Protocol), ToolErrorCode::ExecutionFailed),
+            (Some(McpFailure::Timeout), ToolErrorCode::Timeout),
+            (
+                Some(McpFailure::NotMounted),
+                ToolErrorCode::InvalidArguments,
+            ),
+            (Some(McpFailure::Unavailable), ToolErrorCode::Unavailable),
+            (None, ToolErrorCode::Unavailable),
+        ];
+        for (failure, code) in cases {
+            assert_eq!(mcp_failure(failure, "m".into()).code, code, "{failure:?}");
         }
     }
 

@@ -16,6 +16,7 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     tracing::warn!(session = %state.meta.session, turn = %record.turn_id, error = %e, "turn failed");
     state.set_phase(TurnPhase::Failed);
     state.record().error = Some(e.to_string());
+    state.record().cancelled = matches!(e, TurnError::Cancelled(_));
     if let Err(se) = state.save_task().await {
         tracing::error!(error = %se, "failed turn state not stored");
     }
@@ -135,12 +136,7 @@ async fn cancel_current(
 /// not this request's (a sender's clock far ahead only makes this report nothing).
 fn stopped_by_the_flag(env: &TurnEnv, task: &TaskState, sent_at: DateTime<Utc>) -> CancelAccepted {
     let stopped = task.turn.as_ref().filter(|t| {
-        env.cancelled()
-            && t.updated_at >= sent_at
-            && t.phase == TurnPhase::Failed
-            && t.error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(TurnError::CANCELLED_PREFIX))
+        env.cancelled() && t.updated_at >= sent_at && t.phase == TurnPhase::Failed && t.cancelled
     });
     CancelAccepted {
         turn_id: stopped.map(|t| t.turn_id.clone()),

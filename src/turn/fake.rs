@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::ports::{failed, Recall, TurnPorts};
+use super::TurnError;
 use crate::bus::events::EventScope;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::{
@@ -82,10 +83,10 @@ impl FakePorts {
 
 #[async_trait]
 impl TurnPorts for FakePorts {
-    async fn plan(&self, _: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
+    async fn plan(&self, _: &EventScope, request: PlanRequest) -> Result<PlanReply, TurnError> {
         let reply = match &self.planner {
             Some(plan) => plan(&request),
-            None => return Err("no planner scripted".into()),
+            None => return Err(TurnError::Plan("no planner scripted".into())),
         };
         self.seen().plans.push(request);
         Ok(reply)

@@ -8,7 +8,8 @@ use chrono::Utc;
 use super::ack::ACK_FLUSH_WITHIN;
 use super::{goal_tokens, new_stored, TurnEnv};
 use crate::llm::ChatMessage;
-use crate::protocol::envelope::{error_envelope, Envelope};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::refusal::Refusal;
 use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, UserMessage};
 use crate::store::durability::Ticket;
 use crate::store::sessions::{SessionMeta, StoredMessage};
@@ -38,7 +39,7 @@ pub async fn decide(
             "session `{}` belongs to another user; only its user can confirm its calls",
             meta.session
         );
-        reply(env, to, &error_envelope("wrong_user", text)).await;
+        reply(env, to, &Refusal::WrongUser.answer(text)).await;
         return false;
     }
     let wanted = msg.envelope.body.call_id.as_deref();
@@ -53,7 +54,7 @@ pub async fn decide(
             "session `{}` has no turn waiting for a confirmation",
             meta.session
         );
-        reply(env, to, &error_envelope("nothing_to_confirm", text)).await;
+        reply(env, to, &Refusal::NothingToConfirm.answer(text)).await;
         return false;
     };
     let undecided: Vec<String> = turn.undecided().map(|c| c.call_id.clone()).collect();
@@ -73,7 +74,7 @@ pub async fn decide(
                 meta.session
             ),
         };
-        reply(env, to, &error_envelope("nothing_to_confirm", text)).await;
+        reply(env, to, &Refusal::NothingToConfirm.answer(text)).await;
         return false;
     }
     let decision = if approve {
@@ -99,10 +100,7 @@ pub async fn decide(
                 }
             }
         }
-        let err = error_envelope(
-            "store_failed",
-            format!("decision not stored: {e}; send it again"),
-        );
+        let err = Refusal::StoreFailed.answer(format!("decision not stored: {e}; send it again"));
         reply(env, to, &err).await;
         return false;
     }
@@ -172,12 +170,7 @@ pub async fn accept(
             "session `{}` belongs to another user; start a new session id",
             meta.session
         );
-        reply(
-            env,
-            msg.reply.as_deref(),
-            &error_envelope("wrong_user", text),
-        )
-        .await;
+        reply(env, msg.reply.as_deref(), &Refusal::WrongUser.answer(text)).await;
         return Acceptance::Refused;
     }
     // A turn that only waits for a job or other agents steps aside: the user may talk
@@ -185,8 +178,8 @@ pub async fn accept(
     // other unfinished turn (running, or waiting for the user's decision) comes first.
     let parked = task.park_waiting();
     if let Some(t) = task.unfinished_turn() {
-        let (code, text) = busy(t);
-        reply(env, msg.reply.as_deref(), &error_envelope(code, text)).await;
+        let (refusal, text) = busy(t);
+        reply(env, msg.reply.as_deref(), &refusal.answer(text)).await;
         return Acceptance::Refused;
     }
     let text = msg.envelope.body.text.clone();
@@ -253,7 +246,7 @@ pub async fn accept(
             return Acceptance::HandedBack;
         }
         tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
-        let err = error_envelope("store_failed", format!("message not stored: {e}"));
+        let err = Refusal::StoreFailed.answer(format!("message not stored: {e}"));
         reply(env, msg.reply.as_deref(), &err).await;
         return Acceptance::Refused;
     }
@@ -329,7 +322,7 @@ async fn acknowledge_once_flushed(
             Ok(()) => reply(&env, to.as_deref(), &accepted).await,
             Err(e) => {
                 tracing::error!(%session, error = %e, "message not flushed; its acknowledgement says so");
-                let err = error_envelope("store_failed", format!("message not stored: {e}"));
+                let err = Refusal::StoreFailed.answer(format!("message not stored: {e}"));
                 reply(&env, to.as_deref(), &err).await;
             }
         }
@@ -338,7 +331,7 @@ async fn acknowledge_once_flushed(
 }
 
 /// Why a new message cannot start a turn now, and what to do.
-fn busy(t: &TurnRecord) -> (&'static str, String) {
+fn busy(t: &TurnRecord) -> (Refusal, String) {
     match t.phase {
         TurnPhase::WaitingUser => {
             let calls: Vec<String> = t
@@ -346,7 +339,7 @@ fn busy(t: &TurnRecord) -> (&'static str, String) {
                 .map(|c| format!("`{}` (call {})", c.tool, c.call_id))
                 .collect();
             (
-                "awaiting_confirmation",
+                Refusal::AwaitingConfirmation,
                 format!(
                     "turn {} waits for your decision on {}; answer with `hermes send --confirm` \
                      or `--deny` (a `user.confirmation` message) before sending a new one",
@@ -361,7 +354,7 @@ fn busy(t: &TurnRecord) -> (&'static str, String) {
                 .map(|j| format!("`{}` (job {})", j.tool, j.job_id))
                 .collect();
             (
-                "awaiting_job",
+                Refusal::AwaitingJob,
                 format!(
                     "turn {} waits for {}; it goes on by itself when the job finishes — send \
                      the new message after its answer",
@@ -371,7 +364,7 @@ fn busy(t: &TurnRecord) -> (&'static str, String) {
             )
         }
         phase => (
-            "busy",
+            Refusal::Busy,
             format!("turn {} is still in progress ({phase:?})", t.turn_id),
         ),
     }

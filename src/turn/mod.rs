@@ -41,8 +41,8 @@ use crate::context::calibrate;
 use crate::context::tokens::TokenCounter;
 use crate::llm::{ChatMessage, Role, ToolSpec};
 use crate::protocol::subjects;
-use crate::protocol::RecallHit;
 use crate::protocol::{PlanReply, PlanRequest, RecalledMemory, ToolsCatalog, TurnEvent};
+use crate::protocol::{RecallHit, ToolStatus};
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
@@ -92,8 +92,15 @@ impl TurnEnv {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// No plan came back (the planner did not answer, or answered with no model's error).
     #[error("planning failed: {0}")]
     Plan(String),
+    /// The model failed; `kind` is the turn's error code.
+    #[error("planning failed: {message}")]
+    Model {
+        kind: crate::llm::ModelErrorKind,
+        message: String,
+    },
     #[error("the turn used all {0} planning steps without an answer; raise agents.<name>.max_steps or simplify the request")]
     StepLimit(u32),
     #[error("could not persist the session: {0}")]
@@ -111,9 +118,6 @@ pub enum TurnError {
 }
 
 impl TurnError {
-    /// How the stored error of a turn cancelled by the user begins (`Cancelled`'s message).
-    pub const CANCELLED_PREFIX: &'static str = "cancelled: ";
-
     /// The turn goes back to the session's inbox instead of failing (see
     /// [`crate::store::StoreError::hands_back`]).
     pub fn hands_back(&self) -> bool {
@@ -123,6 +127,7 @@ impl TurnError {
     pub fn code(&self) -> &'static str {
         match self {
             TurnError::Plan(_) => "plan_failed",
+            TurnError::Model { kind, .. } => kind.code(),
             TurnError::StepLimit(_) => "step_limit",
             TurnError::Store(_) => "store_failed",
             TurnError::Agent(_) => "unknown_agent",
@@ -381,7 +386,7 @@ fn loop_guard(current: &[StoredMessage]) -> Option<String> {
         .collect();
     let last = results.last()?;
     let name = last.message.name.clone()?;
-    let failed = |m: &&StoredMessage| m.message.content.contains("\"status\":\"error\"");
+    let failed = |m: &&StoredMessage| m.tool_status == Some(ToolStatus::Error);
     let streak = results
         .iter()
         .rev()
@@ -437,7 +442,7 @@ async fn plan(
     while let Ok(text) = deltas.try_recv() {
         emitter.emit(delta(text)).await;
     }
-    reply.map(|r| (r, counted)).map_err(TurnError::Plan)
+    reply.map(|r| (r, counted))
 }
 
 /// The memories for the turn: recalled ahead while its message was stored, or now.
@@ -516,6 +521,7 @@ pub fn new_stored(
         tokens: tokens.count_message(&message),
         usage: None,
         message,
+        tool_status: None,
     }
 }
 

@@ -101,6 +101,7 @@ mod tests {
             tokens: 1,
             usage,
             message,
+            tool_status: None,
         }
     }
 

@@ -12,9 +12,11 @@ use async_trait::async_trait;
 use crate::a2a::delegate::{RemoteDelegates, RemotePoll, RemoteTask};
 use crate::bus::events::{self, EventScope};
 use crate::bus::retry::{self, Repeat};
+use crate::bus::rpc::RpcError;
 use crate::bus::{rpc, BusError, SharedBus};
 use crate::config::Config;
-use crate::protocol::envelope::Envelope;
+use crate::llm::ModelErrorKind;
+use crate::protocol::envelope::{Envelope, EnvelopeError};
 use crate::protocol::request::ToolsListRequest;
 use crate::protocol::tool::{repeated_write_wait, ToolEffect, ToolSource};
 use crate::protocol::{
@@ -24,11 +26,14 @@ use crate::protocol::{
 };
 use crate::tools::{ToolError, ToolErrorCode};
 
+use super::TurnError;
+
 /// The ports of a turn.
 #[async_trait]
 pub trait TurnPorts: Send + Sync {
     /// One planning step.
-    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String>;
+    /// One planning step; a model's failure keeps its kind ([`TurnError::Model`]).
+    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, TurnError>;
     /// Up to `limit` of the user's memories for the query, held for the turn until its
     /// extraction job releases them.
     async fn recall(
@@ -180,13 +185,13 @@ fn addressed<B>(scope: &EventScope, envelope: Envelope<B>) -> Envelope<B> {
 
 #[async_trait]
 impl TurnPorts for BusPorts {
-    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, String> {
+    async fn plan(&self, scope: &EventScope, request: PlanRequest) -> Result<PlanReply, TurnError> {
         let envelope = addressed(scope, Envelope::request(request));
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
         retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body)
-            .map_err(|e| e.to_string())
+            .map_err(plan_failed)
     }
 
     async fn recall(
@@ -386,4 +391,18 @@ pub fn failed(call_id: String, name: String, error: ToolError) -> ToolCallResult
         duration_ms: 0,
         raw_reference: None,
     }
+}
+
+/// A planning request's failure as the turn's: the planner's error answer names the model
+/// error's kind in its code; anything else (no planner, a bus failure) is [`TurnError::Plan`].
+fn plan_failed(error: RpcError) -> TurnError {
+    if let RpcError::Envelope(EnvelopeError::Answered { code, message, .. }) = &error {
+        if let Some(kind) = ModelErrorKind::from_code(code) {
+            return TurnError::Model {
+                kind,
+                message: message.clone(),
+            };
+        }
+    }
+    TurnError::Plan(error.to_string())
 }

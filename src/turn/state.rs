@@ -8,6 +8,7 @@ use chrono::Utc;
 
 use super::{new_stored, Emitter, TurnEnv, TurnError};
 use crate::llm::{ChatMessage, Usage};
+use crate::protocol::ToolStatus;
 use crate::store::sessions::{next_seq_after, SessionMeta, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 
@@ -82,6 +83,24 @@ impl<'a> TurnState<'a> {
         message: ChatMessage,
         usage: Option<Usage>,
     ) -> Result<(), TurnError> {
+        self.persist_as(message, usage, None).await
+    }
+
+    /// Store a tool result of this turn with the status its call ended in.
+    pub(super) async fn persist_tool_result(
+        &mut self,
+        message: ChatMessage,
+        status: ToolStatus,
+    ) -> Result<(), TurnError> {
+        self.persist_as(message, None, Some(status)).await
+    }
+
+    async fn persist_as(
+        &mut self,
+        message: ChatMessage,
+        usage: Option<Usage>,
+        tool_status: Option<ToolStatus>,
+    ) -> Result<(), TurnError> {
         let turn_id = self.record().turn_id.clone();
         let mut stored = new_stored(
             &self.env.tokens,
@@ -91,6 +110,7 @@ impl<'a> TurnState<'a> {
             Utc::now(),
         );
         stored.usage = usage;
+        stored.tool_status = tool_status;
         let messages = std::slice::from_ref(&stored);
         // Mid-turn the session's metadata record may lag; a turn that pauses or ends, or a
         // handoff, writes it.

@@ -469,7 +469,10 @@ async fn store(
         }
         let content = tool_calls::content_for_model(&result);
         state
-            .persist(ChatMessage::tool(call.id, call.name, content), None)
+            .persist_tool_result(
+                ChatMessage::tool(call.id, call.name, content),
+                result.status,
+            )
             .await?;
     }
     if total == 0 {
@@ -491,6 +494,7 @@ fn metric_tool_name(result: &ToolCallResult) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ToolStatus;
     use serde_json::json;
 
     fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
@@ -501,6 +505,7 @@ mod tests {
             ts: Utc::now(),
             tokens: 1,
             usage: None,
+            tool_status: None,
             message,
         }
     }
@@ -528,5 +533,19 @@ mod tests {
         assert!(open_calls(&done).is_none());
         done.push(stored(4, ChatMessage::assistant("3 and 3")));
         assert!(open_calls(&done).is_none());
+    }
+
+    #[test]
+    fn the_loop_guard_counts_failures_by_status_not_by_what_a_result_quotes() {
+        let result = |seq, status, content: &str| StoredMessage {
+            tool_status: Some(status),
+            ..stored(seq, ChatMessage::tool(format!("c{seq}"), "echo", content))
+        };
+        // Successful results that quote a failure's wire text are not failures.
+        let quoting = r#"{"status":"ok","output":{"text":"\"status\":\"error\""}}"#;
+        let quoted: Vec<_> = (0..3).map(|i| result(i, ToolStatus::Ok, quoting)).collect();
+        assert!(crate::turn::loop_guard(&quoted).is_none());
+        let failed: Vec<_> = (0..3).map(|i| result(i, ToolStatus::Error, "{}")).collect();
+        assert!(crate::turn::loop_guard(&failed).is_some());
     }
 }

@@ -8,6 +8,7 @@ mod chat_terminal;
 mod cli_bus;
 mod config_files;
 mod demo_cli;
+mod error_kinds;
 mod eval_tasks;
 mod mcp_bridge;
 mod mcp_client;

@@ -49,6 +49,7 @@ fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
         ts: Utc::now(),
         tokens: 10,
         usage: None,
+        tool_status: None,
         message,
     }
 }

@@ -2,7 +2,7 @@
 //! forget one, decide a waiting call, cancel, help.
 
 use hermes::client::SessionClient;
-use hermes::protocol::subjects;
+use hermes::protocol::{subjects, TurnPhase};
 use hermes::protocol::{
     Memory, MemoryForgetRequest, MemoryListRequest, SessionListRequest, SessionSummary,
 };
@@ -107,7 +107,7 @@ impl Chat {
     fn session_line(&self, s: &SessionSummary) -> String {
         let current = s.session == self.who.session && s.agent == self.who.agent;
         let mark = if current { "●" } else { " " };
-        let phase = s.phase.as_deref().unwrap_or("new");
+        let phase = s.phase.map_or("new", TurnPhase::as_str);
         let line = format!(
             "{mark} {:<20} {:<12} {:>3} messages  {:<14} {}",
             s.session,

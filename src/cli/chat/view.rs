@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use hermes::client::event_turn;
-use hermes::protocol::{MemoryChange, RecalledMemory, ToolCallResult, ToolStatus, TurnEvent};
+use hermes::protocol::{
+    AppliedOp, MemoryChange, RecalledMemory, ToolCallResult, ToolStatus, TurnEvent,
+};
 use indicatif::ProgressBar;
 use serde_json::Value;
 
@@ -480,8 +482,8 @@ fn recalled_line(memories: &[RecalledMemory], cols: usize) -> String {
 fn written_line(changes: &[MemoryChange], cols: usize) -> String {
     let items: Vec<String> = changes
         .iter()
-        .map(|c| match c.op.as_str() {
-            "delete" => format!("forgot {}", c.key),
+        .map(|c| match c.op {
+            AppliedOp::Deleted => format!("forgot {}", c.key),
             _ => format!("{}: {}", c.key, c.content),
         })
         .collect();
@@ -544,6 +546,23 @@ mod tests {
         let label = call_label("t", &json!({"text": "x".repeat(500)}), 80);
         assert!(label.chars().count() <= 80, "{label}");
         assert!(label.ends_with("…)"), "{label}");
+    }
+
+    #[test]
+    fn a_forgotten_memory_reads_forgot_and_a_written_one_its_content() {
+        let change = |op, key: &str, content: &str| MemoryChange {
+            op,
+            key: key.into(),
+            content: content.into(),
+        };
+        let line = written_line(
+            &[
+                change(AppliedOp::Deleted, "trip", "Paris in May"),
+                change(AppliedOp::Added, "brand", "Sony"),
+            ],
+            200,
+        );
+        assert_eq!(line, "· remembered — forgot trip · brand: Sony");
     }
 
     #[test]

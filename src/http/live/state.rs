@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::protocol::envelope::Envelope;
 use crate::protocol::mcp::McpCatalog;
-use crate::protocol::{ProcessStatus, ToolStatus, TurnEvent};
+use crate::protocol::{ProcessStatus, ToolStatus, TurnEvent, TurnPhase};
 
 /// Sessions kept (the most recently active).
 const MAX_SESSIONS: usize = 200;
@@ -26,9 +26,9 @@ pub struct SessionView {
     pub session: String,
     pub user: Option<String>,
     pub turn_id: Option<String>,
-    /// `running`, `calling <tool>`, `waiting_job`, `waiting_user`, `waiting_agents`,
-    /// `answered`, `failed`.
-    pub state: String,
+    /// Where its turn is, in the turn's own phases (`planning`, `awaiting_tools`,
+    /// `waiting_job`, …), as the events tell it.
+    pub state: TurnPhase,
     /// What the state is about: the tool, job, agents or error.
     pub detail: String,
     pub turns: u64,
@@ -128,7 +128,7 @@ impl LiveState {
             session: session.clone(),
             user: None,
             turn_id: None,
-            state: String::new(),
+            state: TurnPhase::Received,
             detail: String::new(),
             turns: 0,
             updated: event.ts,
@@ -141,31 +141,43 @@ impl LiveState {
             TurnEvent::TurnStarted { turn_id, .. } => {
                 view.turn_id = Some(turn_id.clone());
                 view.turns += 1;
-                view.state = "running".into();
+                view.state = TurnPhase::Planning;
                 view.detail = String::new();
             }
-            TurnEvent::ToolCall { name, .. } => set(view, "running", format!("calling {name}")),
+            TurnEvent::ToolCall { name, .. } => {
+                set(view, TurnPhase::AwaitingTools, format!("calling {name}"));
+            }
             TurnEvent::JobWaiting { name, job_id, .. } => {
-                set(view, "waiting_job", format!("{name} (job {job_id})"));
+                set(
+                    view,
+                    TurnPhase::WaitingJob,
+                    format!("{name} (job {job_id})"),
+                );
             }
             TurnEvent::ConfirmationRequired { name, .. } => {
-                set(view, "waiting_user", format!("confirm {name}"));
+                set(view, TurnPhase::WaitingUser, format!("confirm {name}"));
             }
             TurnEvent::AgentDelegated { agent, .. } => {
-                let detail = if view.state == "waiting_agents" {
+                let detail = if view.state == TurnPhase::WaitingAgents {
                     format!("{}, {agent}", view.detail)
                 } else {
                     agent.clone()
                 };
-                set(view, "waiting_agents", detail);
+                set(view, TurnPhase::WaitingAgents, detail);
             }
             TurnEvent::TurnResumed { reason, .. } => {
-                set(view, "running", format!("resumed: {reason}"))
+                set(view, TurnPhase::Planning, format!("resumed: {reason}"))
             }
-            TurnEvent::Handoff { to, .. } => set(view, "running", format!("handed off to {to}")),
-            TurnEvent::Answer { .. } => set(view, "answered", String::new()),
+            TurnEvent::Handoff { to, .. } => {
+                set(view, TurnPhase::Planning, format!("handed off to {to}"));
+            }
+            TurnEvent::Answer { .. } => set(view, TurnPhase::Answered, String::new()),
             TurnEvent::Error { code, message, .. } => {
-                set(view, "failed", format!("{code}: {}", shorten(message, 120)));
+                set(
+                    view,
+                    TurnPhase::Failed,
+                    format!("{code}: {}", shorten(message, 120)),
+                );
             }
             TurnEvent::ToolResult { result, .. } => {
                 push_bounded(
@@ -210,7 +222,7 @@ impl LiveState {
                         &mut self.memory,
                         MemoryView {
                             ts: event.ts,
-                            op: change.op.clone(),
+                            op: change.op.as_str().into(),
                             user: event.user.clone(),
                             session: session.clone(),
                             what: shorten(&format!("{}: {}", change.key, change.content), 160),
@@ -428,8 +440,8 @@ impl Totals {
     }
 }
 
-fn set(view: &mut SessionView, state: &str, detail: String) {
-    view.state = state.to_owned();
+fn set(view: &mut SessionView, state: TurnPhase, detail: String) {
+    view.state = state;
     view.detail = detail;
 }
 

@@ -9,7 +9,8 @@ use serde_json::json;
 use super::state::LiveState;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::{
-    MemoryChange, ProcessStatus, RecalledMemory, ToolCallResult, ToolStatus, TurnEvent,
+    AppliedOp, MemoryChange, ProcessStatus, RecalledMemory, ToolCallResult, ToolStatus, TurnEvent,
+    TurnPhase,
 };
 
 fn event(session: &str, body: TurnEvent) -> Envelope<TurnEvent> {
@@ -21,7 +22,7 @@ fn states(state: &LiveState) -> Vec<(String, String, String)> {
         .snapshot(Utc::now())
         .sessions
         .into_iter()
-        .map(|s| (s.session, s.state, s.detail))
+        .map(|s| (s.session, s.state.as_str().to_owned(), s.detail))
         .collect()
 }
 
@@ -41,7 +42,7 @@ fn a_session_moves_through_its_turn_states_and_ends_answered() {
     state.apply(&started("s1", "t1"));
     assert_eq!(
         states(&state),
-        vec![("s1".into(), "running".into(), "".into())]
+        vec![("s1".into(), "planning".into(), "".into())]
     );
     state.apply(&event(
         "s1",
@@ -68,7 +69,10 @@ fn a_session_moves_through_its_turn_states_and_ends_answered() {
         },
     ));
     let snapshot = state.snapshot(Utc::now());
-    assert_eq!(snapshot.sessions[0].state, "answered");
+    assert_eq!(snapshot.sessions[0].state, TurnPhase::Answered);
+    // On the wire the page reads the turn's own phase names.
+    let wire = serde_json::to_value(&snapshot.sessions[0]).unwrap();
+    assert_eq!(wire["state"], "answered");
     assert_eq!(snapshot.sessions[0].turns, 1);
     assert_eq!(snapshot.sessions[0].user.as_deref(), Some("u1"));
 }
@@ -151,7 +155,7 @@ fn tool_results_and_memory_are_listed_newest_first() {
         TurnEvent::MemoryWritten {
             turn_id: "t1".into(),
             changes: vec![MemoryChange {
-                op: "add".into(),
+                op: AppliedOp::Added,
                 key: "brand".into(),
                 content: "Sony".into(),
             }],
@@ -171,7 +175,7 @@ fn tool_results_and_memory_are_listed_newest_first() {
         .collect();
     assert_eq!(
         memory,
-        vec![("add", "brand: Sony"), ("recall", "budget: under 5000")]
+        vec![("added", "brand: Sony"), ("recall", "budget: under 5000")]
     );
 }
 

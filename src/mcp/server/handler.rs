@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 
 use super::auth::{Denied, Principal};
-use super::memory::{self, ForgetArgs, MemoryClient, SearchArgs, WriteArgs};
+use super::memory::{self, ForgetArgs, MemoryClient, ReadFailure, SearchArgs, WriteArgs};
 use super::{exposed, traced, ServerDeps, SERVER_NAME};
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
@@ -122,7 +122,8 @@ impl HermesMcpServer {
                 .memory()
                 .write(request)
                 .await
-                .map(|reply| json!({"changes": reply.changes})),
+                .map(|reply| json!({"changes": reply.changes}))
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
         Ok(outcome)
@@ -162,6 +163,7 @@ impl HermesMcpServer {
                 .collect();
             json!({ "memories": hits })
         });
+        let outcome = outcome.map_err(|e| e.to_string());
         Ok(outcome)
     }
 
@@ -192,7 +194,8 @@ impl HermesMcpServer {
             .memory()
             .forget(request)
             .await
-            .map(|reply| json!({"changes": reply.changes})))
+            .map(|reply| json!({"changes": reply.changes}))
+            .map_err(|e| e.to_string()))
     }
 
     fn memory_tools() -> Vec<Tool> {
@@ -207,11 +210,9 @@ impl HermesMcpServer {
         &self,
         who: &Principal,
         uri: &str,
-    ) -> Result<Result<ReadResourceResult, String>, Denied> {
+    ) -> Result<Result<ReadResourceResult, ReadFailure>, Denied> {
         let Some((user, id)) = memory::parse_uri(uri) else {
-            return Ok(Err(format!(
-                "`{uri}` is not a memory URI; use memory://<user>/<id> from resources/list"
-            )));
+            return Ok(Err(ReadFailure::NotAMemoryUri(uri.to_owned())));
         };
         if user != who.user {
             // Only a granted namespace opens another user's record: look it up, then check.
@@ -257,9 +258,9 @@ impl HermesMcpServer {
                         },
                     ]))
                 }
-                None => Err(format!("no memory at `{uri}`; it may have been forgotten")),
+                None => Err(ReadFailure::NotFound(uri.to_owned())),
             },
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         })
     }
 
@@ -285,7 +286,7 @@ impl HermesMcpServer {
                 ..RecallRequest::default()
             })
             .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let memories: Vec<String> = recalled
             .hits
             .iter()
@@ -369,7 +370,7 @@ impl ServerHandler for HermesMcpServer {
                 ..MemoryListRequest::default()
             })
             .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let resources = records
             .iter()
             .map(|record| {
@@ -503,12 +504,10 @@ impl HermesMcpServer {
             "resources/read",
             &request.uri,
             started,
-            outcome.as_ref().err().cloned(),
+            outcome.as_ref().err().map(ToString::to_string),
         )
         .await;
-        outcome
-            .map(Into::into)
-            .map_err(|e| ErrorData::resource_not_found(e, None))
+        outcome.map(Into::into).map_err(|e| e.to_error_data())
     }
 
     async fn answer_get_prompt(

@@ -126,14 +126,23 @@ struct Gate {
 }
 
 async fn accept(listener: TcpListener, gate: Arc<Gate>, cancel: CancellationToken) {
+    let mut backoff = crate::bus::accept_backoff::AcceptBackoff::default();
     loop {
         let (stream, _) = tokio::select! {
             _ = cancel.cancelled() => return,
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    backoff.accepted();
+                    accepted
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "MCP HTTP accept failed");
-                    continue;
+                    // Out of descriptors, most often: wait instead of spinning, then serve.
+                    let pause = backoff.failed();
+                    tracing::warn!(%error, ?pause, "MCP HTTP accept failed; trying again after a pause");
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => continue,
+                    }
                 }
             },
         };

@@ -161,6 +161,43 @@ pub fn hit_json(record: &MemoryRecord, score: f64) -> Value {
     })
 }
 
+/// Why the memory service gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryServiceError {
+    /// Nothing answered (no memory service, a bus timeout): the server's fault, not the
+    /// caller's.
+    #[error("the memory service did not answer on {subject}: {reason}; is a memory-extractor running on this bus?")]
+    Unreachable { subject: String, reason: String },
+    /// The service answered, refusing the request.
+    #[error("the memory service refused: {0}")]
+    Refused(String),
+}
+
+/// Why a `memory://` resource could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFailure {
+    #[error("`{0}` is not a memory URI; use memory://<user>/<id> from resources/list")]
+    NotAMemoryUri(String),
+    #[error("no memory at `{0}`; it may have been forgotten")]
+    NotFound(String),
+    #[error(transparent)]
+    Service(#[from] MemoryServiceError),
+}
+
+impl ReadFailure {
+    /// The MCP error that fits: a malformed URI is the caller's (invalid params), a missing
+    /// record is `resource_not_found`, a memory service that does not answer is an internal
+    /// error (retry later) — never "not found".
+    pub fn to_error_data(&self) -> rmcp::ErrorData {
+        let message = self.to_string();
+        match self {
+            ReadFailure::NotAMemoryUri(_) => rmcp::ErrorData::invalid_params(message, None),
+            ReadFailure::NotFound(_) => rmcp::ErrorData::resource_not_found(message, None),
+            ReadFailure::Service(_) => rmcp::ErrorData::internal_error(message, None),
+        }
+    }
+}
+
 /// Talks to the memory service over the bus.
 pub struct MemoryClient<'a> {
     pub bus: &'a dyn Bus,
@@ -168,32 +205,43 @@ pub struct MemoryClient<'a> {
 }
 
 impl MemoryClient<'_> {
-    pub async fn write(&self, request: MemoryWriteRequest) -> Result<MemoryWriteReply, String> {
+    pub async fn write(
+        &self,
+        request: MemoryWriteRequest,
+    ) -> Result<MemoryWriteReply, MemoryServiceError> {
         self.call(request).await
     }
 
-    pub async fn forget(&self, request: MemoryForgetRequest) -> Result<MemoryWriteReply, String> {
+    pub async fn forget(
+        &self,
+        request: MemoryForgetRequest,
+    ) -> Result<MemoryWriteReply, MemoryServiceError> {
         self.call(request).await
     }
 
-    pub async fn recall(&self, request: RecallRequest) -> Result<RecallReply, String> {
+    pub async fn recall(&self, request: RecallRequest) -> Result<RecallReply, MemoryServiceError> {
         self.call(request).await
     }
 
-    pub async fn list(&self, request: MemoryListRequest) -> Result<Vec<MemoryRecord>, String> {
+    pub async fn list(
+        &self,
+        request: MemoryListRequest,
+    ) -> Result<Vec<MemoryRecord>, MemoryServiceError> {
         Ok(self.call(request).await?.records)
     }
 
     /// One typed request to the memory service.
-    async fn call<R: Request>(&self, body: R) -> Result<R::Reply, String> {
+    async fn call<R: Request>(&self, body: R) -> Result<R::Reply, MemoryServiceError> {
         let envelope = Envelope::request(body);
-        let subject = R::subject(&envelope).map_err(|e| e.to_string())?;
+        let subject =
+            R::subject(&envelope).map_err(|e| MemoryServiceError::Refused(e.to_string()))?;
         match rpc::request(self.bus, envelope, self.timeout).await {
             Ok(reply) => Ok(reply.body),
-            Err(RpcError::Bus(e)) => Err(format!(
-                "the memory service did not answer on {subject}: {e}; is a memory-extractor running on this bus?"
-            )),
-            Err(e) => Err(format!("the memory service refused: {e}")),
+            Err(RpcError::Bus(e)) => Err(MemoryServiceError::Unreachable {
+                subject,
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(MemoryServiceError::Refused(e.to_string())),
         }
     }
 }
@@ -208,6 +256,28 @@ pub fn namespace_or_default(namespace: Option<&str>) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memory_service_that_does_not_answer_is_an_internal_error_not_resource_not_found() {
+        let silent = ReadFailure::Service(MemoryServiceError::Unreachable {
+            subject: "hermes.memory.list".into(),
+            reason: "timeout".into(),
+        });
+        assert_eq!(
+            silent.to_error_data().code,
+            rmcp::model::ErrorCode::INTERNAL_ERROR
+        );
+        let missing = ReadFailure::NotFound("memory://a/m-1".into());
+        assert_eq!(
+            missing.to_error_data().code,
+            rmcp::model::ErrorCode::RESOURCE_NOT_FOUND
+        );
+        let malformed = ReadFailure::NotAMemoryUri("file:///x".into());
+        assert_eq!(
+            malformed.to_error_data().code,
+            rmcp::model::ErrorCode::INVALID_PARAMS
+        );
+    }
 
     #[test]
     fn keys_are_derived_from_the_first_words() {

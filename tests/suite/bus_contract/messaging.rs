@@ -52,7 +52,10 @@ pub async fn a_body_published_as_a_value_reaches_value_and_byte_subscribers_alik
     assert_eq!(read(&by_bytes), envelope);
     assert!(by_bytes.local.is_none(), "a plain subscriber reads bytes");
     // In-process, a value subscriber takes the value itself.
-    assert_eq!(by_value.local.is_some(), fx.bus.backend() == "embedded");
+    assert_eq!(
+        by_value.local.is_some(),
+        fx.bus.backend() == hermes::bus::BusBackend::Embedded
+    );
 }
 
 pub async fn star_wildcard_matches_exactly_one_token(fx: Fixture) {

@@ -84,7 +84,7 @@ fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
             add(MemoryKind::Constraint, "budget", "耳机预算是5000元"),
         )
         .await;
-        assert_eq!(added.changes[0].op, "added");
+        assert_eq!(added.changes[0].op.as_str(), "added");
         write(
             bus,
             "alice",
@@ -128,7 +128,7 @@ fn write_recall_and_forget_subjects_are_durable_per_user_and_bilingual() {
             key: Some("budget".into()),
         });
         let reply: Envelope<MemoryWriteReply> = rpc::request(bus, forget.clone(), T).await.unwrap();
-        assert_eq!(reply.body.changes[0].op, "deleted");
+        assert_eq!(reply.body.changes[0].op.as_str(), "deleted");
         assert_eq!(reply.body.changes[0].key, "budget");
         assert!(recall(bus, ask("alice", "耳机预算")).await.is_empty());
     });
