@@ -103,6 +103,11 @@ pub struct McpCallRequest {
     /// Who the call is made for (the session's user or an MCP principal), for the audit.
     #[serde(default)]
     pub user: Option<String>,
+    /// The caller can wait for a task: when the server answers with one, the reply carries
+    /// it in [`McpCallReply::task`] at once. Otherwise the bridge follows the task itself
+    /// and replies with its final result.
+    #[serde(default)]
+    pub accept_task: bool,
 }
 
 /// Read a mounted server's resource, on `hermes.mcp.read`.
@@ -158,6 +163,72 @@ pub struct McpAuditReply {
 pub struct McpCallReply {
     #[serde(default)]
     pub result: Option<McpToolResult>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The server answered with a task (MCP tasks extension) that is still running; only
+    /// for a request with `accept_task`.
+    #[serde(default)]
+    pub task: Option<McpTaskState>,
+}
+
+/// Where an MCP task (extension `io.modelcontextprotocol/tasks`) stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpTaskState {
+    pub task_id: String,
+    pub status: McpTaskStatus,
+    /// The server's `statusMessage`.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// How often the server wants to be asked (`pollIntervalMs`).
+    #[serde(default)]
+    pub poll_interval_ms: Option<u64>,
+    /// The final `tools/call` result of a `completed` task.
+    #[serde(default)]
+    pub result: Option<McpToolResult>,
+    /// Why a `failed` task failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A task's lifecycle status, as the extension names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl McpTaskStatus {
+    /// `completed`, `failed` or `cancelled`: the task will not change again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// Follow or cancel a task a mounted server runs, on `hermes.mcp.task`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpTaskRequest {
+    pub server: String,
+    pub task_id: String,
+    /// `true`: ask the server to cancel it (`tasks/cancel`), then report its state.
+    #[serde(default)]
+    pub cancel: bool,
+    /// Follow the task until it ends or this many milliseconds pass, then report its state.
+    #[serde(default)]
+    pub wait_ms: u64,
+    /// Who the task runs for, for the audit.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// The task's state as last seen, or why it could not be seen.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McpTaskReply {
+    #[serde(default)]
+    pub state: Option<McpTaskState>,
     #[serde(default)]
     pub error: Option<String>,
 }

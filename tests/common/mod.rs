@@ -22,4 +22,5 @@ pub mod pty;
 pub mod python_worker;
 pub mod runtime;
 pub mod scenario;
+pub mod task_mcp;
 pub mod trace_probe_mcp;
