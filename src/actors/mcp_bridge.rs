@@ -1,7 +1,8 @@
 //! The MCP-bridge: mounts the MCP servers of `[[mcp.servers]]` (an [`McpPool`] keeps each one
 //! connected, reconnecting with backoff) and serves, in queue `mcp`:
 //! `hermes.mcp.call` (tools/call), `hermes.mcp.read` (resources/read), `hermes.mcp.prompt`
-//! (prompts/get), `hermes.mcp.catalog` (servers with tools, resources, prompts, status, pid) and
+//! (prompts/get), `hermes.mcp.task` (follow or cancel a server's task, see [`tasks`]),
+//! `hermes.mcp.catalog` (servers with tools, resources, prompts, status, pid) and
 //! `hermes.mcp.audit` (the latest audit records). It publishes its catalog on
 //! `hermes.mcp.changed` whenever a server dies, comes back or changes its lists.
 //!
@@ -12,6 +13,8 @@
 //!
 //! A server that fails to start is reported loudly (an error log and `status = "failed"` in
 //! the catalog, which `hermes demo`/`serve`/`mcp status` print) — never silently.
+
+mod tasks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -129,6 +132,12 @@ async fn serve(
         )
         .await?,
         bus.serve(
+            subjects::MCP_TASK,
+            group,
+            typed::<crate::protocol::McpTaskRequest, _>(requests.clone(), max),
+        )
+        .await?,
+        bus.serve(
             subjects::MCP_CATALOG,
             group,
             typed::<McpCatalogRequest, _>(requests.clone(), max),
@@ -234,6 +243,16 @@ impl OwnedContext {
 impl Service<McpCallRequest> for McpRequests {
     async fn call(&self, request: Envelope<McpCallRequest>) -> Result<McpCallReply, ServiceError> {
         let owned = self.context();
+        if request.body.accept_task {
+            return self
+                .on_io(async move {
+                    owned
+                        .borrow()
+                        .call_accepting_task(&owned.pool, request.body)
+                        .await
+                })
+                .await;
+        }
         self.on_io(async move { owned.borrow().call(&owned.pool, request.body).await })
             .await
     }
@@ -343,11 +362,13 @@ impl CallContext<'_> {
                 result: Some(result),
                 error: None,
                 failure: None,
+                task: None,
             },
             Err(e) => McpCallReply {
                 result: None,
                 error: Some(e.to_string()),
                 failure: Some(e.failure()),
+                task: None,
             },
         }
     }

@@ -83,6 +83,13 @@ impl ToolExecutor {
             )
             .await
             .map_err(|e| e.to_string())?,
+            bus.serve(
+                subjects::JOBS_CANCEL,
+                group,
+                typed::<crate::protocol::JobCancelRequest, _>(executor.clone(), executor.max_bytes),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
         ];
         for name in core.registry.names() {
             serving.push(
@@ -170,6 +177,16 @@ impl Service<ToolCallRequest> for ToolExecutor {
 impl Service<ToolsListRequest> for ToolExecutor {
     async fn call(&self, _: Envelope<ToolsListRequest>) -> Result<ToolsCatalog, ServiceError> {
         Ok(catalog(&self.core))
+    }
+}
+
+#[async_trait]
+impl Service<crate::protocol::JobCancelRequest> for ToolExecutor {
+    async fn call(
+        &self,
+        request: Envelope<crate::protocol::JobCancelRequest>,
+    ) -> Result<crate::protocol::JobCancelReply, ServiceError> {
+        Ok(jobs::cancel(&self.core, &request.body.job_id).await)
     }
 }
 

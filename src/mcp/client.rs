@@ -10,6 +10,7 @@ mod handler;
 mod http;
 mod link;
 mod process;
+mod tasks;
 mod traced;
 
 use std::future::Future;
@@ -19,7 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetPromptRequestParams,
+    GetTaskParams, ReadResourceRequestParams,
+};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{Peer, ServiceError, ServiceExt};
 use serde_json::Value;
@@ -31,8 +35,8 @@ use self::handler::Notifier;
 use self::link::Link;
 use self::process::{ChildProcess, Launch};
 use super::{
-    McpClient, McpError, McpPrompt, McpPromptResult, McpResource, McpResourceContent, McpTool,
-    McpToolResult,
+    McpCallOutcome, McpClient, McpError, McpPrompt, McpPromptResult, McpResource,
+    McpResourceContent, McpTaskState, McpTool, McpToolResult,
 };
 use crate::config::McpServerConfig;
 
@@ -61,6 +65,7 @@ pub struct RmcpClient {
     session: tokio::sync::Mutex<Option<Session>>,
     link: Link,
     changed: watch::Receiver<u64>,
+    tasks: tokio::sync::broadcast::Sender<super::McpTaskState>,
     shut_down: AtomicBool,
 }
 
@@ -125,7 +130,7 @@ impl RmcpClient {
         target: String,
         session: Session,
         link: Link,
-        changed: watch::Receiver<u64>,
+        heard: handler::Heard,
     ) -> Self {
         if let Some(info) = session.peer_info() {
             tracing::info!(
@@ -142,7 +147,8 @@ impl RmcpClient {
             peer: session.peer().clone(),
             session: tokio::sync::Mutex::new(Some(session)),
             link,
-            changed,
+            changed: heard.changed,
+            tasks: heard.tasks,
             shut_down: AtomicBool::new(false),
         }
     }
@@ -277,16 +283,69 @@ impl McpClient for RmcpClient {
         arguments: Value,
         timeout: Duration,
     ) -> Result<McpToolResult, McpError> {
+        let until = tokio::time::Instant::now() + timeout;
+        let task = match self.call_tool_or_task(tool, arguments, timeout).await? {
+            McpCallOutcome::Done(result) => return Ok(result),
+            McpCallOutcome::Task(task) => task,
+        };
+        // This caller cannot wait for a task: follow it here, within the call's timeout.
+        let state = super::tasks::follow(self, task, until, self.request_timeout).await?;
+        task_result(self, state, timeout).await
+    }
+
+    async fn call_tool_or_task(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<McpCallOutcome, McpError> {
         let arguments = convert::arguments_object(&self.server, tool, "tools/call", arguments)?;
         let span = traced::span(&self.server, "tools/call", tool);
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         traced::carry(&mut params, &span);
-        let result = self
-            .request("tools/call", timeout, self.peer.call_tool(params))
+        let response = self
+            .request("tools/call", timeout, self.peer.call_tool_once(params))
             .instrument(span.clone())
             .await;
-        traced::record(&span, &result);
-        Ok(convert::result_from_rmcp(result?))
+        traced::record(&span, &response);
+        match response? {
+            CallToolResponse::Complete(result) => {
+                Ok(McpCallOutcome::Done(convert::result_from_rmcp(result)))
+            }
+            CallToolResponse::Task(created) => Ok(McpCallOutcome::Task(tasks::created(created))),
+            // `input_required` (2026-07-28 multi-round-trip) is not answered yet.
+            _ => Err(McpError::Protocol {
+                server: self.server.clone(),
+                method: "tools/call".to_owned(),
+                reason: "the server asked for input (`input_required`), which Hermes does not \
+                         answer yet; use a tool that does not ask the user for input"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    async fn get_task(&self, task_id: &str, timeout: Duration) -> Result<McpTaskState, McpError> {
+        let result = self
+            .request(
+                "tasks/get",
+                timeout,
+                self.peer.get_task(GetTaskParams::new(task_id)),
+            )
+            .await?;
+        Ok(tasks::detailed(result.task))
+    }
+
+    async fn cancel_task(&self, task_id: &str, timeout: Duration) -> Result<(), McpError> {
+        self.request(
+            "tasks/cancel",
+            timeout,
+            self.peer.cancel_task(CancelTaskParams::new(task_id)),
+        )
+        .await
+    }
+
+    fn task_updates(&self) -> Option<tokio::sync::broadcast::Receiver<McpTaskState>> {
+        Some(self.tasks.subscribe())
     }
 
     async fn list_resources(&self) -> Result<Vec<McpResource>, McpError> {
@@ -398,6 +457,47 @@ impl McpClient for RmcpClient {
                 self.link.fail("the client was shut down");
                 tracing::info!(server = %self.server, "MCP HTTP session closed");
             }
+        }
+    }
+}
+
+/// The result of a followed task that ended, or why there is none; a task still running
+/// (its caller's time ran out) is cancelled.
+async fn task_result(
+    client: &RmcpClient,
+    state: super::McpTaskState,
+    timeout: Duration,
+) -> Result<McpToolResult, McpError> {
+    let failed = |reason: String| McpError::Protocol {
+        server: client.server.clone(),
+        method: "tools/call".to_owned(),
+        reason,
+    };
+    match state.status {
+        super::McpTaskStatus::Completed => state
+            .result
+            .ok_or_else(|| failed(format!("task {} completed without a result", state.task_id))),
+        super::McpTaskStatus::Failed => Err(failed(format!(
+            "task {} failed: {}",
+            state.task_id,
+            state.error.as_deref().unwrap_or("no reason given")
+        ))),
+        super::McpTaskStatus::Cancelled => Err(failed(format!(
+            "task {} was cancelled by the server",
+            state.task_id
+        ))),
+        _ => {
+            if let Err(e) = client
+                .cancel_task(&state.task_id, client.request_timeout)
+                .await
+            {
+                tracing::warn!(server = %client.server, task = %state.task_id, error = %e, "an abandoned MCP task was not cancelled");
+            }
+            Err(McpError::Timeout {
+                server: client.server.clone(),
+                method: "tools/call".to_owned(),
+                after: timeout,
+            })
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod catalog_server;
 pub mod client;
 pub mod pool;
 pub mod server;
+pub mod tasks;
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 pub use crate::protocol::mcp::{
     McpFailure, McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
-    McpResourceContent, McpTool, McpToolHints, McpToolResult,
+    McpResourceContent, McpTaskState, McpTaskStatus, McpTool, McpToolHints, McpToolResult,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +89,15 @@ impl McpError {
     }
 }
 
+/// What a `tools/call` came back with: the result, or a task the server runs on (tasks
+/// extension, `io.modelcontextprotocol/tasks`) that is followed with
+/// [`McpClient::get_task`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpCallOutcome {
+    Done(McpToolResult),
+    Task(McpTaskState),
+}
+
 /// A connected MCP server.
 #[async_trait]
 pub trait McpClient: Send + Sync {
@@ -100,6 +110,41 @@ pub trait McpClient: Send + Sync {
         arguments: Value,
         timeout: Duration,
     ) -> Result<McpToolResult, McpError>;
+    /// [`McpClient::call_tool`], letting the server answer with a task. A client that does
+    /// not speak the tasks extension answers like `call_tool`.
+    async fn call_tool_or_task(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<McpCallOutcome, McpError> {
+        self.call_tool(tool, arguments, timeout)
+            .await
+            .map(McpCallOutcome::Done)
+    }
+    /// `tasks/get`: where a task the server runs stands now.
+    async fn get_task(&self, task_id: &str, timeout: Duration) -> Result<McpTaskState, McpError> {
+        let _ = (task_id, timeout);
+        Err(self.no_tasks("tasks/get"))
+    }
+    /// `tasks/cancel`: ask the server to stop a task (cooperative; its state may lag).
+    async fn cancel_task(&self, task_id: &str, timeout: Duration) -> Result<(), McpError> {
+        let _ = (task_id, timeout);
+        Err(self.no_tasks("tasks/cancel"))
+    }
+    /// Task states the server announces (`notifications/tasks`), so a follower need not wait
+    /// for its next `tasks/get`. `None` when the client hears none.
+    fn task_updates(&self) -> Option<tokio::sync::broadcast::Receiver<McpTaskState>> {
+        None
+    }
+    /// The error for a task method on a client without the tasks extension.
+    fn no_tasks(&self, method: &str) -> McpError {
+        McpError::Protocol {
+            server: self.server().to_owned(),
+            method: method.to_owned(),
+            reason: "this client does not speak the MCP tasks extension".to_owned(),
+        }
+    }
     /// Resources the server offers (empty when it has no resources capability).
     async fn list_resources(&self) -> Result<Vec<McpResource>, McpError>;
     async fn read_resource(

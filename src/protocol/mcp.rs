@@ -105,6 +105,11 @@ pub struct McpCallRequest {
     /// Who the call is made for (the session's user or an MCP principal), for the audit.
     #[serde(default)]
     pub user: Option<String>,
+    /// The caller can wait for a task: when the server answers with one, the reply carries
+    /// it in [`McpCallReply::task`] at once. Otherwise the bridge follows the task itself
+    /// and replies with its final result.
+    #[serde(default)]
+    pub accept_task: bool,
 }
 
 /// Read a mounted server's resource, on `hermes.mcp.read`.
@@ -168,11 +173,15 @@ pub struct McpCallReply {
     /// The kind of `error` (absent from a bridge older than it: read as unavailable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<McpFailure>,
+    /// The server answered with a task (MCP tasks extension) that is still running; only
+    /// for a request with `accept_task`.
+    #[serde(default)]
+    pub task: Option<McpTaskState>,
 }
 
 /// What kind of failure an MCP operation ended in, classified once by the bridge (from the
 /// client's error) so the tool result tells the model what to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum McpFailure {
@@ -188,6 +197,68 @@ pub enum McpFailure {
     Unavailable,
     /// No server of that name is mounted.
     NotMounted,
+}
+
+/// Where an MCP task (extension `io.modelcontextprotocol/tasks`) stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpTaskState {
+    pub task_id: String,
+    pub status: McpTaskStatus,
+    /// The server's `statusMessage`.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// How often the server wants to be asked (`pollIntervalMs`).
+    #[serde(default)]
+    pub poll_interval_ms: Option<u64>,
+    /// The final `tools/call` result of a `completed` task.
+    #[serde(default)]
+    pub result: Option<McpToolResult>,
+    /// Why a `failed` task failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A task's lifecycle status, as the extension names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl McpTaskStatus {
+    /// `completed`, `failed` or `cancelled`: the task will not change again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// Follow or cancel a task a mounted server runs, on `hermes.mcp.task`.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpTaskRequest {
+    pub server: String,
+    pub task_id: String,
+    /// `true`: ask the server to cancel it (`tasks/cancel`), then report its state.
+    #[serde(default)]
+    pub cancel: bool,
+    /// Follow the task until it ends or this many milliseconds pass, then report its state.
+    #[serde(default)]
+    pub wait_ms: u64,
+    /// Who the task runs for, for the audit.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// The task's state as last seen, or why it could not be seen.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpTaskReply {
+    #[serde(default)]
+    pub state: Option<McpTaskState>,
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// The mounted servers, on `hermes.mcp.catalog`.

@@ -190,7 +190,7 @@ pub struct ExtractJob {
 }
 
 /// What the memory store did with one update (`memory::MemoryStore::apply`), as reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AppliedOp {
     Added,

@@ -16,7 +16,7 @@ use super::envelope::{Envelope, EnvelopeError, ErrorBody, ERROR_KIND};
 use super::kinds;
 use super::mcp::{
     AuditEntry, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
-    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
+    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest, McpTaskReply, McpTaskRequest,
 };
 use super::memory::{
     ExtractJob, MemoryForgetRequest, MemoryListReply, MemoryListRequest, MemoryWriteReply,
@@ -32,7 +32,10 @@ use super::session_view::{
 };
 use super::status::{ProcessStatus, StatusRequest};
 use super::subjects::{self, IdError};
-use super::tool::{ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged};
+use super::tool::{
+    JobCancelReply, JobCancelRequest, ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog,
+    ToolsChanged,
+};
 
 /// A body that answers a request.
 pub trait Reply: Serialize + DeserializeOwned + Send + 'static {
@@ -110,6 +113,8 @@ reply! {
     McpCatalog => kinds::MCP_CATALOG,
     McpReadReply => kinds::MCP_READ_RESULT,
     McpPromptReply => kinds::MCP_PROMPT_RESULT,
+    McpTaskReply => kinds::MCP_TASK_STATE,
+    JobCancelReply => kinds::JOB_CANCEL_RESULT,
     McpAuditReply => kinds::MCP_AUDIT,
     RecallReply => kinds::RECALL_REPLY,
     MemoryWriteReply => kinds::MEMORY_WRITTEN,
@@ -128,6 +133,8 @@ request! {
     McpCatalogRequest => subjects::MCP_CATALOG, kinds::MCP_CATALOG_REQUEST, McpCatalog;
     McpReadRequest => subjects::MCP_READ, kinds::MCP_READ, McpReadReply;
     McpPromptRequest => subjects::MCP_PROMPT, kinds::MCP_PROMPT, McpPromptReply;
+    McpTaskRequest => subjects::MCP_TASK, kinds::MCP_TASK, McpTaskReply;
+    JobCancelRequest => subjects::JOBS_CANCEL, kinds::JOB_CANCEL, JobCancelReply;
     McpAuditRequest => subjects::MCP_AUDIT, kinds::MCP_AUDIT_REQUEST, McpAuditReply;
     RecallRequest => subjects::MEMORY_RECALL, kinds::RECALL_REQUEST, RecallReply;
     MemoryWriteRequest => subjects::MEMORY_WRITE, kinds::MEMORY_WRITE, MemoryWriteReply;

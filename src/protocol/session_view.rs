@@ -209,7 +209,7 @@ pub struct SessionMessage {
 
 /// Where a turn is. Persisted at every step; a restarted process resumes any turn that is not
 /// in a final state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnPhase {
     /// The user message is stored and acknowledged; nothing else happened yet.

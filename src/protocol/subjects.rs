@@ -47,12 +47,16 @@ pub const SESSIONS_LIST: &str = "hermes.sessions.list";
 pub const SESSIONS_SHOW: &str = "hermes.sessions.show";
 pub const TOOLS_LIST: &str = "hermes.tools.list";
 pub const TOOLS_METRICS: &str = "hermes.tools.metrics";
+/// Stop a job whose turn no longer waits for it (served by the tool-executor).
+pub const JOBS_CANCEL: &str = "hermes.jobs.cancel";
 /// The tool-executor's catalog changed (MCP tools mounted or unmounted).
 pub const TOOLS_CHANGED: &str = "hermes.tools.changed";
 pub const MCP_CALL: &str = "hermes.mcp.call";
 pub const MCP_CATALOG: &str = "hermes.mcp.catalog";
 pub const MCP_READ: &str = "hermes.mcp.read";
 pub const MCP_PROMPT: &str = "hermes.mcp.prompt";
+/// Follow or cancel a task a mounted MCP server runs (tasks extension).
+pub const MCP_TASK: &str = "hermes.mcp.task";
 pub const MCP_AUDIT: &str = "hermes.mcp.audit";
 pub const MCP_CHANGED: &str = "hermes.mcp.changed";
 pub const MEMORY_LIST: &str = "hermes.memory.list";

@@ -339,7 +339,8 @@ pub struct ToolCallResult {
     pub auto_corrected: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub corrections: Vec<String>,
-    /// `builtin`, `mcp:<server>`, `worker`, or `idempotent-replay` (a recorded result).
+    /// `builtin`, `mcp:<server>`, `worker`, `idempotent-replay` (a recorded result), or
+    /// [`DEFERRED_VIA`] (a sync tool's backend deferred the work: the output is a job).
     #[serde(default)]
     pub via: String,
     pub duration_ms: u64,
@@ -453,4 +454,28 @@ mod tests {
         assert!(crate::protocol::JobEvent::from_envelope(raw("job.bogus", "done")).is_err());
         assert!(crate::protocol::JobEvent::from_envelope(raw("job.done", "failed")).is_err());
     }
+}
+
+/// The `via` of a sync call whose backend deferred its work (an MCP server answered with a
+/// task): the output is `{job_id, status: "submitted"}` and the turn waits for the job.
+pub const DEFERRED_VIA: &str = "deferred";
+
+/// Stop a job whose turn no longer waits for it (the turn was cancelled or failed), on
+/// `hermes.jobs.cancel`. Work a tool deferred to a backend (an MCP server's task) is
+/// cancelled there; other jobs run to their end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobCancelRequest {
+    pub job_id: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// What a [`JobCancelRequest`] did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobCancelReply {
+    /// The backend was asked to stop the job's work.
+    pub cancelled: bool,
+    /// Why not, when not.
+    #[serde(default)]
+    pub note: Option<String>,
 }

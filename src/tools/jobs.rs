@@ -54,6 +54,11 @@ pub struct JobRecord {
     /// How many times the work was started (more than 1 after a resume).
     #[serde(default)]
     pub attempts: u32,
+    /// Work the tool started elsewhere and that this job follows (an MCP server's task):
+    /// what [`crate::tools::Tool::follow`] needs. Stored before the turn waits, so whoever
+    /// resumes the job follows the same work instead of starting it again.
+    #[serde(default)]
+    pub external: Option<Value>,
     pub created: DateTime<Utc>,
     pub updated: DateTime<Utc>,
 }
@@ -211,6 +216,7 @@ mod tests {
             error: None,
             idempotency_key: None,
             attempts: 0,
+            external: None,
             created: Utc::now(),
             updated: Utc::now(),
         }

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod raw;
 pub mod registry;
 pub mod remote;
+pub mod remote_task;
 pub mod scenes;
 pub mod stores;
 pub mod transform;
@@ -66,6 +67,39 @@ pub trait Tool: Send + Sync {
         let _ = progress;
         self.call(arguments).await
     }
+
+    /// [`Self::call`] for a tool whose backend may answer "started, follow this" instead of a
+    /// result (an MCP server's task): the executor then turns the call into an async job that
+    /// follows the work with [`Self::follow`]. The default always runs to the end.
+    async fn call_or_defer(&self, arguments: Value) -> Result<CallOutcome, ToolError> {
+        self.call(arguments).await.map(CallOutcome::Done)
+    }
+
+    /// Follow work [`Self::call_or_defer`] deferred, until its result (also after a restart,
+    /// from the stored `handle`).
+    async fn follow(&self, handle: Value, progress: Progress) -> Result<Value, ToolError> {
+        let _ = (handle, progress);
+        Err(ToolError::new(
+            ToolErrorCode::ExecutionFailed,
+            "this tool cannot follow deferred work",
+        )
+        .with_hint("tell the user the work's outcome is unknown"))
+    }
+
+    /// Ask the backend to stop deferred work (the turn waiting for it was cancelled).
+    async fn cancel_deferred(&self, handle: Value) -> Result<(), ToolError> {
+        let _ = handle;
+        Ok(())
+    }
+}
+
+/// What [`Tool::call_or_defer`] came back with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// The call's output.
+    Done(Value),
+    /// The work goes on elsewhere; the handle is what [`Tool::follow`] needs.
+    Deferred(Value),
 }
 
 /// Where a running job reports progress; [`Progress::none`] discards reports.

@@ -11,13 +11,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Tool, ToolError, ToolErrorCode};
+use super::{CallOutcome, Progress, Tool, ToolError, ToolErrorCode};
 use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
 use crate::mcp::{McpFailure, McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::{McpCallRequest, McpReadRequest};
+use crate::protocol::{McpCallReply, McpCallRequest, McpReadRequest};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolRisk};
 use crate::tools::registry::USER_ARG;
 
@@ -97,13 +97,56 @@ impl Tool for McpProxyTool {
         self.timeout
     }
 
-    async fn call(&self, mut arguments: Value) -> Result<Value, ToolError> {
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let reply = self.request(arguments, false).await?;
+        self.output_of(reply)
+    }
+
+    async fn call_or_defer(&self, arguments: Value) -> Result<CallOutcome, ToolError> {
+        let user = arguments
+            .get(USER_ARG)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let reply = self.request(arguments, true).await?;
+        match &reply.task {
+            Some(task) => Ok(CallOutcome::Deferred(super::remote_task::handle(
+                &self.server,
+                user,
+                task,
+            ))),
+            None => self.output_of(reply).map(CallOutcome::Done),
+        }
+    }
+
+    async fn follow(&self, handle: Value, progress: Progress) -> Result<Value, ToolError> {
+        let result = super::remote_task::follow(self.bus.as_ref(), handle, progress).await?;
+        self.output_of(McpCallReply {
+            result: Some(result),
+            error: None,
+            failure: None,
+            task: None,
+        })
+    }
+
+    async fn cancel_deferred(&self, handle: Value) -> Result<(), ToolError> {
+        super::remote_task::cancel(self.bus.as_ref(), handle).await
+    }
+}
+
+impl McpProxyTool {
+    /// Send the call to the MCP-bridge; `accept_task`: a task comes back as it is.
+    async fn request(
+        &self,
+        mut arguments: Value,
+        accept_task: bool,
+    ) -> Result<McpCallReply, ToolError> {
         let user = take_user(&mut arguments);
         let request = Envelope::request(McpCallRequest {
             server: self.server.clone(),
             tool: self.tool.clone(),
             arguments,
             user,
+            accept_task,
         });
         let reply = rpc::request(
             self.bus.as_ref(),
@@ -115,7 +158,12 @@ impl Tool for McpProxyTool {
             ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {e}"))
                 .with_hint("the MCP bridge is not reachable; tell the user the tool is unavailable")
         })?;
-        match (reply.body.result, reply.body.error) {
+        Ok(reply.body)
+    }
+
+    /// The tool's output from the bridge's reply.
+    fn output_of(&self, reply: McpCallReply) -> Result<Value, ToolError> {
+        match (reply.result, reply.error) {
             (Some(r), _) if r.is_error => Err(ToolError::new(
                 ToolErrorCode::ExecutionFailed,
                 format!("MCP tool `{}` reported an error: {}", self.tool, r.text),
@@ -124,7 +172,7 @@ impl Tool for McpProxyTool {
                 serde_json::from_str::<Value>(&r.text)
                     .unwrap_or_else(|_| serde_json::json!({ "text": r.text }))
             })),
-            (None, Some(e)) => Err(mcp_failure(reply.body.failure, e)),
+            (None, Some(e)) => Err(mcp_failure(reply.failure, e)),
             (None, None) => Err(ToolError::new(
                 ToolErrorCode::Unavailable,
                 "MCP bridge answered with neither a result nor an error",

@@ -440,6 +440,10 @@ pub(super) async fn cancel_children(
         cancel_child(env, meta, record, job, reason).await;
         told.push(format!("{}.{}", child.agent, child.session));
     }
+    // Tool jobs nobody waits for any more: work a backend runs for them (an MCP task) stops.
+    for job in record.unfinished_jobs().filter(|j| j.child.is_none()) {
+        env.ports.cancel_job(&job.job_id, reason).await;
+    }
     told
 }
 

@@ -89,6 +89,11 @@ pub trait TurnPorts: Send + Sync {
     async fn remote_cancel(&self, job_id: &str, reason: &str) {
         let _ = (job_id, reason);
     }
+    /// Ask the tool-executor to stop an async job the turn no longer waits for (an MCP
+    /// server's task is cancelled there).
+    async fn cancel_job(&self, job_id: &str, reason: &str) {
+        let _ = (job_id, reason);
+    }
 }
 
 /// What a turn recalls.
@@ -354,6 +359,20 @@ impl TurnPorts for BusPorts {
     async fn remote_cancel(&self, job_id: &str, reason: &str) {
         if let Some(remote) = &self.remote {
             remote.cancel(job_id, reason).await;
+        }
+    }
+
+    async fn cancel_job(&self, job_id: &str, reason: &str) {
+        let request = Envelope::request(crate::protocol::JobCancelRequest {
+            job_id: job_id.to_owned(),
+            reason: Some(reason.to_owned()),
+        });
+        match crate::bus::rpc::request(self.bus.as_ref(), request, self.request_timeout()).await {
+            Ok(reply) if reply.body.cancelled => {}
+            Ok(reply) => {
+                tracing::debug!(job = %job_id, note = ?reply.body.note, "job not cancelled")
+            }
+            Err(e) => tracing::warn!(job = %job_id, error = %e, "job not cancelled"),
         }
     }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::TurnEnv;
 use crate::llm::ToolCall;
-use crate::protocol::{JobEvent, ToolCallResult, ToolStatus};
+use crate::protocol::{JobEvent, ToolCallResult, ToolStatus, DEFERRED_VIA};
 use crate::store::sessions::SessionMeta;
 use crate::store::tasks::AwaitedJob;
 use crate::tools::builtin::JOB_STATUS;
@@ -59,11 +59,13 @@ pub(super) fn declined(call: &ToolCall) -> ToolCallResult {
     }
 }
 
-/// The job id when `result` is an async tool's `{job_id, status: "submitted"}` answer.
+/// The job id when `result` is an async tool's `{job_id, status: "submitted"}` answer, or a
+/// sync tool's whose backend deferred the work (`via` [`DEFERRED_VIA`]).
 pub(super) fn submitted_job(tools: &[ToolDefinition], result: &ToolCallResult) -> Option<String> {
-    let is_async = tools
-        .iter()
-        .any(|t| t.name == result.name && t.mode == ToolMode::Async);
+    let is_async = result.via == DEFERRED_VIA
+        || tools
+            .iter()
+            .any(|t| t.name == result.name && t.mode == ToolMode::Async);
     if !is_async || result.status != ToolStatus::Ok || result.output["status"] != "submitted" {
         return None;
     }

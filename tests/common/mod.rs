@@ -23,4 +23,5 @@ pub mod python_worker;
 pub mod runtime;
 pub mod scenario;
 pub mod strict_mcp;
+pub mod task_mcp;
 pub mod trace_probe_mcp;

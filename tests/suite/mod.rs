@@ -14,6 +14,7 @@ mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;
 mod mcp_shared_memory;
+mod mcp_tasks;
 mod memory;
 mod metrics;
 mod model_failures;

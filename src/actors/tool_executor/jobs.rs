@@ -38,6 +38,21 @@ pub struct JobStart {
 
 /// Persist the job (durably), announce `job.submitted`, start it; returns the job id.
 pub async fn submit(core: &ExecCore, start: JobStart) -> Result<String, ToolError> {
+    start_job(core, start, None).await
+}
+
+/// A sync call whose tool deferred its work (an MCP server answered with a task) becomes a
+/// job that follows `handle`. The handle is stored durably before the caller hears the job
+/// id, so whoever resumes the job follows the same work instead of starting it again.
+pub async fn adopt(core: &ExecCore, start: JobStart, handle: Value) -> Result<String, ToolError> {
+    start_job(core, start, Some(handle)).await
+}
+
+async fn start_job(
+    core: &ExecCore,
+    start: JobStart,
+    external: Option<Value>,
+) -> Result<String, ToolError> {
     let now = Utc::now();
     let mut record = JobRecord {
         job_id: new_job_id(),
@@ -54,6 +69,7 @@ pub async fn submit(core: &ExecCore, start: JobStart) -> Result<String, ToolErro
         error: None,
         idempotency_key: start.idempotency_key,
         attempts: 0,
+        external,
         created: now,
         updated: now,
     };
@@ -76,6 +92,43 @@ pub async fn submit(core: &ExecCore, start: JobStart) -> Result<String, ToolErro
     Ok(job_id)
 }
 
+/// Stop `job_id`'s deferred work at its backend (an MCP server's task); the job then ends
+/// as the backend reports it (cancelled). A job without deferred work runs to its end.
+pub async fn cancel(core: &ExecCore, job_id: &str) -> crate::protocol::JobCancelReply {
+    let not = |note: String| crate::protocol::JobCancelReply {
+        cancelled: false,
+        note: Some(note),
+    };
+    let record = match core.stores.jobs.find(job_id).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return not(format!("no job {job_id} is recorded here")),
+        Err(e) => return not(format!("job store: {e}")),
+    };
+    let Some(handle) = record
+        .external
+        .clone()
+        .filter(|_| !record.status.is_final())
+    else {
+        return not("the job has ended or its work cannot be stopped".to_owned());
+    };
+    let Some(tool) = core.registry.get(&record.tool) else {
+        return not(format!(
+            "this tool-executor does not serve `{}`",
+            record.tool
+        ));
+    };
+    match tool.cancel_deferred(handle).await {
+        Ok(()) => {
+            tracing::info!(job = %job_id, tool = %record.tool, "deferred work of a job cancelled");
+            crate::protocol::JobCancelReply {
+                cancelled: true,
+                note: None,
+            }
+        }
+        Err(e) => not(e.to_string()),
+    }
+}
+
 /// Why an unfinished job cannot simply run (again) here: its tool is gone, or it changes
 /// state and may already have taken effect. `what_stopped` names what interrupted it.
 pub(super) fn refusal(
@@ -92,11 +145,17 @@ pub(super) fn refusal(
             "{what_stopped} and this tool-executor does not serve `{}`; the job cannot finish",
             record.tool
         )),
-        Some((_, def)) if def.effect == ToolEffect::Write && record.attempts > 0 => Err(format!(
-            "{what_stopped} while `{}` ran; it changes state, so it was not run again and may \
+        Some((_, def))
+            if def.effect == ToolEffect::Write
+                && record.attempts > 0
+                && record.external.is_none() =>
+        {
+            Err(format!(
+                "{what_stopped} while `{}` ran; it changes state, so it was not run again and may \
              or may not have taken effect",
-            record.tool
-        )),
+                record.tool
+            ))
+        }
         Some(found) => Ok(found),
     }
 }
@@ -168,11 +227,15 @@ pub(super) async fn run(
     }
     publish(&core, &record).await;
     let (progress, mut updates) = Progress::channel();
-    let timeout = def.timeout();
-    let work = tokio::time::timeout(
-        timeout,
-        tool.call_with_progress(record.arguments.clone(), progress),
-    );
+    let (timeout, work) = match record.external.clone() {
+        // Following work started elsewhere: it takes as long as the backend says.
+        Some(handle) => (FOLLOW_LIMIT, tool.follow(handle, progress)),
+        None => (
+            def.timeout(),
+            tool.call_with_progress(record.arguments.clone(), progress),
+        ),
+    };
+    let work = tokio::time::timeout(timeout, work);
     tokio::pin!(work);
     let outcome = loop {
         tokio::select! {
@@ -203,6 +266,10 @@ pub(super) async fn run(
     metrics::job_moved(Some(JobStatus::Running), Some(record.status));
     finish(&core, &mut record).await;
 }
+
+/// The longest a job follows work started elsewhere (an MCP task); the backend's own limits
+/// (a task's time to live) usually end it sooner.
+const FOLLOW_LIMIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// Save a final state and announce it.
 async fn finish(core: &ExecCore, record: &mut JobRecord) {

@@ -10,14 +10,14 @@ use tokio::runtime::Handle;
 use super::jobs;
 use crate::bus::SharedBus;
 use crate::protocol::tool::{repeated_write_wait, tool_reply_wait, WRITE_SETTLE_GRACE};
-use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus};
+use crate::protocol::{ToolCallRequest, ToolCallResult, ToolStatus, DEFERRED_VIA};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::idempotency::{idempotency_key, Reservation, REPLAY_VIA};
 use crate::tools::metrics::{Counter, ExecutorMetrics};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::remote::MCP_SEPARATOR;
 use crate::tools::stores::ToolStores;
-use crate::tools::{Tool, ToolError, ToolErrorCode};
+use crate::tools::{CallOutcome, Tool, ToolError, ToolErrorCode};
 
 /// Everything a call needs; clones share it.
 #[derive(Clone)]
@@ -124,15 +124,33 @@ async fn prepare_and_run(
             out.output = json!({"job_id": job_id, "status": "submitted"});
         }
         ToolMode::Sync => {
-            run_sync(
+            let deferred = run_sync(
                 core,
                 tool.as_ref(),
                 &def,
                 request,
-                prepared.arguments,
+                prepared.arguments.clone(),
                 &mut out,
             )
-            .await
+            .await;
+            if let Some(handle) = deferred {
+                let job = jobs::JobStart {
+                    tool,
+                    definition: def,
+                    call_id: request.call_id.clone(),
+                    caller: Caller {
+                        user,
+                        ..caller.clone()
+                    },
+                    turn_id: request.turn_id.clone(),
+                    arguments: prepared.arguments,
+                    idempotency_key: idem_key.clone(),
+                };
+                let job_id = jobs::adopt(core, job, handle).await?;
+                out.status = ToolStatus::Ok;
+                out.output = json!({"job_id": job_id, "status": "submitted"});
+                out.via = DEFERRED_VIA.to_owned();
+            }
         }
     }
     if let Some(key) = &idem_key {
@@ -281,6 +299,8 @@ const ANSWER_AHEAD: std::time::Duration = std::time::Duration::from_secs(1);
 /// timeout, 5 s by default, plus a margin for it).
 const SUBMISSION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Run a sync call into `out`; `Some(handle)` when the tool deferred its work instead (the
+/// caller turns the call into a job following it).
 async fn run_sync(
     core: &ExecCore,
     tool: &dyn Tool,
@@ -288,10 +308,11 @@ async fn run_sync(
     request: &ToolCallRequest,
     arguments: Value,
     out: &mut ToolCallResult,
-) {
+) -> Option<Value> {
     let timeout = def.timeout();
-    match tokio::time::timeout(timeout, tool.call(arguments)).await {
-        Ok(Ok(output)) => {
+    match tokio::time::timeout(timeout, tool.call_or_defer(arguments)).await {
+        Ok(Ok(CallOutcome::Deferred(handle))) => return Some(handle),
+        Ok(Ok(CallOutcome::Done(output))) => {
             out.status = ToolStatus::Ok;
             out.output = output;
             // Only an output the context cannot show in full is kept for `tool_raw_get`.
@@ -312,6 +333,7 @@ async fn run_sync(
         Ok(Err(e)) => out.error = Some(e),
         Err(_) => out.error = Some(timeout_error(&request.name, timeout, def.effect)),
     }
+    None
 }
 
 /// The explanatory timeout result: what timed out, likely causes, whether to retry.

@@ -1,0 +1,196 @@
+//! Following an MCP server's task from an async job: the handle stored in the job record
+//! (server, task id, user), and the loop that asks the MCP-bridge (`hermes.mcp.task`) until
+//! the task ends. The bridge follows the task for at most a while per request; when it is
+//! unreachable (killed, restarting) the loop waits and asks again, so any bridge copy carries
+//! on where the last one stopped and the server's work is never started twice.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Progress, ToolError, ToolErrorCode};
+use crate::bus::{rpc, Bus};
+use crate::mcp::{McpTaskState, McpTaskStatus, McpToolResult};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::McpTaskRequest;
+
+/// How long the bridge follows a task per request before it reports back.
+const WAIT_PER_ASK: Duration = Duration::from_secs(5);
+/// How long to wait for the bridge's answer beyond [`WAIT_PER_ASK`].
+const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+/// The pause before asking again after the bridge was unreachable or failed.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// How many answers in a row may be errors from the bridge (the server down, the task
+/// unknown) before the job fails; being unreachable does not count (a restart is expected).
+const MAX_ERRORS_IN_A_ROW: u32 = 30;
+
+/// What a job stores to follow a task: enough to ask any bridge copy about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskHandle {
+    /// Always `mcp_task`, so a handle says what it is.
+    pub kind: String,
+    pub server: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// The value of [`TaskHandle::kind`].
+pub const KIND: &str = "mcp_task";
+
+/// The handle of `task`, which `server` runs for `user`.
+pub fn handle(server: &str, user: Option<String>, task: &McpTaskState) -> Value {
+    serde_json::to_value(TaskHandle {
+        kind: KIND.to_owned(),
+        server: server.to_owned(),
+        task_id: task.task_id.clone(),
+        user,
+    })
+    .unwrap_or(Value::Null)
+}
+
+fn parse(handle: Value) -> Result<TaskHandle, ToolError> {
+    serde_json::from_value(handle).map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::ExecutionFailed,
+            format!("the stored MCP task handle is unreadable: {e}"),
+        )
+        .with_hint("the task's outcome is unknown; tell the user to check it on the server")
+    })
+}
+
+/// Follow the task until it ends; its final `tools/call` result.
+pub async fn follow(
+    bus: &dyn Bus,
+    handle: Value,
+    progress: Progress,
+) -> Result<McpToolResult, ToolError> {
+    let handle = parse(handle)?;
+    let mut errors = 0;
+    loop {
+        match ask(bus, &handle, false).await {
+            Ok(state) => {
+                errors = 0;
+                if let Some(done) = ended(&handle, state.clone()) {
+                    return done;
+                }
+                if let Some(message) = &state.message {
+                    progress.report(0.0, message.clone());
+                }
+            }
+            Err(Ask::Unreachable(e)) => {
+                tracing::info!(task = %handle.task_id, error = %e, "MCP-bridge unreachable while following a task; asking again");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(Ask::Failed(e)) => {
+                errors += 1;
+                if errors >= MAX_ERRORS_IN_A_ROW {
+                    return Err(ToolError::new(
+                        ToolErrorCode::Unavailable,
+                        format!(
+                            "MCP task {} on `{}` could not be followed: {e}",
+                            handle.task_id, handle.server
+                        ),
+                    )
+                    .with_hint("the task may still finish on the server; tell the user"));
+                }
+                tracing::warn!(task = %handle.task_id, error = %e, "MCP task not readable now; asking again");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Ask the server to cancel the task.
+pub async fn cancel(bus: &dyn Bus, handle: Value) -> Result<(), ToolError> {
+    let handle = parse(handle)?;
+    match ask(bus, &handle, true).await {
+        Ok(_) => Ok(()),
+        Err(Ask::Unreachable(e) | Ask::Failed(e)) => Err(ToolError::new(
+            ToolErrorCode::Unavailable,
+            format!("MCP task {} was not cancelled: {e}", handle.task_id),
+        )
+        .with_hint("the task may still run on the server")),
+    }
+}
+
+enum Ask {
+    /// No bridge answered.
+    Unreachable(String),
+    /// A bridge answered with an error.
+    Failed(String),
+}
+
+async fn ask(bus: &dyn Bus, handle: &TaskHandle, cancel: bool) -> Result<McpTaskState, Ask> {
+    let wait = if cancel { Duration::ZERO } else { WAIT_PER_ASK };
+    let request = Envelope::request(McpTaskRequest {
+        server: handle.server.clone(),
+        task_id: handle.task_id.clone(),
+        cancel,
+        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        user: handle.user.clone(),
+    });
+    let reply = rpc::request(bus, request, wait + ANSWER_MARGIN)
+        .await
+        .map_err(|e| Ask::Unreachable(e.to_string()))?;
+    match (reply.body.state, reply.body.error) {
+        (Some(state), _) => Ok(state),
+        (None, Some(e)) => Err(Ask::Failed(e)),
+        (None, None) => Err(Ask::Failed(
+            "the MCP-bridge answered with neither a state nor an error".to_owned(),
+        )),
+    }
+}
+
+/// The job's outcome once the task has ended.
+fn ended(handle: &TaskHandle, state: McpTaskState) -> Option<Result<McpToolResult, ToolError>> {
+    let failed = |what: String| {
+        Err(ToolError::new(ToolErrorCode::ExecutionFailed, what)
+            .with_hint("tell the user what the server said; do not start it again unasked"))
+    };
+    match state.status {
+        McpTaskStatus::Completed => Some(state.result.ok_or(()).or_else(|()| {
+            failed(format!(
+                "MCP task {} on `{}` completed without a result",
+                state.task_id, handle.server
+            ))
+        })),
+        McpTaskStatus::Failed => Some(failed(format!(
+            "MCP task {} on `{}` failed: {}",
+            state.task_id,
+            handle.server,
+            state.error.as_deref().unwrap_or("no reason given")
+        ))),
+        McpTaskStatus::Cancelled => Some(failed(format!(
+            "MCP task {} on `{}` was cancelled",
+            state.task_id, handle.server
+        ))),
+        McpTaskStatus::Working | McpTaskStatus::InputRequired => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_round_trips_through_the_job_record() {
+        let state = McpTaskState {
+            task_id: "t-9".into(),
+            status: McpTaskStatus::Working,
+            message: None,
+            poll_interval_ms: Some(200),
+            result: None,
+            error: None,
+        };
+        let stored = handle("slow", Some("u-1".into()), &state);
+        let back = parse(stored).unwrap();
+        assert_eq!(back.kind, KIND);
+        assert_eq!(
+            (back.server.as_str(), back.task_id.as_str()),
+            ("slow", "t-9")
+        );
+        assert_eq!(back.user.as_deref(), Some("u-1"));
+    }
+}
