@@ -90,6 +90,11 @@ impl Proc {
         Ok(proc)
     }
 
+    /// Its sled directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     fn log_path(&self, start: u32) -> PathBuf {
         self.log_dir.join(format!("{}.{start}.log", self.name))
     }

@@ -9,6 +9,7 @@ mod cli_bus;
 mod config_files;
 mod demo_cli;
 mod eval_tasks;
+mod log_vs_cache;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;
