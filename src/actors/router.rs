@@ -147,9 +147,15 @@ impl SessionRouter {
     async fn heal_cached(&self) {
         match self.inner.env.store.heal_cached().await {
             Ok(keys) => {
-                for key in keys {
-                    tracing::warn!(agent = %key.0, session = %key.1, "session's log was re-seeded from this process' cache and has a turn to finish; resuming it here");
-                    self.with_actor(key, |_| ());
+                for (agent, session, waits_for_job) in keys {
+                    tracing::warn!(%agent, %session, "session's log was re-seeded from this process' cache and has a turn to finish; resuming it here");
+                    // A turn waiting for a job looks at the job again: its final event may
+                    // have gone with the old store.
+                    self.with_actor((agent, session), |addr| {
+                        if waits_for_job {
+                            addr.do_send(Wake);
+                        }
+                    });
                 }
             }
             Err(e) => {

@@ -427,7 +427,8 @@ pub struct CancelTurn {
     pub settle: Option<Settle>,
 }
 
-/// Look at a waiting turn again: a delegated agent's deadline passed.
+/// Look at a waiting turn again: a delegated agent's deadline passed, or the job it waits for
+/// may have ended unheard (its final event lost with a wiped JetStream store).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Wake;
@@ -510,8 +511,15 @@ impl Handler<Wake> for SessionActor {
                 Some((first, t.turn_id.clone()))
             })
             .min();
+        let waits_for_job = self
+            .task
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.phase == TurnPhase::WaitingJob);
         match due {
             Some((_, turn_id)) if self.task.unpark(&turn_id) => self.run(ctx),
+            // Its job's state is asked again (the job may have ended unheard).
+            _ if waits_for_job => self.run(ctx),
             _ => self.finished(),
         }
     }

@@ -222,8 +222,9 @@ impl SessionStore {
     /// behind this cache (the JetStream store wiped, or restored from an older backup) is
     /// reconciled now rather than when its next message comes — its log re-seeded, so readers
     /// of the log (`hermes sessions`, other owners) see it. Returns the sessions re-seeded
-    /// with a turn that has work left (their inbox items may be gone with the old store).
-    pub async fn heal_cached(&self) -> Result<Vec<(String, String)>, StoreError> {
+    /// with a turn that has work left (their inbox items may be gone with the old store), each
+    /// with whether its turn waits for a job (whose final event may be gone too).
+    pub async fn heal_cached(&self) -> Result<Vec<(String, String, bool)>, StoreError> {
         let Some(log) = &self.log else {
             return Ok(Vec::new());
         };
@@ -239,11 +240,17 @@ impl SessionStore {
             }
             let ((_, _, task), outcome) =
                 reconcile::load_telling(self, log, agent, session).await?;
+            let waits_for_job = task.resumable_turn().is_none()
+                && task
+                    .turn
+                    .as_ref()
+                    .is_some_and(|t| t.phase == super::tasks::TurnPhase::WaitingJob);
             let unfinished = task.resumable_turn().is_some()
                 || task.pending_extraction().is_some()
-                || !task.parked.is_empty();
+                || !task.parked.is_empty()
+                || waits_for_job;
             if outcome == reconcile::Outcome::Reseeded && unfinished {
-                resume.push((agent.to_owned(), session.to_owned()));
+                resume.push((agent.to_owned(), session.to_owned(), waits_for_job));
             }
         }
         Ok(resume)

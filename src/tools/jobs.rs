@@ -125,16 +125,30 @@ impl JobStore {
         };
         let local = self.get(job_id)?;
         match (shared, local) {
-            (Some(shared), Some(local)) if local.updated > shared.updated => {
-                self.reseed(bucket.as_ref(), &local).await?;
-                Ok(Some(local))
-            }
-            (None, Some(local)) => {
+            (shared, Some(local)) if shared.as_ref().is_none_or(|s| local.updated > s.updated) => {
                 self.reseed(bucket.as_ref(), &local).await?;
                 Ok(Some(local))
             }
             (shared, local) => Ok(shared.or(local)),
         }
+    }
+
+    /// Whether the shared bucket lost `local` (it holds none, or an older record: wiped, or
+    /// restored from an older backup); if so, `local` is put back. False without a bucket.
+    pub async fn restore_shared(&self, local: &JobRecord) -> Result<bool, StoreError> {
+        let Some(bucket) = &self.shared else {
+            return Ok(false);
+        };
+        let shared = lookup(bucket.as_ref(), &local.job_id)
+            .await
+            .map_err(|e| StoreError::Shared(e.to_string()))?
+            .map(|bytes| decode(&local.job_id, &bytes))
+            .transpose()?;
+        if shared.is_some_and(|s| s.updated >= local.updated) {
+            return Ok(false);
+        }
+        self.reseed(bucket.as_ref(), local).await?;
+        Ok(true)
     }
 
     /// Put this copy's newer `record` back into the shared bucket.

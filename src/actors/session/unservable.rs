@@ -48,7 +48,7 @@ impl SessionActor {
         tracing::error!(agent = %self.agent, session = %self.session, %cause, "session cannot be served after {HAND_BACK_LIMIT} deliveries of its item; refusing it with the cause");
         let env = self.env.clone();
         let text = format!(
-            "session `{}` cannot be served now: {cause}. Nothing was stored; send the message again once that is fixed",
+            "session `{}` cannot be served now: {cause}. This message was not handled; send it again once that is fixed",
             self.session
         );
         ctx.wait(
