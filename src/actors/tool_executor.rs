@@ -96,9 +96,6 @@ impl ToolExecutor {
             Some(cluster) if core.stores.jobs.is_shared() => {
                 let ack_wait = cluster.options().ack_wait;
                 deps.io.spawn(job_queue::serve(core.clone(), ack_wait));
-                let healing = core.clone();
-                deps.io
-                    .spawn(async move { job_queue::requeue_lost(&healing).await });
             }
             _ => {
                 let resuming = core.clone();

@@ -82,6 +82,9 @@ pub async fn serve(core: ExecCore, ack_wait: Duration) {
             return;
         }
     };
+    // Once the queue is consumed: ids queued before could go unread.
+    let healing = core.clone();
+    core.io.spawn(async move { requeue_lost(&healing).await });
     while let Some(next) = consumer.next().await {
         match next {
             Ok(message) => {
