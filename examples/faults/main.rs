@@ -52,7 +52,7 @@ use serde_json::json;
 struct Args {
     /// The reduced matrix (a few minutes): one kill of each process kind, a NATS restart,
     /// an MCP server killed mid-call, model 500s, a full disk, 2,000 bad envelopes and a
-    /// wiped JetStream store under kept data directories.
+    /// data directory deleted under an intact log.
     #[arg(long)]
     quick: bool,
     /// Only the cells whose name matches this regular expression (e.g. `kill:session`).
