@@ -59,6 +59,17 @@ pub enum Fault {
     DiskFull,
     /// This many malformed, oversized or mis-addressed envelopes.
     BadEnvelopes(usize),
+    /// Every process stopped, the JetStream store wiped (a rebuilt cluster), the processes
+    /// started again on their data directories.
+    LogWiped,
+    /// A session process stopped, its data directory deleted, started again.
+    DataDirLost,
+    /// The JetStream store copied aside, the load run on, then the old store put back under
+    /// every process' newer data directory.
+    LogRestoredOlder,
+    /// nats-server reloaded with permissions that deny the replicated logs' subjects, then
+    /// restored.
+    PermissionsChanged,
 }
 
 pub struct Cell {
@@ -111,6 +122,11 @@ pub fn matrix() -> Vec<Cell> {
         ),
         ("disk:full", Fault::DiskFull, true),
         ("input:bad-envelopes", Fault::BadEnvelopes(10_000), true),
+        // Not in the quick run while it ends with turns stuck in waiting_job (issue 28).
+        ("log:store-wiped", Fault::LogWiped, false),
+        ("data:dir-deleted", Fault::DataDirLost, true),
+        ("log:restored-older", Fault::LogRestoredOlder, false),
+        ("nats:permissions-changed", Fault::PermissionsChanged, false),
     ];
     for (name, fault, quick) in others {
         cells.push(Cell {

@@ -54,11 +54,16 @@ pub struct Dirs<'a> {
     pub work: &'a Path,
     /// The sled directories (a small tmpfs in the disk-full cell).
     pub data: &'a Path,
+    /// A configuration file for nats-server (the permissions cell), else none.
+    pub nats_config: Option<&'a Path>,
 }
 
 impl Deployment {
     pub fn start(rt: &Arc<Runtime>, hermes: &Path, dirs: &Dirs<'_>) -> anyhow::Result<Self> {
-        let nats = NatsServer::start();
+        let nats = match dirs.nats_config {
+            Some(config) => NatsServer::start_with_config(config, &[]),
+            None => NatsServer::start(),
+        };
         let model = rt.block_on(Model::start());
         let ledger = Ledger::start(&dirs.work.join("ledger"))?;
         let config = write_config(dirs.work, &model.base_url(), &ledger.url())?;
@@ -148,6 +153,21 @@ impl Deployment {
         proc.spawn()?;
         if session {
             self.members.learn(name, &before);
+        }
+        Ok(())
+    }
+
+    /// Stop every Hermes process (SIGTERM), as before a planned maintenance.
+    pub fn stop_all(&mut self) {
+        for proc in &mut self.procs {
+            proc.stop();
+        }
+    }
+
+    /// Start every stopped Hermes process again, in the order of the layout.
+    pub fn start_all(&mut self) -> anyhow::Result<()> {
+        for (name, _) in LAYOUT {
+            self.restart(name)?;
         }
         Ok(())
     }

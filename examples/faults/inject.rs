@@ -42,6 +42,8 @@ pub struct Injected {
 
 pub struct CellContext<'a> {
     pub load: &'a Load,
+    /// The cell's directory (config files, logs).
+    pub work: &'a std::path::Path,
     pub tmpfs: Option<&'a Tmpfs>,
     pub flood_size: usize,
 }
@@ -100,6 +102,13 @@ pub fn inject(
             injected.probe = Some(start_probe(dep, "probe0", Kind::Write, None)?);
             sleep_supervised(dep, WINDOW)?;
             tmpfs.free();
+        }
+        Fault::LogWiped
+        | Fault::DataDirLost
+        | Fault::LogRestoredOlder
+        | Fault::PermissionsChanged => {
+            injected.probe = Some(start_probe(dep, "probe0", Kind::Read, None)?);
+            crate::heal::strike(dep, fault, ctx.work, &mut injected.extra)?;
         }
         Fault::BadEnvelopes(_) => {
             let sessions = ctx.load.started_sessions();
@@ -193,7 +202,7 @@ fn kill_at(
     Ok(())
 }
 
-fn start_probe(
+pub fn start_probe(
     dep: &Deployment,
     session: &str,
     kind: Kind,

@@ -29,6 +29,7 @@ mod deploy;
 mod disk;
 mod drive;
 mod flood;
+mod heal;
 mod inject;
 mod ledger;
 mod load;
@@ -50,7 +51,8 @@ use serde_json::json;
 #[command(name = "faults")]
 struct Args {
     /// The reduced matrix (a few minutes): one kill of each process kind, a NATS restart,
-    /// an MCP server killed mid-call, model 500s, a full disk and 2,000 bad envelopes.
+    /// an MCP server killed mid-call, model 500s, a full disk, 2,000 bad envelopes and a
+    /// data directory deleted under an intact log.
     #[arg(long)]
     quick: bool,
     /// Only the cells whose name matches this regular expression (e.g. `kill:session`).
@@ -147,13 +149,14 @@ fn run_matrix(args: &Args) -> anyhow::Result<bool> {
     );
     let started = Instant::now();
     let (mut failed, mut skipped) = (0, 0);
-    let mut totals = [0u64; 4];
+    let mut totals = [0u64; 5];
     for cell in &cells {
         eprintln!("faults: {} …", cell.name);
         let outcome = run::run_cell(&rt, &options, cell);
-        for (total, key) in totals
-            .iter_mut()
-            .zip(["lost", "duplicated", "stuck", "crashed"])
+        for (total, key) in
+            totals
+                .iter_mut()
+                .zip(["lost", "duplicated", "stuck", "crashed", "errors_told"])
         {
             *total += outcome.line[key].as_u64().unwrap_or(0);
         }
@@ -170,6 +173,7 @@ fn run_matrix(args: &Args) -> anyhow::Result<bool> {
         "duplicated": totals[1],
         "stuck": totals[2],
         "crashed": totals[3],
+        "errors_told": totals[4],
         "quick": args.quick,
         "secs": started.elapsed().as_secs(),
     });

@@ -90,6 +90,11 @@ impl Proc {
         Ok(proc)
     }
 
+    /// Its sled directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     fn log_path(&self, start: u32) -> PathBuf {
         self.log_dir.join(format!("{}.{start}.log", self.name))
     }
@@ -100,7 +105,11 @@ impl Proc {
         let log = std::fs::File::create(self.log_path(self.starts))?;
         let mut command = Command::new(&self.hermes);
         command
-            .env("HERMES_LOG", "warn")
+            // FAULTS_HERMES_LOG=info (say) keeps more of each process' log for a failed cell.
+            .env(
+                "HERMES_LOG",
+                std::env::var("FAULTS_HERMES_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .env("OTEL_SDK_DISABLED", "true")
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")

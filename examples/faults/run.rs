@@ -144,7 +144,16 @@ fn run(rt: &Arc<Runtime>, options: &Options, cell: &Cell, work: &Path) -> anyhow
         _ => None,
     };
     let data = work.join("data");
-    let mut dep = Deployment::start(rt, &options.hermes, &Dirs { work, data: &data })?;
+    let nats_config = match cell.fault {
+        Fault::PermissionsChanged => Some(crate::heal::write_nats_config(work, false)?),
+        _ => None,
+    };
+    let dirs = Dirs {
+        work,
+        data: &data,
+        nats_config: nats_config.as_deref(),
+    };
+    let mut dep = Deployment::start(rt, &options.hermes, &dirs)?;
     let load = Load::start(&dep, options.sessions, options.turns)?;
     // Strike under load: once a third of the turns are done.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -157,6 +166,7 @@ fn run(rt: &Arc<Runtime>, options: &Options, cell: &Cell, work: &Path) -> anyhow
     };
     let context = CellContext {
         load: &load,
+        work,
         tmpfs: tmpfs.as_ref(),
         flood_size,
     };

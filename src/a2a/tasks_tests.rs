@@ -47,6 +47,7 @@ fn snapshot(messages: Vec<SessionMessage>, turn: Option<TurnView>) -> Snapshot {
                 phase: turn.as_ref().map(|t| t.phase),
             },
             handoffs: Vec::new(),
+            set_aside: Vec::new(),
             goal: None,
             history_summary: String::new(),
             summary_upto: 0,

@@ -130,10 +130,38 @@ impl SessionRouter {
         });
         match &self.inner.cluster {
             // The turns a dead owner left are items it never settled: they come back.
-            Some(cluster) => self.own_partitions(cluster.clone()).await?,
+            Some(cluster) => {
+                self.own_partitions(cluster.clone()).await?;
+                let router = self.clone();
+                tokio::spawn(async move { router.heal_cached().await });
+            }
             None => self.resume_interrupted().await,
         }
         Ok(serving)
+    }
+
+    /// Re-seed the replicated logs this process' cache is ahead of (see
+    /// [`crate::store::sessions::SessionStore::heal_cached`]) and resume the turns of those
+    /// sessions: their inbox items went with the old JetStream store. Another owner's actor
+    /// for one of them would be fenced by its log, so a session never forks.
+    async fn heal_cached(&self) {
+        match self.inner.env.store.heal_cached().await {
+            Ok(keys) => {
+                for (agent, session, waits_for_job) in keys {
+                    tracing::warn!(%agent, %session, "session's log was re-seeded from this process' cache and has a turn to finish; resuming it here");
+                    // A turn waiting for a job looks at the job again: its final event may
+                    // have gone with the old store.
+                    self.with_actor((agent, session), |addr| {
+                        if waits_for_job {
+                            addr.do_send(Wake);
+                        }
+                    });
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not check the cached sessions against the replicated log; each is checked when its next message comes")
+            }
+        }
     }
 
     /// Run the sessions of the partitions the cluster gives this process.

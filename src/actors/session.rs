@@ -9,13 +9,17 @@
 //! actor acks it once the item is handled ([`SessionActor::finished`]). A redelivered user
 //! message that is already in the log (its first owner died after accepting it) is not
 //! accepted twice. When the replicated log says another process wrote the session since
-//! (fenced), the actor stops without settling: the session's new owner has it.
+//! (fenced), or cannot be reached, the actor stops without settling: the item goes back to the
+//! session's inbox, and the session's owner — this process again, or a new one — reloads it
+//! from the log. Not forever: see [`unservable`].
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use tracing::Instrument;
+
+mod unservable;
 
 use super::router::SessionRouter;
 use super::settle::Settle;
@@ -49,6 +53,9 @@ pub struct SessionActor {
     to_poll: Vec<String>,
     /// The trace context the message that starts the next turn arrived with.
     arrived_trace: Option<String>,
+    /// Why the session could not be loaded (its log unreachable or refusing): every item is
+    /// handed back, or told, without being served from a cache the log may contradict.
+    unservable: Option<String>,
 }
 
 impl SessionActor {
@@ -64,6 +71,7 @@ impl SessionActor {
             settling: Vec::new(),
             to_poll: Vec::new(),
             arrived_trace: None,
+            unservable: None,
         }
     }
 
@@ -106,14 +114,18 @@ impl SessionActor {
             let handed_back = outcome
                 .error
                 .as_ref()
-                .is_some_and(turn::TurnError::hands_back);
+                .filter(|e| e.hands_back())
+                .map(ToString::to_string);
             (meta, task, outcome.messages, handed_back)
         }
         .instrument(span);
         ctx.wait(
             fut.into_actor(self)
                 .map(|(meta, task, added, handed_back), act, ctx| {
-                    if handed_back {
+                    if let Some(cause) = handed_back {
+                        if act.last_chance() {
+                            return act.end_turn_unservable(meta, task, cause, ctx);
+                        }
                         return act.hand_back(ctx);
                     }
                     act.meta = Some(meta);
@@ -215,8 +227,8 @@ impl Actor for SessionActor {
                 }
             }
             Err(e) => {
-                tracing::error!(session = %act.session, error = %e, "session log could not be loaded; stopping (its messages are delivered again)");
-                ctx.stop();
+                tracing::error!(session = %act.session, error = %e, "session log could not be loaded; its items are handed back, then refused with the cause");
+                act.unservable = Some(e.to_string());
             }
         }));
     }
@@ -285,6 +297,9 @@ impl Handler<Deliver> for SessionActor {
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
+        if let Some(cause) = self.unservable.clone() {
+            return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
+        }
         // A delegated task may be sent again by a parent that cannot tell whether it arrived.
         // So may a trigger whose event was published twice, and an A2A client retrying.
         let body = &msg.inbound.envelope.body;
@@ -304,6 +319,7 @@ impl Handler<Deliver> for SessionActor {
             .unwrap_or_else(|| SessionMeta::new(&self.agent, &self.session, &msg.inbound.user));
         let mut task = std::mem::take(&mut self.task);
         let inbound = msg.inbound;
+        let inbound_reply = inbound.reply.clone();
         let fut = async move {
             let accepted = inbound::accept(&env, &mut meta, &mut task, &inbound).await;
             (meta, task, accepted)
@@ -320,7 +336,9 @@ impl Handler<Deliver> for SessionActor {
                             act.run(ctx);
                         }
                         inbound::Acceptance::Refused => act.finished(),
-                        inbound::Acceptance::HandedBack => act.hand_back(ctx),
+                        inbound::Acceptance::HandedBack(cause) => {
+                            act.hand_back_or_refuse(inbound_reply, cause, ctx)
+                        }
                     }
                 }),
         );
@@ -363,6 +381,9 @@ impl Handler<Decide> for SessionActor {
 
     fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
+        if let Some(cause) = self.unservable.clone() {
+            return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
+        }
         let msg = msg.inbound;
         let Some(mut meta) = self.meta.take() else {
             let env = self.env.clone();
@@ -407,7 +428,8 @@ pub struct CancelTurn {
     pub settle: Option<Settle>,
 }
 
-/// Look at a waiting turn again: a delegated agent's deadline passed.
+/// Look at a waiting turn again: a delegated agent's deadline passed, or the job it waits for
+/// may have ended unheard (its final event lost with a wiped JetStream store).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Wake;
@@ -417,6 +439,9 @@ impl Handler<CancelTurn> for SessionActor {
 
     fn handle(&mut self, msg: CancelTurn, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
+        if let Some(cause) = self.unservable.clone() {
+            return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
+        }
         let msg = msg.inbound;
         let env = self.env.clone();
         let mut meta = self.meta.take();
@@ -485,8 +510,15 @@ impl Handler<Wake> for SessionActor {
                 Some((first, t.turn_id.clone()))
             })
             .min();
+        let waits_for_job = self
+            .task
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.phase == TurnPhase::WaitingJob);
         match due {
             Some((_, turn_id)) if self.task.unpark(&turn_id) => self.run(ctx),
+            // Its job's state is asked again (the job may have ended unheard).
+            _ if waits_for_job => self.run(ctx),
             _ => self.finished(),
         }
     }
@@ -500,6 +532,9 @@ impl Handler<JobFinished> for SessionActor {
     /// the executor for the job's state when it resumes.
     fn handle(&mut self, msg: JobFinished, ctx: &mut Self::Context) {
         self.settling.extend(msg.settle);
+        if let Some(cause) = self.unservable.clone() {
+            return self.hand_back_or_refuse(None, cause, ctx);
+        }
         // A parked turn's job: that turn becomes the current one, unless the current turn
         // cannot step aside (it waits for the user), in which case the parked turn keeps the
         // result and reads it again when it goes on.

@@ -22,6 +22,8 @@ pub struct Settle {
     settled: bool,
     /// How long to wait before the item comes back if it is dropped unsettled.
     retry_after: Duration,
+    /// Which delivery of the item this is (1: the first).
+    delivery: u64,
 }
 
 /// First redelivery delay of an item dropped unsettled; doubled per delivery up to the cap.
@@ -54,7 +56,13 @@ impl Settle {
             io,
             settled: false,
             retry_after: retry_after(delivery),
+            delivery,
         }
+    }
+
+    /// Which delivery of the item this is (1: the first).
+    pub fn delivery(&self) -> u64 {
+        self.delivery
     }
 
     /// The session is done with the item: it is never delivered again.

@@ -91,6 +91,18 @@ pub fn show(shown: &SessionShowReply, json: bool) -> anyhow::Result<()> {
     if !s.handoffs.is_empty() {
         println!("answers  agent {} now", s.summary.active_agent);
     }
+    for a in &s.set_aside {
+        let seqs = match (a.first_seq, a.last_seq) {
+            (Some(first), Some(last)) => format!(" (#{first}–#{last})"),
+            _ => String::new(),
+        };
+        println!(
+            "aside    {} local message(s){seqs} set aside at {}: the replicated log disagreed and won; kept in {}",
+            a.messages,
+            a.at.format("%Y-%m-%d %H:%M:%S"),
+            a.kept_in
+        );
+    }
     if let Some(t) = &s.turn {
         turn("turn    ", t);
     }

@@ -88,6 +88,7 @@ mod tests {
             next_seq: 0,
             log_seq: 0,
             handoffs: Vec::new(),
+            set_aside: Vec::new(),
         };
         let msgs: Vec<_> = texts
             .iter()

@@ -11,6 +11,21 @@
 //!
 //! The expiry sweep is not logged: expiry depends only on the records and the clock, so each
 //! copy expires the same records itself.
+//!
+//! The log is the truth and the sled store a cache; [`MemoryReplica::catch_up`] applies the
+//! rule for each way they can disagree, as the session log does
+//! (`crate::store::sessions`' reconcile module):
+//! - **in step** (the user's last entry is the one this copy applied — its sequence and a
+//!   fingerprint of its bytes, kept together): nothing to do;
+//! - **cache behind** (entries after the one applied): they are applied;
+//! - **cache ahead of an empty or older log, or diverged from it** (the stream purged, the
+//!   JetStream store wiped, the log restored from an older backup: the applied entry is gone or
+//!   different): every entry the log holds is applied (the log wins where it speaks), then the
+//!   user's whole memory is appended as one fenced entry — the log is re-seeded once, with a
+//!   warning — so the log holds the union and the next write is fenced on that entry instead of
+//!   failing "kept moving" forever;
+//! - **log unreachable**: the read or write fails with [`MemoryError::Replicated`] naming the
+//!   cause (a recall answers without memory and says so; an extraction is retried later).
 
 use std::sync::Arc;
 
@@ -22,7 +37,9 @@ use super::store::{MemoryError, MemoryStore};
 use crate::store::durability::Durable;
 use crate::store::replica::{LogError, SessionLog};
 
-/// Per-user position in the memory log: key `<user>` → u64 big-endian sequence.
+/// Per-user position in the memory log: key `<user>` → u64 big-endian sequence, then the
+/// u64 big-endian fingerprint of that entry's bytes (absent in positions written before it was
+/// kept).
 pub const APPLIED_TREE: &str = "memory_log_applied";
 /// The first key token of every memory log subject.
 const LOG_KEY: &str = "user";
@@ -74,6 +91,11 @@ impl MemoryReplica {
     }
 
     fn position(&self, user: &str) -> Result<u64, MemoryError> {
+        Ok(self.anchor(user)?.0)
+    }
+
+    /// The sequence of the last entry applied, and its fingerprint when known.
+    fn anchor(&self, user: &str) -> Result<(u64, Option<u64>), MemoryError> {
         let stored = self
             .applied
             .get(user.as_bytes())
@@ -81,14 +103,22 @@ impl MemoryReplica {
                 action: "read the memory log position",
                 source,
             })?;
-        Ok(stored
-            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-            .map_or(0, u64::from_be_bytes))
+        let Some(v) = stored else {
+            return Ok((0, None));
+        };
+        let word = |at: usize| {
+            v.get(at..at + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes)
+        };
+        Ok((word(0).unwrap_or(0), word(8)))
     }
 
-    fn set_position(&self, user: &str, seq: u64) -> Result<(), MemoryError> {
+    fn set_position(&self, user: &str, seq: u64, entry: &[u8]) -> Result<(), MemoryError> {
+        let mut value = seq.to_be_bytes().to_vec();
+        value.extend_from_slice(&fingerprint(entry).to_be_bytes());
         self.applied
-            .insert(user.as_bytes(), &seq.to_be_bytes())
+            .insert(user.as_bytes(), value)
             .map(|_| ())
             .map_err(|source| MemoryError::Storage {
                 action: "write the memory log position",
@@ -96,49 +126,125 @@ impl MemoryReplica {
             })
     }
 
-    /// Apply the user's log entries this copy has not seen; whether anything changed.
+    /// Apply the user's log entries this copy has not seen; whether anything changed. A log
+    /// that no longer holds the entry this copy applied last (purged, wiped, restored from an
+    /// older backup, rebuilt) is re-seeded (see the module docs).
     pub async fn catch_up(&self, store: &MemoryStore, user: &str) -> Result<bool, MemoryError> {
         let token = user_token(user);
-        let position = self.position(user)?;
-        let last = self.log.last(LOG_KEY, &token).await.map_err(unavailable)?;
-        if last <= position {
-            return Ok(false);
-        }
-        let entries = self
+        let (position, known) = self.anchor(user)?;
+        let tail = self
             .log
-            .read_after(LOG_KEY, &token, position)
+            .last_record(LOG_KEY, &token)
             .await
             .map_err(unavailable)?;
-        let Some(newest) = entries.last().map(|(seq, _)| *seq) else {
+        let last = tail.as_ref().map_or(0, |(seq, _)| *seq);
+        let matches = |bytes: &[u8]| known.is_none_or(|fp| fp == fingerprint(bytes));
+        if position == 0 && last == 0 {
             return Ok(false);
+        }
+        if position > 0 && last == position && tail.as_ref().is_some_and(|(_, b)| matches(b)) {
+            return Ok(false);
+        }
+        if last > position {
+            let mut entries = self
+                .log
+                .read_after(LOG_KEY, &token, position.saturating_sub(1))
+                .await
+                .map_err(unavailable)?;
+            let anchored = position == 0
+                || entries
+                    .first()
+                    .is_some_and(|(seq, bytes)| *seq == position && matches(bytes));
+            if anchored {
+                if position > 0 {
+                    entries.remove(0);
+                }
+                self.apply_entries(store, user, entries).await?;
+                return Ok(true);
+            }
+        }
+        self.reseed(store, user, &token, position, last).await?;
+        Ok(true)
+    }
+
+    /// Apply `entries` (oldest first) to `store` and remember the last as applied.
+    async fn apply_entries(
+        &self,
+        store: &MemoryStore,
+        user: &str,
+        entries: Vec<(u64, Bytes)>,
+    ) -> Result<(), MemoryError> {
+        let Some((newest, newest_bytes)) = entries.last().cloned() else {
+            return Ok(());
         };
-        let (store_, user_) = (store.clone(), user.to_string());
         let changes = entries
-            .into_iter()
+            .iter()
             .map(|(seq, bytes)| {
-                serde_json::from_slice::<Change>(&bytes).map_err(|source| MemoryError::Corrupt {
+                serde_json::from_slice::<Change>(bytes).map_err(|source| MemoryError::Corrupt {
                     key: format!("memory log entry {seq} of user {user}"),
                     source,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let this = self.clone();
+        let (store_, user_, this) = (store.clone(), user.to_string(), self.clone());
         tokio::task::spawn_blocking(move || {
             for change in &changes {
                 apply_locally(&store_, &user_, change)?;
             }
-            this.set_position(&user_, newest)
+            this.set_position(&user_, newest, &newest_bytes)
         })
         .await
         .map_err(|e| MemoryError::Interrupted(e.to_string()))??;
         store.flush().await?;
-        tracing::debug!(
+        tracing::debug!(user, to = newest, "memory caught up from the log");
+        Ok(())
+    }
+
+    /// The log no longer holds the entry this copy applied last: apply all it holds (it wins
+    /// where it speaks), then append the user's whole memory as one entry fenced on `last`.
+    async fn reseed(
+        &self,
+        store: &MemoryStore,
+        user: &str,
+        token: &str,
+        position: u64,
+        last: u64,
+    ) -> Result<(), MemoryError> {
+        let entries = if last == 0 {
+            Vec::new()
+        } else {
+            self.log
+                .read_after(LOG_KEY, token, 0)
+                .await
+                .map_err(unavailable)?
+        };
+        let applied = entries.len();
+        self.apply_entries(store, user, entries).await?;
+        let (store_, user_) = (store.clone(), user.to_string());
+        let upserts = tokio::task::spawn_blocking(move || store_.list(&user_))
+            .await
+            .map_err(|e| MemoryError::Interrupted(e.to_string()))??;
+        let records = upserts.len();
+        let change = Change {
+            upserts,
+            removed: Vec::new(),
+        };
+        let bytes = encode(user, &change)?;
+        let seq = self
+            .log
+            .append(LOG_KEY, token, bytes.clone(), last)
+            .await
+            .map_err(unavailable)?;
+        self.set_position(user, seq, &bytes)?;
+        tracing::warn!(
             user,
-            from = position,
-            to = newest,
-            "memory caught up from the log"
+            applied_before = position,
+            log_last = last,
+            log_entries_applied = applied,
+            records,
+            "the replicated memory log no longer held what this copy applied (a purged stream, a wiped JetStream store, or a log restored from an older backup); applied what it holds and re-seeded it with this user's whole memory in one fenced append"
         );
-        Ok(true)
+        Ok(())
     }
 
     /// Log `change` (already applied to `store`) after everything this copy has applied. When
@@ -154,13 +260,7 @@ impl MemoryReplica {
             return Ok(());
         }
         let token = user_token(user);
-        let bytes =
-            Bytes::from(
-                serde_json::to_vec(change).map_err(|source| MemoryError::Encode {
-                    id: format!("memory log entry of user {user}"),
-                    source,
-                })?,
-            );
+        let bytes = encode(user, change)?;
         for _ in 0..FENCED_RETRIES {
             let expected = self.position(user)?;
             match self
@@ -169,7 +269,7 @@ impl MemoryReplica {
                 .await
             {
                 Ok(seq) => {
-                    self.set_position(user, seq)?;
+                    self.set_position(user, seq, &bytes)?;
                     return Ok(());
                 }
                 Err(LogError::Fenced { .. }) => {
@@ -189,6 +289,23 @@ impl MemoryReplica {
     }
 }
 
+fn encode(user: &str, change: &Change) -> Result<Bytes, MemoryError> {
+    serde_json::to_vec(change)
+        .map(Bytes::from)
+        .map_err(|source| MemoryError::Encode {
+            id: format!("memory log entry of user {user}"),
+            source,
+        })
+}
+
+/// FNV-1a of an entry's bytes: tells the entry a copy applied from another at its sequence
+/// (a rebuilt log numbers its entries again from 1).
+fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn apply_locally(store: &MemoryStore, user: &str, change: &Change) -> Result<(), MemoryError> {
     for record in &change.upserts {
         store.insert_record(record)?;
@@ -202,6 +319,112 @@ fn apply_locally(store: &MemoryStore, user: &str, change: &Change) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::memory::record::{MemoryKind, Source};
+    use crate::store::test_log::MemoryLog;
+
+    fn record(id: &str, content: &str) -> MemoryRecord {
+        let now = chrono::Utc::now();
+        MemoryRecord {
+            id: id.into(),
+            user: "u1".into(),
+            namespace: "default".into(),
+            kind: MemoryKind::Fact,
+            key: id.into(),
+            content: content.into(),
+            importance: 0.5,
+            confidence: 0.6,
+            topics: Vec::new(),
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            source: Source {
+                session: "s".into(),
+                message_id: "m".into(),
+                source_time: now,
+            },
+            version: 1,
+            history: Vec::new(),
+            event_time: None,
+            demoted_at: None,
+        }
+    }
+
+    /// A memory-extractor copy: its own sled store, the shared log.
+    fn copy(log: &Arc<MemoryLog>) -> (tempfile::TempDir, MemoryStore, MemoryReplica) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Durable::from(crate::store::open(dir.path()).unwrap());
+        let store = MemoryStore::open(&db).unwrap();
+        let log: Arc<dyn SessionLog> = log.clone();
+        let replica = MemoryReplica::open(&db, log).unwrap();
+        (dir, store, replica)
+    }
+
+    async fn write(store: &MemoryStore, replica: &MemoryReplica, r: MemoryRecord) {
+        store.insert_record(&r).unwrap();
+        let change = Change {
+            upserts: vec![r],
+            removed: Vec::new(),
+        };
+        replica.publish(store, "u1", &change).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_wiped_memory_log_is_reseeded_from_the_cache_instead_of_fencing_every_write() {
+        let log = Arc::new(MemoryLog::default());
+        let (_dir, store, replica) = copy(&log);
+        write(&store, &replica, record("r1", "likes tea")).await;
+        write(&store, &replica, record("r2", "lives in Lyon")).await;
+        log.purge();
+
+        // Once "kept moving (5 fenced appends in a row)" forever; now one re-seed, then it lands.
+        write(&store, &replica, record("r3", "has a cat")).await;
+        let (_other_dir, other, other_replica) = copy(&log);
+        assert!(other_replica.catch_up(&other, "u1").await.unwrap());
+        let mut ids: Vec<String> = other
+            .list("u1")
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["r1", "r2", "r3"]);
+        // In step afterwards: nothing more to apply, nothing appended.
+        let entries = log
+            .read_after(LOG_KEY, &user_token("u1"), 0)
+            .await
+            .unwrap()
+            .len();
+        assert!(!replica.catch_up(&store, "u1").await.unwrap());
+        assert_eq!(
+            log.read_after(LOG_KEY, &user_token("u1"), 0)
+                .await
+                .unwrap()
+                .len(),
+            entries
+        );
+    }
+
+    #[tokio::test]
+    async fn a_memory_log_rebuilt_by_another_copy_is_applied_whole_and_the_cache_added_to_it() {
+        let log = Arc::new(MemoryLog::default());
+        let (_a_dir, a, a_replica) = copy(&log);
+        write(&a, &a_replica, record("old", "kept only in a's cache")).await;
+        log.purge();
+        let (_b_dir, b, b_replica) = copy(&log);
+        write(&b, &b_replica, record("b1", "written after the rebuild")).await;
+        write(&b, &b_replica, record("b2", "and another")).await;
+
+        assert!(a_replica.catch_up(&a, "u1").await.unwrap());
+        let mut ids: Vec<String> = a.list("u1").unwrap().into_iter().map(|r| r.id).collect();
+        ids.sort();
+        assert_eq!(ids, ["b1", "b2", "old"]);
+        assert!(b_replica.catch_up(&b, "u1").await.unwrap());
+        assert!(
+            b.get("u1", "old").unwrap().is_some(),
+            "the log now holds the union"
+        );
+    }
 
     #[test]
     fn user_tokens_are_subject_safe_and_distinct() {

@@ -111,6 +111,22 @@ pub struct SessionDetail {
     /// Earlier turns still waiting for jobs or agents while a newer one talks with the user.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parked: Vec<TurnView>,
+    /// Messages a session process kept aside when its cache diverged from the replicated log
+    /// (the log won), and where they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<SetAsideView>,
+}
+
+/// Local messages kept aside because the replicated log disagreed with them and won.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAsideView {
+    pub at: DateTime<Utc>,
+    pub messages: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    pub kept_in: String,
 }
 
 /// The conversation handed from one agent to another.

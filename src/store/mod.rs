@@ -1,7 +1,9 @@
 //! The sled database and the trees each owner keeps in it.
 //!
 //! One database per process, under `engine.data_dir`. Trees and their owners:
-//! - `sessions`, `messages`, `tasks` — the Session actors ([`sessions::SessionStore`])
+//! - `sessions`, `messages`, `tasks` — the Session actors ([`sessions::SessionStore`]);
+//!   `sessions_aside` — their messages kept aside when a replicated log won over a diverged
+//!   cache ([`sessions::ASIDE_TREE`])
 //! - `memories`, `memory_keys`, `memory_vectors`, `memory_refs` — the Memory-extractor (`memory::MemoryStore`)
 //! - `bus.queue.<name>` — the embedded bus' durable queues
 //!
@@ -47,6 +49,8 @@ impl StoreError {
     /// process owns the session now (fenced), or the replicated log is briefly unreachable (a
     /// node restarting, a stream electing its leader). The actor stops without settling, and
     /// the item comes back — to this process or the new owner — which carries on from the log.
+    /// Not forever: after a few deliveries the client is told the cause instead (see
+    /// `crate::actors::session`'s `unservable` module).
     pub fn hands_back(&self) -> bool {
         matches!(
             self,

@@ -52,6 +52,13 @@ pub trait SessionLog: Send + Sync + 'static {
     /// The sequence of the session's last record (0: none).
     async fn last(&self, agent: &str, session: &str) -> Result<u64, LogError>;
 
+    /// The session's last record with its sequence (none: the log holds nothing of it).
+    async fn last_record(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Option<(u64, Bytes)>, LogError>;
+
     /// The session's records with a sequence above `after`, in order.
     async fn read_after(
         &self,

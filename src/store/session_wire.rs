@@ -6,7 +6,7 @@ use super::sessions::{SessionMeta, StoredMessage};
 use super::tasks::{Decision, TaskState, TurnRecord};
 use crate::protocol::session_view::{
     ChildView, ConfirmationView, HandoffView, JobView, ParentView, SessionDetail, SessionMessage,
-    SessionSummary, TurnView,
+    SessionSummary, SetAsideView, TurnView,
 };
 
 /// A session as a list shows it.
@@ -44,6 +44,17 @@ pub fn detail(meta: &SessionMeta, task: &TaskState) -> SessionDetail {
         key_facts: task.key_facts.clone(),
         turn: task.turn.as_ref().map(turn),
         parked: task.parked.iter().map(turn).collect(),
+        set_aside: meta
+            .set_aside
+            .iter()
+            .map(|a| SetAsideView {
+                at: a.at,
+                messages: a.messages,
+                first_seq: a.first_seq,
+                last_seq: a.last_seq,
+                kept_in: a.kept_in.clone(),
+            })
+            .collect(),
     }
 }
 

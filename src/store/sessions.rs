@@ -7,7 +7,9 @@
 //!
 //! With a replicated log ([`super::replica`], the NATS bus) every save is first appended to the
 //! session's log, and these trees are a local cache that [`SessionStore::load_synced`] brings up
-//! to date from the log: whichever process owns the session next sees its whole history.
+//! to date from the log: whichever process owns the session next sees its whole history. The
+//! log is the truth; what happens when it and the cache disagree (the cache ahead of a purged
+//! log, behind it, diverged from it, the log unreachable) is [`reconcile`]'s rule book.
 //!
 //! Messages are append-only. Writes are not flushed here: the turn calls [`SessionStore::commit`]
 //! where its guarantees need it (before an acknowledgement or an answer leaves), so one flush of
@@ -15,6 +17,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+mod reconcile;
+
+pub use reconcile::ASIDE_TREE;
 
 use super::durability::{Durable, Mode, Ticket};
 use super::replica::{LogRecord, SessionLog};
@@ -43,6 +49,26 @@ pub struct SessionMeta {
     /// `to` answers the session's messages now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<HandoffRecord>,
+    /// Local records a session process kept aside because the replicated log disagreed with
+    /// them and won (see [`reconcile`]), oldest first; `hermes sessions show` names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<SetAsideRecord>,
+}
+
+/// Messages of a process' cache that the replicated log did not hold when the two diverged:
+/// the log won, and these were kept aside for inspection instead of being served or lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAsideRecord {
+    #[serde(with = "crate::protocol::timestamp")]
+    pub at: DateTime<Utc>,
+    /// How many messages were kept aside, and their sequences in the cache.
+    pub messages: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    /// Where they are: the sled tree and key, and the process' host.
+    pub kept_in: String,
 }
 
 /// One handoff of the conversation from one agent to another.
@@ -79,6 +105,7 @@ impl SessionMeta {
             next_seq: 0,
             log_seq: 0,
             handoffs: Vec::new(),
+            set_aside: Vec::new(),
         }
     }
 }
@@ -184,7 +211,7 @@ impl SessionStore {
             let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
             return blocking(move || store.load(&a, &s)).await;
         };
-        match self.load_cached(log, agent, session).await {
+        match reconcile::load(self, log, agent, session).await {
             Ok(loaded) => Ok(loaded),
             Err(e @ StoreError::Log(_)) => Err(e),
             Err(e) => {
@@ -196,29 +223,42 @@ impl SessionStore {
         }
     }
 
-    /// [`Self::load_synced`] through the cache: the log records it has not seen written into
-    /// it, then the whole session read from it.
-    async fn load_cached(
-        &self,
-        log: &Arc<dyn SessionLog>,
-        agent: &str,
-        session: &str,
-    ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
-        let cached = {
-            let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
-            blocking(move || store.meta(&a, &s)).await?
+    /// After a start on a cluster: every cached session whose replicated log is empty or
+    /// behind this cache (the JetStream store wiped, or restored from an older backup) is
+    /// reconciled now rather than when its next message comes — its log re-seeded, so readers
+    /// of the log (`hermes sessions`, other owners) see it. Returns the sessions re-seeded
+    /// with a turn that has work left (their inbox items may be gone with the old store), each
+    /// with whether its turn waits for a job (whose final event may be gone too).
+    pub async fn heal_cached(&self) -> Result<Vec<(String, String, bool)>, StoreError> {
+        let Some(log) = &self.log else {
+            return Ok(Vec::new());
         };
-        let seen = cached.as_ref().map_or(0, |m| m.log_seq);
-        let last = log.last(agent, session).await?;
-        if last > seen {
-            let records = log.read_after(agent, session, seen).await?;
+        let cached = {
             let store = self.clone();
-            blocking(move || store.apply_records(records)).await?;
-        } else if last < seen {
-            tracing::warn!(agent, session, last, seen, "the replicated session log is behind this process' cache (was the stream purged?); using the cache");
+            blocking(move || store.list(None)).await?
+        };
+        let mut resume = Vec::new();
+        for meta in cached {
+            let (agent, session) = (meta.agent.as_str(), meta.session.as_str());
+            if reconcile::in_step(self, log, agent, session).await? {
+                continue;
+            }
+            let ((_, _, task), outcome) =
+                reconcile::load_telling(self, log, agent, session).await?;
+            let waits_for_job = task.resumable_turn().is_none()
+                && task
+                    .turn
+                    .as_ref()
+                    .is_some_and(|t| t.phase == super::tasks::TurnPhase::WaitingJob);
+            let unfinished = task.resumable_turn().is_some()
+                || task.pending_extraction().is_some()
+                || !task.parked.is_empty()
+                || waits_for_job;
+            if outcome == reconcile::Outcome::Reseeded && unfinished {
+                resume.push((agent.to_owned(), session.to_owned(), waits_for_job));
+            }
         }
-        let (store, a, s) = (self.clone(), agent.to_string(), session.to_string());
-        blocking(move || store.load(&a, &s)).await
+        Ok(resume)
     }
 
     /// Write records read from the replicated log into the local trees.
@@ -555,6 +595,7 @@ mod tests {
                 next_seq: 0,
                 log_seq: 0,
                 handoffs: Vec::new(),
+                set_aside: Vec::new(),
             };
             store
                 .append(&mut meta, &[msg(0, "one"), msg(1, "two")])

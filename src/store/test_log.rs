@@ -18,6 +18,32 @@ pub struct MemoryLog {
     inner: Mutex<(u64, Keys)>,
 }
 
+impl MemoryLog {
+    /// Forget every record, as a purged stream or a wiped JetStream store does; sequences
+    /// start again from 1.
+    pub fn purge(&self) {
+        if let Ok(mut guard) = self.inner.lock() {
+            *guard = (0, Keys::new());
+        }
+    }
+
+    /// Forget the records after the first `keep` of every key, as a log restored from an
+    /// older backup; sequences go on from the last one kept.
+    pub fn truncate(&self, keep: usize) {
+        if let Ok(mut guard) = self.inner.lock() {
+            let (seq, keys) = &mut *guard;
+            for records in keys.values_mut() {
+                records.truncate(keep);
+            }
+            *seq = keys
+                .values()
+                .filter_map(|r| r.last().map(|(s, _)| *s))
+                .max()
+                .unwrap_or(0);
+        }
+    }
+}
+
 fn poisoned() -> LogError {
     LogError::Unavailable("test log lock poisoned".into())
 }
@@ -55,6 +81,18 @@ impl SessionLog for MemoryLog {
             .get(&(agent.to_owned(), session.to_owned()))
             .and_then(|r| r.last())
             .map_or(0, |(s, _)| *s))
+    }
+
+    async fn last_record(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Option<(u64, Bytes)>, LogError> {
+        let guard = self.inner.lock().map_err(|_| poisoned())?;
+        Ok(guard
+            .1
+            .get(&(agent.to_owned(), session.to_owned()))
+            .and_then(|r| r.last().cloned()))
     }
 
     async fn read_after(

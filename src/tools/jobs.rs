@@ -110,17 +110,61 @@ impl JobStore {
 
     /// A job by id: from the shared bucket when there is one (on a cluster any copy may have
     /// run the job since this copy last saw it), else from this copy's records.
+    ///
+    /// The bucket is the truth and this copy's tree a cache, with one rule for each
+    /// disagreement: the bucket's record wins when it is as new as this copy's or newer (this
+    /// copy is behind); when this copy's record is newer, or the bucket has none (the bucket
+    /// was wiped, or restored from an older backup than the data directory), this copy's
+    /// record is put back into the bucket — re-seeded once, with a warning — and answers; a
+    /// bucket that cannot be reached is an error naming it, never a silent answer.
     pub async fn find(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError> {
         let Some(bucket) = &self.shared else {
             return self.get(job_id);
         };
-        match lookup(bucket.as_ref(), job_id)
+        let shared = match lookup(bucket.as_ref(), job_id)
             .await
             .map_err(|e| StoreError::Shared(e.to_string()))?
         {
-            Some(bytes) => decode(job_id, &bytes).map(Some),
-            None => self.get(job_id),
+            Some(bytes) => Some(decode(job_id, &bytes)?),
+            None => None,
+        };
+        let local = self.get(job_id)?;
+        match (shared, local) {
+            (shared, Some(local)) if shared.as_ref().is_none_or(|s| local.updated > s.updated) => {
+                self.reseed(bucket.as_ref(), &local).await?;
+                Ok(Some(local))
+            }
+            (shared, local) => Ok(shared.or(local)),
         }
+    }
+
+    /// Whether the shared bucket lost `local` (it holds none, or an older record: wiped, or
+    /// restored from an older backup); if so, `local` is put back. False without a bucket.
+    pub async fn restore_shared(&self, local: &JobRecord) -> Result<bool, StoreError> {
+        let Some(bucket) = &self.shared else {
+            return Ok(false);
+        };
+        let shared = lookup(bucket.as_ref(), &local.job_id)
+            .await
+            .map_err(|e| StoreError::Shared(e.to_string()))?
+            .map(|bytes| decode(&local.job_id, &bytes))
+            .transpose()?;
+        if shared.is_some_and(|s| s.updated >= local.updated) {
+            return Ok(false);
+        }
+        self.reseed(bucket.as_ref(), local).await?;
+        Ok(true)
+    }
+
+    /// Put this copy's newer `record` back into the shared bucket.
+    async fn reseed(&self, bucket: &dyn SharedKv, record: &JobRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Encode(e.to_string()))?;
+        bucket
+            .put(&record.job_id, Bytes::from(bytes))
+            .await
+            .map_err(|e| StoreError::Shared(e.to_string()))?;
+        tracing::warn!(job = %record.job_id, "the shared job bucket was missing or behind this copy's record (wiped, or restored from an older backup); re-seeded it from this copy");
+        Ok(())
     }
 
     /// Whether records are shared with the other copies of the tool-executor.

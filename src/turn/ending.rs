@@ -38,6 +38,28 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     }
 }
 
+/// Tell the user that the session's unfinished turn cannot go on here: an `error` event
+/// (`session_unavailable`) naming `cause` — its replicated log refuses this process' writes or
+/// cannot be reached. Nothing is stored, as storing is what fails; an owner that reaches the
+/// log later finds the turn unfinished in it.
+pub async fn tell_unservable(env: &TurnEnv, meta: &SessionMeta, task: &TaskState, cause: &str) {
+    let Some(record) = task.unfinished_turn() else {
+        return;
+    };
+    tracing::error!(session = %meta.session, turn = %record.turn_id, cause, "turn cannot go on: its session log keeps failing; the user is told");
+    Emitter::new(env, meta, &record.trace_id)
+        .emit(TurnEvent::Error {
+            turn_id: Some(record.turn_id.clone()),
+            code: UNSERVABLE.into(),
+            message: format!("this turn stopped: its session cannot be stored ({cause}); fix the cause and send the message again"),
+        })
+        .await;
+}
+
+/// The error code of a message or turn whose session cannot be served (see
+/// [`tell_unservable`]).
+pub const UNSERVABLE: &str = "session_unavailable";
+
 /// Stop the session's unfinished turn at the user's request (`user.cancel` envelope
 /// `envelope_id`, sent at `sent_at`), with the agents it delegated to; the turn that was
 /// stopped and the child sessions told. The same envelope sent again (its answer was lost)

@@ -144,8 +144,8 @@ pub enum Acceptance {
     Refused,
     /// Another process owns the session now (its replicated log moved on), or the log is
     /// briefly unreachable: nothing was stored or answered here; the message comes back from
-    /// the session's inbox to whichever process owns it.
-    HandedBack,
+    /// the session's inbox to whichever process owns it. Carries the cause.
+    HandedBack(String),
 }
 
 impl Acceptance {
@@ -243,7 +243,7 @@ pub async fn accept(
             task.turn = task.parked.pop();
         }
         if e.hands_back() {
-            return Acceptance::HandedBack;
+            return Acceptance::HandedBack(e.to_string());
         }
         tracing::error!(session = %meta.session, error = %e, "message not persisted; refused");
         let err = Refusal::StoreFailed.answer(format!("message not stored: {e}"));

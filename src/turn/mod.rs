@@ -31,7 +31,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 pub use emit::Emitter;
-pub use ending::{cancel, queue_extraction};
+pub use ending::{cancel, queue_extraction, tell_unservable, UNSERVABLE};
 use ending::{fail, finish};
 use state::{turn_start, TurnState};
 pub use waiting::{finished_by, job_result};

@@ -67,6 +67,7 @@ impl Session {
             next_seq: 0,
             log_seq: 0,
             handoffs: Vec::new(),
+            set_aside: Vec::new(),
         };
         Self {
             env,

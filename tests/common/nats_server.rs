@@ -184,6 +184,36 @@ impl NatsServer {
         self.spawn();
     }
 
+    /// The JetStream store directory (`-sd`).
+    pub fn store_dir(&self) -> PathBuf {
+        self.store.path().join("jetstream")
+    }
+
+    /// Stop, put `store` in place of the JetStream store (none: an empty one, as a rebuilt
+    /// cluster or wiped volumes), and start again on the same port.
+    pub fn restart_with_store(&mut self, store: Option<&Path>) {
+        self.stop();
+        let dir = self.store_dir();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).expect("remove the JetStream store");
+        }
+        if let Some(from) = store {
+            copy_dir(from, &dir);
+        }
+        self.spawn();
+    }
+
+    /// Ask the running server to read its configuration file again (SIGHUP).
+    pub fn reload(&self) {
+        if let Some(child) = &self.child {
+            let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+            // SAFETY: signalling our own child process by its pid.
+            unsafe {
+                libc::kill(pid, libc::SIGHUP);
+            }
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.store.path().join("nats-server.log")
     }
@@ -255,6 +285,20 @@ impl Drop for NatsServer {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+/// Copy the directory tree `from` to `to` (a JetStream store set aside or put back).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create a directory to copy into");
+    for entry in std::fs::read_dir(from).expect("read a directory to copy") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("its type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
         }
     }
 }

@@ -10,6 +10,7 @@ mod config_files;
 mod demo_cli;
 mod error_kinds;
 mod eval_tasks;
+mod log_vs_cache;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;

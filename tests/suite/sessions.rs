@@ -67,6 +67,7 @@ fn plant(dir: &std::path::Path, phase: TurnPhase, messages: Vec<ChatMessage>) {
         next_seq: 0,
         log_seq: 0,
         handoffs: Vec::new(),
+        set_aside: Vec::new(),
     };
     let msgs: Vec<_> = messages
         .into_iter()

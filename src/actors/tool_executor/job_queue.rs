@@ -35,6 +35,40 @@ pub async fn enqueue(core: &ExecCore, job_id: &str) -> Result<(), BusError> {
         .await
 }
 
+/// After a start: the jobs this copy holds unfinished whose shared record the bucket lost
+/// (the JetStream store wiped, or restored from an older backup) lost their queue items with
+/// it. Each record is put back and its id queued again, so the job runs again when that is
+/// safe, or ends failed with the reason, and its waiting turn hears either way.
+pub async fn requeue_lost(core: &ExecCore) {
+    let unfinished = match core.stores.jobs.unfinished() {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read this copy's unfinished jobs; any whose queue item was lost is not queued again");
+            return;
+        }
+    };
+    for record in unfinished {
+        let lost = match core.stores.jobs.restore_shared(&record).await {
+            Ok(lost) => lost,
+            Err(e) => {
+                tracing::warn!(job = %record.job_id, error = %e, "cannot compare an unfinished job with the shared bucket");
+                continue;
+            }
+        };
+        if !lost {
+            continue;
+        }
+        match enqueue(core, &record.job_id).await {
+            Ok(()) => {
+                tracing::warn!(job = %record.job_id, "unfinished job lost from the shared store; queued again")
+            }
+            Err(e) => {
+                tracing::error!(job = %record.job_id, error = %e, "unfinished job lost from the shared store could not be queued again")
+            }
+        }
+    }
+}
+
 /// Pull job ids and run each in its own task, until the bus closes.
 pub async fn serve(core: ExecCore, ack_wait: Duration) {
     let options = DurableOptions {
@@ -48,6 +82,9 @@ pub async fn serve(core: ExecCore, ack_wait: Duration) {
             return;
         }
     };
+    // Once the queue is consumed: ids queued before could go unread.
+    let healing = core.clone();
+    core.io.spawn(async move { requeue_lost(&healing).await });
     while let Some(next) = consumer.next().await {
         match next {
             Ok(message) => {

@@ -142,6 +142,24 @@ impl SessionLog for NatsSessionLog {
         }
     }
 
+    async fn last_record(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Option<(u64, Bytes)>, LogError> {
+        let stream = self.stream().await?;
+        let subject = self.subject(agent, session);
+        match through_failover("reading a session log", || {
+            stream.get_last_raw_message_by_subject(&subject)
+        })
+        .await
+        {
+            Ok(message) => Ok(Some((message.sequence, message.payload))),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
     async fn read_after(
         &self,
         agent: &str,
