@@ -118,7 +118,7 @@ pub struct SessionDetail {
 }
 
 /// Local messages kept aside because the replicated log disagreed with them and won.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SetAsideView {
     pub at: DateTime<Utc>,
     pub messages: usize,

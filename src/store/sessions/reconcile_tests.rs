@@ -19,6 +19,7 @@ fn msg(seq: u64, id: &str) -> StoredMessage {
         tokens: 3,
         usage: None,
         message: ChatMessage::user(id),
+        tool_status: None,
     }
 }
 
