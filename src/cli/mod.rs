@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch; each subcommand lives in its own file.
 
 mod agents;
+mod backup;
 mod bench_cmd;
 mod chat;
 mod demo;
@@ -173,6 +174,18 @@ enum Command {
     ///   hermes --config hermes.toml chat --agent helper
     #[command(verbatim_doc_comment)]
     Init(init::InitArgs),
+    /// Write a deployment's state to one file: an embedded data directory's sled trees (taken
+    /// by the `hermes serve` holding it, while it serves), or a NATS deployment's streams and
+    /// buckets. Sessions, memories, jobs, audit records — all of it.
+    ///
+    /// Example: hermes backup --out hermes.hermes-backup --data-dir data/hermes
+    Backup(backup::BackupArgs),
+    /// Restore a `hermes backup` file into a fresh deployment (an empty data directory, or a
+    /// nats-server without Hermes' streams), verifying it first; then start Hermes there and
+    /// every session continues.
+    ///
+    /// Example: hermes restore hermes.hermes-backup --data-dir data/restored
+    Restore(backup::RestoreArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -208,6 +221,8 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => load(true).and_then(|(c, r)| doctor::run(c, r, args)),
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
         Command::Init(args) => init::run(args),
+        Command::Backup(args) => all(false).and_then(|c| backup::backup(c, args)),
+        Command::Restore(args) => all(false).and_then(|c| backup::restore(c, args)),
     };
     // The spans of the run (a one-shot command, or `serve` after Ctrl-C) leave before exit.
     if let Some(traces) = traces {
@@ -240,6 +255,8 @@ impl Command {
             Command::Status(_) => "status",
             Command::Doctor(_) => "doctor",
             Command::Init(_) => "init",
+            Command::Backup(_) => "backup",
+            Command::Restore(_) => "restore",
         }
     }
 }

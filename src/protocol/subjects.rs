@@ -22,6 +22,7 @@
 //! | `hermes.memory.extract` | durable queue | finished turns to mine for memories |
 //! | `hermes.audit.<kind>` | pub | audit trail |
 //! | `hermes.status` | pub, every process | a status request; each process answers on its `reply_to` |
+//! | `hermes.backup` | req/reply, control socket only | a `hermes serve` on the embedded bus writes a backup of its data directory |
 
 /// Queue group names.
 pub mod groups {
@@ -62,6 +63,8 @@ pub const MEMORY_FORGET: &str = "hermes.memory.forget";
 pub const MEMORY_EXTRACT: &str = "hermes.memory.extract";
 /// Every process answers a status request here (not a queue group: all of them answer).
 pub const STATUS: &str = "hermes.status";
+/// `hermes backup` asks the serve holding a data directory, through its control socket.
+pub const BACKUP: &str = "hermes.backup";
 
 /// The `<kind>` of `hermes.audit.<kind>` subjects.
 pub mod audit_kinds {
