@@ -255,7 +255,7 @@ fn report(done: &str, file: &Path, manifest: &Manifest, json: bool) -> anyhow::R
         manifest.version
     );
     for (name, count) in manifest.trees.iter().chain(manifest.streams.iter()) {
-        println!("  {name:<28} {count}");
+        println!("  {name:<44} {count}");
     }
     Ok(())
 }
