@@ -557,6 +557,39 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         "{status}"
     );
 
+    // The backup role takes the deployment's streams and buckets, and puts them into a fresh
+    // server under the same permissions.
+    let backup_as = |url: &str, args: &[&str]| {
+        let output = hermes()
+            .envs(role_env("hermes-backup"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .args(["--bus", url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let err = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(output.status.success(), "hermes {args:?}: {text}\n{err}");
+        text
+    };
+    let file = dir.path().join("perm.hermes-backup");
+    let file = file.to_str().unwrap();
+    let written = backup_as(&url, &["backup", "--out", file]);
+    assert!(written.contains("HERMES_SESSION_LOG"), "{written}");
+    let fresh = nats_roles::start_server();
+    backup_as(&fresh.url(), &["restore", file]);
+    let violations: Vec<String> = fresh
+        .log()
+        .lines()
+        .filter(|l| l.contains("Violation"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "the restore was refused: {violations:#?}"
+    );
+
     // No Hermes process was refused anything it does.
     let log = nats.log();
     let refused: Vec<&str> = log
