@@ -60,11 +60,13 @@ pub async fn backup(
 
 /// Restore the backup at `path` into the JetStream account behind `snapshots`. Streams Hermes
 /// owns that hold messages are refused unless `force`, which replaces them; the whole file is
-/// verified before anything is written.
+/// verified before anything is written. `replicas` overrides each stream's replica count (a
+/// 3-node cluster's backup restored onto one node, or the other way round).
 pub async fn restore(
     snapshots: &dyn Snapshots,
     path: &Path,
     force: bool,
+    replicas: Option<usize>,
     progress: &dyn Progress,
 ) -> Result<Manifest, BackupError> {
     let manifest = super::archive::read_manifest(path)?;
@@ -121,7 +123,12 @@ pub async fn restore(
     });
     while let Some(frame) = rx.recv().await {
         match frame? {
-            Frame::Stream { name, config } => snapshots.recreate(&name, &config).await?,
+            Frame::Stream { name, mut config } => {
+                if let (Some(n), Some(fields)) = (replicas, config.as_object_mut()) {
+                    fields.insert("num_replicas".into(), n.max(1).into());
+                }
+                snapshots.recreate(&name, &config).await?
+            }
             Frame::StreamMessage {
                 subject,
                 headers,

@@ -63,6 +63,7 @@ session continues with its history, memories recall, jobs and audit records are 
 Examples:
   hermes restore backup.hermes-backup --data-dir /var/lib/hermes-new
   hermes restore nats.hermes-backup --bus nats://new-cluster:4222
+  hermes restore nats.hermes-backup --bus nats://127.0.0.1:4222 --replicas 1
   hermes restore --check backup.hermes-backup"))]
 pub struct RestoreArgs {
     /// The backup file (`hermes backup --out`).
@@ -72,6 +73,10 @@ pub struct RestoreArgs {
     /// Replace what the target holds (its data directory trees or Hermes' streams).
     #[arg(long)]
     force: bool,
+    /// NATS: store every stream with this many replicas instead of the backed-up count
+    /// (e.g. 1 when a 3-node cluster's backup goes onto a single server).
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
     /// Only print the manifest and verify the file; restore nothing.
     #[arg(long)]
     check: bool,
@@ -200,7 +205,14 @@ pub fn restore(mut config: Config, args: RestoreArgs) -> anyhow::Result<()> {
                 let snapshots = bus
                     .snapshots()
                     .context("this bus keeps no JetStream streams to restore into")?;
-                nats_streams::restore(snapshots.as_ref(), &file, args.force, bar.as_ref()).await?
+                nats_streams::restore(
+                    snapshots.as_ref(),
+                    &file,
+                    args.force,
+                    args.replicas,
+                    bar.as_ref(),
+                )
+                .await?
             }
             Way::Socket(dir, _) => anyhow::bail!(
                 "a hermes serve holds {}: stop it first — a restore writes into a data \

@@ -217,10 +217,16 @@ fn a_nats_deployment_backed_up_while_serving_continues_on_a_fresh_nats_server() 
     ok(&target, &["restore", file.to_str().unwrap(), "--bus", &url]);
     let (success, _, err) = cli(&target, &["restore", file.to_str().unwrap(), "--bus", &url]);
     assert!(!success && err.contains("--force"), "{err}");
-    ok(
-        &target,
-        &["restore", file.to_str().unwrap(), "--bus", &url, "--force"],
-    );
+    let force = [
+        file.to_str().unwrap(),
+        "--bus",
+        &url,
+        "--force",
+        "--replicas",
+        "1",
+    ];
+    let replaced = ok(&target, &[&["restore"][..], &force].concat());
+    assert!(replaced.contains("HERMES_SESSION_LOG"), "{replaced}");
 
     let _serve = Serve::start(&target, &url, "all");
     continues(&target, &bus, &bus);
