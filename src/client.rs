@@ -65,18 +65,35 @@ pub struct PendingCall {
 }
 
 impl SessionClient {
-    /// Subscribe to the session's events (before anything is sent, so none is missed).
+    /// Subscribe to the session's events (before anything is sent, so none is missed),
+    /// whoever their reader is: for a bus without permissions, Hermes' own services and
+    /// operators. A publisher held to its own events opens with [`SessionClient::open_reading`].
     pub async fn open(
         bus: SharedBus,
         agent: &str,
         session: &str,
         user: &str,
     ) -> Result<Self, ClientError> {
+        Self::open_reading(bus, agent, session, user, None).await
+    }
+
+    /// [`SessionClient::open`], subscribed to the events for `reader` only
+    /// (`hermes.out.<agent>.<session>.<reader>`, [`crate::config::publishers::reader_of`]) —
+    /// all a NATS user like config/nats/hermes.conf's `alice` or `shop` may read.
+    pub async fn open_reading(
+        bus: SharedBus,
+        agent: &str,
+        session: &str,
+        user: &str,
+        reader: Option<&str>,
+    ) -> Result<Self, ClientError> {
         subjects::check_id("user", user)?;
         let inbound = subjects::inbound(agent, session)?;
-        let events = bus
-            .subscribe_local(&subjects::outbound(agent, session)?)
-            .await?;
+        let pattern = match reader {
+            Some(reader) => subjects::outbound(agent, session, reader)?,
+            None => subjects::outbound_any_reader(agent, session)?,
+        };
+        let events = bus.subscribe_local(&pattern).await?;
         Ok(Self {
             bus,
             agent: agent.into(),
@@ -272,7 +289,7 @@ impl SessionClient {
     }
 }
 
-/// The turn event a message on `hermes.out.<agent>.<session>` carries; none (and a warning)
+/// The turn event a message on `hermes.out.<agent>.<session>.<reader>` carries; none (and a warning)
 /// when it is unreadable.
 pub fn event_of(msg: &crate::bus::Message) -> Option<TurnEvent> {
     if let Some(env) = msg

@@ -6,6 +6,7 @@
 
 pub mod a2a;
 pub mod actors;
+pub mod backup;
 pub mod bench;
 pub mod bus;
 pub mod client;

@@ -1,5 +1,5 @@
 //! Push notifications: when a served task's state changes (its turn's events on
-//! `hermes.out.<agent>.*`), each of its stored webhook configs gets the update as an A2A
+//! `hermes.out.<agent>.*.*`), each of its stored webhook configs gets the update as an A2A
 //! `StreamResponse` in an HTTP POST (`Content-Type: application/a2a+json`), authenticated as
 //! the config says (`Authorization: <scheme> <credentials>`, and its `token` in
 //! `X-A2A-Notification-Token`, as the official SDKs send it). A failed delivery is retried
@@ -21,7 +21,7 @@ use super::wire::{StreamResponse, TaskArtifactUpdateEvent, TaskPushNotificationC
 use crate::bus::{BusError, SharedBus};
 use crate::client::event_of;
 use crate::config::A2aConfig;
-use crate::protocol::TurnEvent;
+use crate::protocol::{subjects, TurnEvent};
 
 /// How often tasks with configs are looked at for an end no event reported.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -76,7 +76,7 @@ impl Notifier {
         let mut subs = Vec::new();
         for agent in &agents {
             subs.push(
-                bus.queue_subscribe(&format!("hermes.out.{agent}.*"), QUEUE)
+                bus.queue_subscribe(&format!("hermes.out.{agent}.*.*"), QUEUE)
                     .await?,
             );
         }
@@ -92,9 +92,10 @@ impl Notifier {
             let this = self.clone();
             tokio::spawn(async move {
                 while let Some(msg) = sub.next().await {
-                    let Some(session) = msg.subject.rsplit('.').next().map(str::to_owned) else {
+                    let Ok(address) = subjects::parse_outbound(&msg.subject) else {
                         continue;
                     };
+                    let session = address.session;
                     if let Some(event) = event_of(&msg) {
                         this.on_event(&session, &event).await;
                     }

@@ -1,7 +1,7 @@
 //! Sessions as the A2A side reaches them: over the bus, wherever they live (this process or
 //! another one on NATS). Messages, decisions and cancels go to `hermes.in.<agent>.<session>`;
 //! a session's durable state comes from `hermes.sessions.show` / `.list`; its events from
-//! `hermes.out.<agent>.<session>`.
+//! `hermes.out.<agent>.<session>.*`.
 
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ impl Sessions {
 
     /// Subscribe to the session's events (before sending, so none is missed).
     pub async fn events(&self, agent: &str, session: &str) -> Result<Subscription, SessionsError> {
-        let subject = subjects::outbound(agent, session)?;
+        let subject = subjects::outbound_any_reader(agent, session)?;
         Ok(self.bus.subscribe_local(&subject).await?)
     }
 

@@ -339,6 +339,7 @@ async fn publish_event(deps: &ActorDeps, job: &Envelope<ExtractJob>, event: Turn
         session: body.session.clone(),
         user: Some(body.user.clone()),
         trace_id: job.trace_id.clone(),
+        reader: crate::config::publishers::reader_of(&deps.config.bus.publishers, Some(&body.user)),
     };
     events::publish(deps.bus.as_ref(), &scope, event).await;
 }

@@ -204,11 +204,29 @@ async fn plan(
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let turn_id = body.turn_id;
-    let scope = EventScope {
-        agent: agent.unwrap_or_default(),
-        session: session.unwrap_or_default(),
-        user,
-        trace_id,
+    // The session named the subject (with its reader); the envelope's address is the fallback.
+    let stream_to = body
+        .stream_to
+        .as_deref()
+        .and_then(|s| subjects::parse_outbound(s).ok());
+    let scope = match stream_to {
+        Some(to) => EventScope {
+            agent: to.agent,
+            session: to.session,
+            user,
+            trace_id,
+            reader: to.reader,
+        },
+        None => EventScope {
+            agent: agent.unwrap_or_default(),
+            session: session.unwrap_or_default(),
+            reader: crate::config::publishers::reader_of(
+                &deps.config.bus.publishers,
+                user.as_deref(),
+            ),
+            user,
+            trace_id,
+        },
     };
     let forward = async {
         while let Some(text) = rx.recv().await {

@@ -1,4 +1,4 @@
-//! Publishing turn events on `hermes.out.<agent>.<session>` — the one place that builds their
+//! Publishing turn events on `hermes.out.<agent>.<session>.<reader>` — the one place that builds their
 //! envelopes, for the turn, the planner's streamed deltas, the memory-extractor's
 //! `memory.written` and the router's refusals.
 
@@ -20,6 +20,9 @@ pub struct EventScope {
     /// The session's user; `None` when the event answers a message that named none.
     pub user: Option<String>,
     pub trace_id: String,
+    /// Who may read the events: the last token of their subject
+    /// ([`crate::config::publishers::reader_of`]).
+    pub reader: String,
 }
 
 /// Publish `event` for `scope`; a failure is logged, never fatal (events are a view).
@@ -31,7 +34,7 @@ pub fn answer_event_id(turn_id: &str) -> String {
 }
 
 pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
-    let subject = match subjects::outbound(&scope.agent, &scope.session) {
+    let subject = match subjects::outbound(&scope.agent, &scope.session, &scope.reader) {
         Ok(subject) => subject,
         Err(e) => {
             tracing::warn!(error = %e, "turn event for an unaddressable session dropped");

@@ -19,6 +19,7 @@ pub mod pattern;
 pub mod retry;
 pub mod rpc;
 pub mod service;
+pub mod snapshot;
 pub mod socket;
 
 use std::pin::Pin;
@@ -411,6 +412,12 @@ pub trait Bus: Send + Sync + 'static {
     /// ([`auth::NatsAuth::identity`]): the messages it sends to sessions go to
     /// `hermes.in.<agent>.<session>.<identity>`. `None` on the embedded bus.
     fn identity(&self) -> Option<&str> {
+        None
+    }
+
+    /// The JetStream streams behind this bus, read and written whole (`hermes backup` /
+    /// `hermes restore`); `None` on the embedded bus.
+    fn snapshots(&self) -> Option<Arc<dyn snapshot::Snapshots>> {
         None
     }
 

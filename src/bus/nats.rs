@@ -22,6 +22,7 @@ mod kv;
 mod local;
 mod log;
 mod permissions;
+mod snapshot;
 mod trace;
 
 use std::collections::HashSet;
@@ -445,6 +446,12 @@ impl Bus for NatsBus {
 
     fn identity(&self) -> Option<&str> {
         self.identity.as_deref()
+    }
+
+    fn snapshots(&self) -> Option<Arc<dyn crate::bus::snapshot::Snapshots>> {
+        Some(Arc::new(snapshot::NatsSnapshots::new(
+            self.jetstream.clone(),
+        )))
     }
 
     /// The server answers a subscription it refuses with an error of its own, read before the

@@ -40,6 +40,7 @@ pub const SUBJECTS: &[&str] = &[
     subjects::MEMORY_FORGET,
     subjects::MCP_CATALOG,
     subjects::MCP_AUDIT,
+    subjects::BACKUP,
 ];
 
 /// Largest reply the client reads.

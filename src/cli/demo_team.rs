@@ -180,8 +180,8 @@ async fn follow(
 }
 
 fn decode(subject: &str, payload: &[u8], start: Instant) -> Option<Seen> {
-    let mut tokens = subject.splitn(4, '.').skip(2);
-    let (agent, session) = (tokens.next()?.to_string(), tokens.next()?.to_string());
+    let address = hermes::protocol::subjects::parse_outbound(subject).ok()?;
+    let (agent, session) = (address.agent, address.session);
     let envelope = Envelope::decode(payload, usize::MAX).ok()?;
     let event = envelope
         .into_typed::<TurnEvent>(kinds::TURN_EVENT)

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch; each subcommand lives in its own file.
 
 mod agents;
+mod backup;
 mod bench_cmd;
 mod chat;
 mod demo;
@@ -182,6 +183,18 @@ enum Command {
     ///   hermes schema --out schema     # every document (schema/ in the repository)
     #[command(verbatim_doc_comment)]
     Schema(schema::SchemaArgs),
+    /// Write a deployment's state to one file: an embedded data directory's sled trees (taken
+    /// by the `hermes serve` holding it, while it serves), or a NATS deployment's streams and
+    /// buckets. Sessions, memories, jobs, audit records — all of it.
+    ///
+    /// Example: hermes backup --out hermes.hermes-backup --data-dir data/hermes
+    Backup(backup::BackupArgs),
+    /// Restore a `hermes backup` file into a fresh deployment (an empty data directory, or a
+    /// nats-server without Hermes' streams), verifying it first; then start Hermes there and
+    /// every session continues.
+    ///
+    /// Example: hermes restore hermes.hermes-backup --data-dir data/restored
+    Restore(backup::RestoreArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -218,6 +231,8 @@ pub fn main() -> ExitCode {
         Command::Mcp(command) => mcp::run(cli.config.clone(), command),
         Command::Init(args) => init::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Backup(args) => all(false).and_then(|c| backup::backup(c, args)),
+        Command::Restore(args) => all(false).and_then(|c| backup::restore(c, args)),
     };
     // The spans of the run (a one-shot command, or `serve` after Ctrl-C) leave before exit.
     if let Some(traces) = traces {
@@ -251,6 +266,8 @@ impl Command {
             Command::Doctor(_) => "doctor",
             Command::Init(_) => "init",
             Command::Schema(_) => "schema",
+            Command::Backup(_) => "backup",
+            Command::Restore(_) => "restore",
         }
     }
 }

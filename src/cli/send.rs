@@ -101,12 +101,29 @@ pub(crate) fn apply(mut config: Config, target: &Target) -> Arc<Config> {
     Arc::new(config)
 }
 
+/// A client of `agent`/`session` as `user`. A process with a NATS identity reads only the
+/// events for the session's reader (`hermes.out.<agent>.<session>.<reader>`, the reader
+/// computed from `[bus.publishers]` as the engine does): that is what a person's or a
+/// publisher's credential may subscribe to. Without one (no permissions), any reader's.
+pub(super) async fn open_client(
+    bus: SharedBus,
+    config: &Config,
+    agent: &str,
+    session: &str,
+    user: &str,
+) -> anyhow::Result<SessionClient> {
+    let reader = bus
+        .identity()
+        .map(|_| hermes::config::publishers::reader_of(&config.bus.publishers, Some(user)));
+    Ok(SessionClient::open_reading(bus, agent, session, user, reader.as_deref()).await?)
+}
+
 pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
     let config = apply(config, &args.target);
     let t = args.target;
     with_engine_runtime(|io| async move {
-        let (bus, engine) = connect(config, io).await?;
-        let mut client = SessionClient::open(bus, &t.agent, &t.session, &t.user).await?;
+        let (bus, engine) = connect(config.clone(), io).await?;
+        let mut client = open_client(bus, &config, &t.agent, &t.session, &t.user).await?;
         let mut printer = Printer::default();
         let json = args.json;
         let timeout = Duration::from_secs(t.timeout);

@@ -78,6 +78,7 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         report_mcp(&engine);
         let _mcp_http = start_mcp_http(&engine, &io).await?;
         let socket = start_control_socket(&engine, &io).await;
+        let _backups = serve_backups(&engine, &io).await;
         eprintln!(
             "hermes: serving [{}] on {} (data: {}); Ctrl-C stops",
             args.actors,
@@ -160,6 +161,39 @@ async fn start_control_socket(
         }
         Err(e) => {
             eprintln!("hermes: the control socket did not start: {e}");
+            None
+        }
+    }
+}
+
+/// `hermes.backup` on the embedded bus: `hermes backup` asks this process, through the control
+/// socket, for a backup of the data directory it holds. (On NATS the backup reads the streams,
+/// and the data directory is a cache of them.)
+async fn serve_backups(
+    engine: &Engine,
+    io: &tokio::runtime::Handle,
+) -> Option<hermes::bus::Serving> {
+    let db = engine.db.clone()?;
+    if engine.bus.backend() != hermes::bus::BusBackend::Embedded {
+        return None;
+    }
+    let bus = engine.bus.clone();
+    let service =
+        hermes::backup::service::BackupService::new(db, engine.config.engine.data_dir.clone());
+    let serving = io
+        .spawn(async move {
+            bus.serve(hermes::protocol::subjects::BACKUP, "backup", service)
+                .await
+        })
+        .await;
+    match serving {
+        Ok(Ok(serving)) => Some(serving),
+        Ok(Err(e)) => {
+            eprintln!("hermes: `hermes backup` cannot reach this process: {e}");
+            None
+        }
+        Err(e) => {
+            eprintln!("hermes: `hermes backup` cannot reach this process: {e}");
             None
         }
     }

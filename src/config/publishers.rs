@@ -13,6 +13,12 @@
 //!   which make the engine write to another session's turn or publish on a subject of the
 //!   sender's choice.
 //!
+//! Outputs are bound the same way ([`reader_of`]): a session's events go to
+//! `hermes.out.<agent>.<session>.<reader>`, where `<reader>` is the publisher that speaks for
+//! the session's user by name or prefix (`shop` for `cust-42`), else the user itself (a person
+//! with her own NATS user). hermes.conf lets each publisher subscribe to its own token only,
+//! so a person reads her own sessions and a publisher the sessions of its users.
+//!
 //! `bind_user = "subject"` refuses the short form `hermes.in.<agent>.<session>` (which names
 //! nobody), and makes every `[[triggers]]` name the `publisher` of its subject: a trigger's
 //! user comes from the event, so it is held to that publisher's users. With `"off"` (the
@@ -70,7 +76,7 @@ pub enum BindError {
     #[error(
         "publisher `{publisher}` may not set `{field}`: only Hermes' own services do \
          ([bus.publishers.{publisher}] internal = true); leave it out and read the answer on \
-         hermes.out.<agent>.<session>"
+         hermes.out.<agent>.<session>.<your NATS identity>"
     )]
     InternalField {
         publisher: String,
@@ -176,6 +182,34 @@ pub fn service_entry_missing(
     })
 }
 
+/// Who may read the events of `user`'s sessions: the publisher whose `users` name `user`
+/// exactly, else the one with the longest matching `prefix*` (a catch-all `*` — Hermes' own
+/// services, operators — reads everything anyway and never makes a reader), else `user`
+/// itself (a person speaking as herself). A message that named no user:
+/// [`subjects::NO_READER`](crate::protocol::subjects::NO_READER).
+pub fn reader_of(publishers: &BTreeMap<String, PublisherConfig>, user: Option<&str>) -> String {
+    let Some(user) = user else {
+        return crate::protocol::subjects::NO_READER.to_string();
+    };
+    // (exact match, prefix length, name): the greatest wins; the name breaks ties stably.
+    let mut best: Option<(bool, usize, &str)> = None;
+    for (name, publisher) in publishers {
+        for pattern in publisher.users.iter().flatten() {
+            let rank = match pattern.strip_suffix('*') {
+                Some("") => continue,
+                Some(prefix) if user.starts_with(prefix) => (false, prefix.len(), name.as_str()),
+                Some(_) => continue,
+                None if pattern == user => (true, pattern.len(), name.as_str()),
+                None => continue,
+            };
+            if best.is_none_or(|b| (rank.0, rank.1) > (b.0, b.1)) {
+                best = Some(rank);
+            }
+        }
+    }
+    best.map_or_else(|| user.to_string(), |(_, _, name)| name.to_string())
+}
+
 /// `*` is any user, `prefix*` any user starting so, anything else that user exactly.
 fn matches(pattern: &str, user: &str) -> bool {
     match pattern.strip_suffix('*') {
@@ -229,6 +263,29 @@ mod tests {
         );
         map.insert("mute".to_string(), PublisherConfig::default());
         map
+    }
+
+    #[test]
+    fn a_sessions_events_are_read_by_the_publisher_of_its_user_or_the_user_alone() {
+        let mut map = publishers();
+        map.insert(
+            "vip-desk".to_string(),
+            PublisherConfig {
+                users: Some(vec!["cust-vip-*".into()]),
+                internal: false,
+            },
+        );
+        assert_eq!(reader_of(&map, Some("cust-42")), "shop");
+        assert_eq!(
+            reader_of(&map, Some("cust-vip-1")),
+            "vip-desk",
+            "longest prefix"
+        );
+        assert_eq!(reader_of(&map, Some("ops")), "shop", "an exact user");
+        // Only catch-alls speak for her: she reads her own.
+        assert_eq!(reader_of(&map, Some("alice")), "alice");
+        assert_eq!(reader_of(&BTreeMap::new(), Some("u-1")), "u-1");
+        assert_eq!(reader_of(&map, None), "_");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Sessions on the wire: inbound user messages and confirmations with their acknowledgements,
 //! planning and summarising requests, session search, and every turn event published on
-//! `hermes.out.<agent>.<session>`.
+//! `hermes.out.<agent>.<session>.<reader>`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -154,7 +154,7 @@ pub struct RecalledMemory {
     pub score: f64,
 }
 
-/// Everything published on `hermes.out.<agent>.<session>`.
+/// Everything published on `hermes.out.<agent>.<session>.<reader>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]

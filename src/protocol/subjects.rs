@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `hermes.in.<agent>.<session>` | pub or req/reply, queue `session` | a user message or external event for a session |
 //! | `hermes.in.<agent>.<session>.<publisher>` | the same | the same, from the publisher whose NATS identity may use that last token: its `user` is checked against `[bus.publishers]` |
-//! | `hermes.out.<agent>.<session>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error` |
+//! | `hermes.out.<agent>.<session>.<reader>` | pub | turn events: `turn.started`, `delta`, `tool.call`, `tool.result`, `answer`, `error`; `<reader>` is who may read them: the publisher that speaks for the session's user (`shop` for `cust-*`), else the user itself (a person), `_` for a message that named no user |
 //! | `hermes.plan` | req/reply, queue `planner` | one planning step |
 //! | `hermes.summarise` | req/reply, queue `planner` | fold older turns into the history summary |
 //! | `hermes.sessions.search` | req/reply, queue `session` | BM25 search over a user's past messages |
@@ -22,6 +22,7 @@
 //! | `hermes.memory.extract` | durable queue | finished turns to mine for memories |
 //! | `hermes.audit.<kind>` | pub | audit trail |
 //! | `hermes.status` | pub, every process | a status request; each process answers on its `reply_to` |
+//! | `hermes.backup` | req/reply, control socket only | a `hermes serve` on the embedded bus writes a backup of its data directory |
 
 /// Queue group names.
 pub mod groups {
@@ -66,6 +67,8 @@ pub const MEMORY_FORGET: &str = "hermes.memory.forget";
 pub const MEMORY_EXTRACT: &str = "hermes.memory.extract";
 /// Every process answers a status request here (not a queue group: all of them answer).
 pub const STATUS: &str = "hermes.status";
+/// `hermes backup` asks the serve holding a data directory, through its control socket.
+pub const BACKUP: &str = "hermes.backup";
 
 /// The `<kind>` of `hermes.audit.<kind>` subjects.
 pub mod audit_kinds {
@@ -192,11 +195,61 @@ pub fn parse_inbound_address(subject: &str) -> Result<InboundAddress, IdError> {
     })
 }
 
-/// `hermes.out.<agent>.<session>`
-pub fn outbound(agent: &str, session: &str) -> Result<String, IdError> {
+/// The `<reader>` of the events of a message that named no user (a refused envelope).
+pub const NO_READER: &str = "_";
+
+/// `hermes.out.<agent>.<session>.<reader>`: the session's events, for `reader` — the one NATS
+/// identity (besides Hermes' own services and operators) a server like
+/// config/nats/hermes.conf lets read them.
+pub fn outbound(agent: &str, session: &str, reader: &str) -> Result<String, IdError> {
     check_id("agent", agent)?;
     check_id("session", session)?;
-    Ok(format!("hermes.out.{agent}.{session}"))
+    check_id("reader", reader)?;
+    Ok(format!("hermes.out.{agent}.{session}.{reader}"))
+}
+
+/// `hermes.out.<agent>.<session>.*`: the session's events whoever reads them (for Hermes'
+/// own services and operators, whose permissions allow `hermes.out.>`).
+pub fn outbound_any_reader(agent: &str, session: &str) -> Result<String, IdError> {
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    Ok(format!("hermes.out.{agent}.{session}.*"))
+}
+
+/// Where a turn event was published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundAddress {
+    pub agent: String,
+    pub session: String,
+    pub reader: String,
+}
+
+/// Split `hermes.out.<agent>.<session>.<reader>`, checking every token.
+pub fn parse_outbound(subject: &str) -> Result<OutboundAddress, IdError> {
+    let not_outbound = |reason| IdError {
+        what: "outbound subject",
+        value: subject.chars().take(80).collect(),
+        reason,
+    };
+    let rest = subject
+        .strip_prefix("hermes.out.")
+        .ok_or(not_outbound("it does not start with `hermes.out.`"))?;
+    let mut tokens = rest.split('.');
+    let (Some(agent), Some(session), Some(reader), None) =
+        (tokens.next(), tokens.next(), tokens.next(), tokens.next())
+    else {
+        return Err(not_outbound(
+            "it is not `hermes.out.<agent>.<session>.<reader>`",
+        ));
+    };
+    check_id("agent", agent)?;
+    check_id("session", session)?;
+    check_id("reader", reader)?;
+    Ok(OutboundAddress {
+        agent: agent.to_string(),
+        session: session.to_string(),
+        reader: reader.to_string(),
+    })
 }
 
 /// `hermes.tool.<name>`
@@ -284,5 +337,28 @@ mod tests {
         assert!(parse_inbound_address("hermes.in.shop").is_err());
         assert!(parse_inbound_address("hermes.in.shop.s1.*").is_err());
         assert!(inbound_from("shop", "s1", Some("a.b")).is_err());
+    }
+
+    #[test]
+    fn an_outbound_subject_names_its_reader_and_round_trips() {
+        let s = outbound("shop", "s1", "alice").unwrap();
+        assert_eq!(s, "hermes.out.shop.s1.alice");
+        let address = parse_outbound(&s).unwrap();
+        assert_eq!(
+            (
+                address.agent.as_str(),
+                address.session.as_str(),
+                address.reader.as_str()
+            ),
+            ("shop", "s1", "alice")
+        );
+        assert!(outbound("shop", "s1", "*").is_err());
+        assert!(outbound("shop", "s1", "a.b").is_err());
+        assert!(parse_outbound("hermes.out.shop.s1").is_err());
+        assert!(parse_outbound("hermes.out.shop.s1.alice.x").is_err());
+        assert_eq!(
+            outbound_any_reader("shop", "s1").unwrap(),
+            "hermes.out.shop.s1.*"
+        );
     }
 }

@@ -463,7 +463,7 @@ pub const DEFERRED_VIA: &str = "deferred";
 /// Stop a job whose turn no longer waits for it (the turn was cancelled or failed), on
 /// `hermes.jobs.cancel`. Work a tool deferred to a backend (an MCP server's task) is
 /// cancelled there; other jobs run to their end.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobCancelRequest {
     pub job_id: String,
     #[serde(default)]
@@ -471,7 +471,7 @@ pub struct JobCancelRequest {
 }
 
 /// What a [`JobCancelRequest`] did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobCancelReply {
     /// The backend was asked to stop the job's work.
     pub cancelled: bool,

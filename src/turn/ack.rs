@@ -113,6 +113,7 @@ mod tests {
             session: "s".into(),
             user: Some("u".into()),
             trace_id: "t".into(),
+            reader: "u".into(),
         }
     }
 

@@ -407,6 +407,7 @@ pub(super) async fn report(
         session: parent.session.clone(),
         user: Some(meta.user.clone()),
         trace_id: record.trace_id.clone(),
+        reader: crate::config::publishers::reader_of(&env.config.bus.publishers, Some(&meta.user)),
     };
     env.ports.publish_job_event(&scope, event).await;
 }

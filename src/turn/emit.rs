@@ -23,7 +23,7 @@ impl Emitter {
         Self {
             ports: env.ports.clone(),
             ack: env.ack.clone(),
-            scope: scope_of(meta, trace_id),
+            scope: scope_of(env, meta, trace_id),
         }
     }
 
@@ -41,11 +41,12 @@ impl Emitter {
 
 /// The session `meta` and its user, in trace `trace_id`: whom a turn's events and requests
 /// are for.
-pub(super) fn scope_of(meta: &SessionMeta, trace_id: &str) -> EventScope {
+pub(super) fn scope_of(env: &TurnEnv, meta: &SessionMeta, trace_id: &str) -> EventScope {
     EventScope {
         agent: meta.agent.clone(),
         session: meta.session.clone(),
         user: Some(meta.user.clone()),
         trace_id: trace_id.to_string(),
+        reader: crate::config::publishers::reader_of(&env.config.bus.publishers, Some(&meta.user)),
     }
 }

@@ -302,6 +302,6 @@ async fn enqueue_extraction(
             ChatMessage::assistant(answer.to_string()),
         ],
     };
-    let scope = super::emit::scope_of(meta, &record.trace_id);
+    let scope = super::emit::scope_of(env, meta, &record.trace_id);
     env.ports.enqueue_extraction(&scope, job).await
 }

@@ -278,7 +278,7 @@ fn recall_ahead(
         .memory
         .read
         .clone();
-    let scope = super::emit::scope_of(meta, &msg.envelope.trace_id);
+    let scope = super::emit::scope_of(env, meta, &msg.envelope.trace_id);
     let (env, user, text, turn_id) = (
         env.clone(),
         meta.user.clone(),

@@ -417,7 +417,8 @@ async fn plan(
         step: state.task.turn.as_ref().map_or(0, |t| t.step),
         messages,
         tools: tools.to_vec(),
-        stream_to: subjects::outbound(&meta.agent, &meta.session).ok(),
+        stream_to: subjects::outbound(&meta.agent, &meta.session, &state.emitter.scope().reader)
+            .ok(),
         model: Some(agent.model.clone()).filter(|m| m != "planner"),
     };
     // A planner in this task streams to the turn, which publishes the deltas through its

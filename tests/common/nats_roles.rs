@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use super::nats_server::NatsServer;
 
 /// Every user of the shipped configuration and the variable holding its password there.
-pub const USERS: [(&str, &str); 9] = [
+pub const USERS: [(&str, &str); 10] = [
     ("hermes-session", "HERMES_SESSION_PASSWORD"),
     ("hermes-planner", "HERMES_PLANNER_PASSWORD"),
     ("hermes-tools", "HERMES_TOOLS_PASSWORD"),
     ("hermes-mcp", "HERMES_MCP_PASSWORD"),
     ("hermes-memory", "HERMES_MEMORY_PASSWORD"),
     ("hermes-ops", "HERMES_OPS_PASSWORD"),
+    ("hermes-backup", "HERMES_BACKUP_PASSWORD"),
     ("shop", "SHOP_PASSWORD"),
     ("alice", "ALICE_PASSWORD"),
     ("worker-word-count", "WORKER_WORD_COUNT_PASSWORD"),

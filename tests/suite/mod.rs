@@ -2,6 +2,7 @@ mod a2a_delegate;
 mod a2a_server;
 mod agents;
 mod anthropic_provider;
+mod backup;
 mod bad_input;
 mod bus_contract;
 mod chat_terminal;

@@ -3,7 +3,9 @@
 //! every Hermes service runs in its own `hermes serve` under its role's credential, the Python
 //! worker under its own, and plain NATS clients act as the shop, alice and the operators.
 //!
-//! Shown: each refusal (a publisher reaching memory, tools, the planner, jobs, another
+//! Shown: each refusal (a publisher reaching memory, tools, the planner, jobs, another user's
+//! session events (alice cannot read the shop's customers' or another person's, the shop not
+//! alice's), another
 //! publisher's or another agent's subjects, the JetStream API or other clients' inboxes; a
 //! worker serving a tool it was not given; a user the publisher may not speak for; a trigger
 //! event naming such a user; a service started under another role's credential) — and that a
@@ -226,8 +228,11 @@ async fn refusals(
         shop.publish_is_refused(subject).await;
     }
     for subject in [
-        "hermes.out.triage.s1", // another agent's events
-        "_INBOX.>",             // everybody's replies
+        "hermes.out.triage.s1.shop",      // another agent's events
+        "hermes.out.assistant.>",         // every user's events
+        "hermes.out.assistant.a-1.alice", // a person's session
+        "hermes.out.assistant.*.alice",
+        "_INBOX.>", // everybody's replies
         "_INBOX.hermes-session.>",
         "hermes.memory.>",
         "hermes.tool.order_lookup",
@@ -239,6 +244,16 @@ async fn refusals(
     alice
         .publish_is_refused("hermes.in.assistant.s1.shop")
         .await;
+    // alice reads her own sessions only: not another user's, not the shop's customers'.
+    for subject in [
+        "hermes.out.assistant.>",
+        "hermes.out.assistant.perm-1.shop",
+        "hermes.out.assistant.*.shop",
+        "hermes.out.assistant.b-1.bob",
+        "hermes.out.assistant.*.*",
+    ] {
+        alice.subscribe_is_refused(subject).await;
+    }
     // The worker serves its tool only, and publishes nothing but answers.
     let stolen = worker
         .subscribe_is_refused("hermes.tool.order_lookup")
@@ -247,7 +262,9 @@ async fn refusals(
     worker
         .publish_is_refused("hermes.in.assistant.s1.worker-word-count")
         .await;
-    worker.publish_is_refused("hermes.out.assistant.s1").await;
+    worker
+        .publish_is_refused("hermes.out.assistant.s1.worker-word-count")
+        .await;
     // A request the server refused reaches nobody: the memory service is up, but silent.
     let recall = Envelope::request(RecallRequest {
         user: "u-1001".into(),
@@ -298,11 +315,18 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         let worker = RawClient::connect(&url, "worker-word-count").await;
         let ops = RawClient::connect(&url, "hermes-ops").await;
         let mut audit = ops.client.subscribe("hermes.audit.>").await.unwrap();
+        // Each reads the events of its own users' sessions, and only those.
         let mut events = shop
             .client
-            .subscribe("hermes.out.assistant.>")
+            .subscribe("hermes.out.assistant.*.shop")
             .await
             .unwrap();
+        let mut alice_events = alice
+            .client
+            .subscribe("hermes.out.assistant.*.alice")
+            .await
+            .unwrap();
+        alice.client.flush().await.unwrap();
         let mut replies = shop.client.subscribe("shop.orders.*.reply").await.unwrap();
         shop.client.flush().await.unwrap();
         ops.client.flush().await.unwrap();
@@ -408,6 +432,17 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         send(&alice, "a-1", "alice", UserMessage::text("hi"))
             .await
             .expect("alice as herself is accepted");
+        // Her refused message's error came to her, then her answer.
+        let refused = turn_events(&mut alice_events, "a-1").await;
+        assert!(
+            matches!(refused.as_slice(), [TurnEvent::Error { code, .. }] if code == "user_not_allowed"),
+            "{refused:?}"
+        );
+        let hers = turn_events(&mut alice_events, "a-1").await;
+        assert!(
+            matches!(hers.last(), Some(TurnEvent::Answer { text, .. }) if text == "ok"),
+            "alice reads her own answer: {hers:?}"
+        );
 
         // A trigger event: its customer must be one the shop may speak for.
         let event = |customer: &str, id: &str| {
@@ -439,13 +474,29 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
 
         for (client, allowed) in [
             (&shop, "hermes.in.assistant.perm-1.shop"),
-            (&shop, "hermes.out.assistant.>"),
+            (&shop, "hermes.out.assistant.*.shop"),
             (&shop, "shop.orders.A1.delayed"),
             (&alice, "hermes.in.assistant.a-1.alice"),
+            (&alice, "hermes.out.assistant.*.alice"),
         ] {
             client.never_refused(allowed);
         }
     });
+
+    // The shop's own example publisher, as the shop: its event answered on its reply subject.
+    let published = std::process::Command::new(crate::common::python_worker::find_python())
+        .arg(nats_roles::repo_file("examples/publish_event.py"))
+        .args(["--url", &url, "--user", "shop", "--order", "B9"])
+        .args(["--customer", "cust-9", "--timeout", "60"])
+        .env("NATS_PASSWORD", nats_roles::password("shop"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&published.stdout);
+    assert!(
+        published.status.success() && said.contains("Sorry: your parcel is on its way."),
+        "publish_event.py as shop: {said}\n{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
 
     // The operators' CLI, as itself.
     let ops = |args: &[&str]| {
@@ -473,6 +524,21 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         "hello",
     ]);
     assert!(sent.contains("ok"), "{sent}");
+    // The CLI as a person, under her own rules: her message, her answer.
+    let output = hermes()
+        .envs(role_env("alice"))
+        .arg("--config")
+        .arg(&config)
+        .args(["send", "--bus", &url, "--session", "a-2", "--user", "alice"])
+        .args(["--text", "hello"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.contains("ok"),
+        "hermes send as alice: {text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let audit = ops(&["mcp", "audit", "--bus", &url, "--limit", "5"]);
     assert!(audit.contains("search_products"), "{audit}");
     let mounted = ops(&["mcp", "status", "--bus", &url]);
@@ -489,6 +555,39 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         status["processes"].as_array().map(Vec::len),
         Some(5),
         "{status}"
+    );
+
+    // The backup role takes the deployment's streams and buckets, and puts them into a fresh
+    // server under the same permissions.
+    let backup_as = |url: &str, args: &[&str]| {
+        let output = hermes()
+            .envs(role_env("hermes-backup"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .args(["--bus", url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let err = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(output.status.success(), "hermes {args:?}: {text}\n{err}");
+        text
+    };
+    let file = dir.path().join("perm.hermes-backup");
+    let file = file.to_str().unwrap();
+    let written = backup_as(&url, &["backup", "--out", file]);
+    assert!(written.contains("HERMES_SESSION_LOG"), "{written}");
+    let fresh = nats_roles::start_server();
+    backup_as(&fresh.url(), &["restore", file]);
+    let violations: Vec<String> = fresh
+        .log()
+        .lines()
+        .filter(|l| l.contains("Violation"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "the restore was refused: {violations:#?}"
     );
 
     // No Hermes process was refused anything it does.

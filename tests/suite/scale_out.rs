@@ -323,7 +323,9 @@ async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
                 continue;
             };
             if v["body"]["type"] == "answer" {
-                let session = message.subject.rsplit('.').next().unwrap().to_string();
+                let session = hermes::protocol::subjects::parse_outbound(&message.subject)
+                    .unwrap()
+                    .session;
                 let text = v["body"]["text"].as_str().unwrap_or_default().to_string();
                 let id = v["id"].as_str().unwrap_or_default().to_string();
                 let mut seen = seen.lock().unwrap();

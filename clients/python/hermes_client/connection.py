@@ -22,11 +22,13 @@ class Connection:
     """A NATS connection that speaks Hermes envelopes."""
 
     def __init__(self, nc: Any, observer: Optional[WireObserver] = None,
-                 publisher: Optional[str] = None):
+                 publisher: Optional[str] = None, reader: Optional[str] = None):
         self.nc = nc
         self.observer = observer
         #: The bus identity messages to sessions are sent as (`hermes.in.….<publisher>`).
         self.publisher = publisher
+        #: Whose events sessions subscribe to (`hermes.out.….<reader>`); None: everyone's.
+        self.reader = reader
 
     def seen(self, direction: str, subject: str, envelope: Envelope) -> None:
         if self.observer is not None:
@@ -56,13 +58,15 @@ async def connect(url: str = "nats://127.0.0.1:4222", *, user: Optional[str] = N
                   password: Optional[str] = None, token: Optional[str] = None,
                   nkeys_seed: Optional[str] = None, credentials: Optional[str] = None,
                   inbox_prefix: Optional[str] = None, publisher: Optional[str] = None,
-                  observer: Optional[WireObserver] = None, **options: Any) -> Connection:
+                  reader: Optional[str] = None, observer: Optional[WireObserver] = None, **options: Any) -> Connection:
     """Connect to the NATS server Hermes runs on.
 
     `inbox_prefix` defaults to `_INBOX.<user>` when a user is given (the shipped permissions
     let each user receive replies only there). `publisher` is the bus identity messages to
     sessions are sent as; it defaults to `user` (the subject `hermes.in.<agent>.<session>.<user>`
-    is the one a restricted user may publish on)."""
+    is the one a restricted user may publish on). `reader` is whose turn events sessions
+    follow (`hermes.out.<agent>.<session>.<reader>`): it defaults to `publisher` when a user
+    is given — the one a restricted identity may read — else to every reader (`….*`)."""
     if user is not None:
         options.update(user=user, password=password or "")
         inbox_prefix = inbox_prefix or f"_INBOX.{user}"
@@ -75,7 +79,10 @@ async def connect(url: str = "nats://127.0.0.1:4222", *, user: Optional[str] = N
     if inbox_prefix is not None:
         options["inbox_prefix"] = inbox_prefix
     nc = await nats.connect(url, **options)
-    return Connection(nc, observer, publisher if publisher is not None else user)
+    publisher = publisher if publisher is not None else user
+    if reader is None and user is not None:
+        reader = publisher
+    return Connection(nc, observer, publisher, reader)
 
 
 def dumps(value: Any) -> bytes:

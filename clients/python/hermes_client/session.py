@@ -40,7 +40,7 @@ class Turn:
 
 
 class Session:
-    """`hermes.in.<agent>.<session>` to talk, `hermes.out.<agent>.<session>` to listen.
+    """`hermes.in.<agent>.<session>` to talk, `hermes.out.<agent>.<session>.<reader>` to listen.
 
     Open it with `await Session.open(...)` (or `Hermes.session`): it subscribes to the events
     before anything is sent, so none is missed."""
@@ -63,7 +63,7 @@ class Session:
             if envelope.kind == "turn.event" and isinstance(envelope.body, dict):
                 await self._events.put(parse_event(envelope.body))
 
-        self._sub = await conn.nc.subscribe(subjects.outbound(agent, session), cb=on_event)
+        self._sub = await conn.nc.subscribe(subjects.outbound(agent, session, conn.reader), cb=on_event)
         await conn.nc.flush()
         return self
 

@@ -38,9 +38,21 @@ def inbound(agent: str, session: str, publisher: str | None = None) -> str:
     return subject
 
 
-def outbound(agent: str, session: str) -> str:
-    """`hermes.out.<agent>.<session>`: the session's turn events."""
-    return f"hermes.out.{check_id('agent', agent)}.{check_id('session', session)}"
+#: The reader token of events whose message named no user.
+NO_READER = "_"
+
+
+def outbound(agent: str, session: str, reader: str | None = None) -> str:
+    """`hermes.out.<agent>.<session>.<reader>`: the session's turn events for `reader` — the
+    publisher whose `[bus.publishers]` users name the session's user, else that user (`_`
+    when the message named none). `None`: `….*`, whoever they are for (a server with
+    permissions refuses that to a restricted identity; pass its name)."""
+    prefix = f"hermes.out.{check_id('agent', agent)}.{check_id('session', session)}"
+    if reader is None:
+        return f"{prefix}.*"
+    if reader == NO_READER:
+        return f"{prefix}.{NO_READER}"
+    return f"{prefix}.{check_id('reader', reader)}"
 
 
 def tool(name: str) -> str:

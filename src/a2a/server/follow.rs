@@ -1,4 +1,4 @@
-//! Following a task as it runs: the turn's events on `hermes.out.<agent>.<session>` become
+//! Following a task as it runs: the turn's events on `hermes.out.<agent>.<session>.<reader>` become
 //! A2A status and artifact updates, until the task ends (`COMPLETED`, `FAILED`, `CANCELED`) or
 //! waits for the client (`INPUT_REQUIRED`).
 //!

@@ -198,6 +198,11 @@ pub(super) async fn refuse(bus: &SharedBus, msg: &BusMessage, refusal: &Refusal)
             session: session.clone(),
             user: None,
             trace_id: uuid::Uuid::now_v7().to_string(),
+            // The sender the subject names may read why it was refused; nobody else.
+            reader: subjects::parse_inbound_address(&msg.subject)
+                .ok()
+                .and_then(|a| a.publisher)
+                .unwrap_or_else(|| subjects::NO_READER.to_string()),
         };
         let event = TurnEvent::Error {
             turn_id: None,

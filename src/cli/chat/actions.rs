@@ -1,7 +1,6 @@
 //! What each slash command does: switch session or agent, list sessions and memories,
 //! forget one, decide a waiting call, cancel, help.
 
-use hermes::client::SessionClient;
 use hermes::protocol::{subjects, TurnPhase};
 use hermes::protocol::{
     Memory, MemoryForgetRequest, MemoryListRequest, SessionListRequest, SessionSummary,
@@ -49,8 +48,14 @@ impl Chat {
     /// Talk to `agent` in `session` from now on.
     async fn talk_to(&mut self, agent: String, session: String) -> anyhow::Result<()> {
         subjects::check_id("session", &session)?;
-        let client =
-            SessionClient::open(self.bus.clone(), &agent, &session, &self.who.user).await?;
+        let client = crate::cli::send::open_client(
+            self.bus.clone(),
+            &self.config,
+            &agent,
+            &session,
+            &self.who.user,
+        )
+        .await?;
         let left: Vec<String> = self.background.drain().collect();
         for turn in left {
             let note = format!(

@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use hermes::client::SessionClient;
 use hermes::config::Config;
 
 use super::reach::Asker;
@@ -77,7 +76,8 @@ pub fn run(config: Config, args: ChatArgs, logs: Option<PathBuf>) -> anyhow::Res
     with_engine_runtime(|io| async move {
         let (bus, engine) = connect(config.clone(), io).await?;
         let mut client =
-            SessionClient::open(bus.clone(), &who.agent, &who.session, &who.user).await?;
+            super::send::open_client(bus.clone(), &config, &who.agent, &who.session, &who.user)
+                .await?;
         let result = if trace {
             trace::run(&mut client, &who, timeout).await
         } else {

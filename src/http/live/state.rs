@@ -117,7 +117,7 @@ pub struct LiveState {
 }
 
 impl LiveState {
-    /// Fold one turn event published on `hermes.out.<agent>.<session>`.
+    /// Fold one turn event published on `hermes.out.<agent>.<session>.<reader>`.
     pub fn apply(&mut self, event: &Envelope<TurnEvent>) {
         let (Some(agent), Some(session)) = (&event.agent, &event.session) else {
             return;

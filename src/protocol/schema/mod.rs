@@ -23,13 +23,14 @@ use super::kinds;
 use super::request::{McpCatalogRequest, ToolsListRequest, ToolsMetricsRequest};
 use super::{
     Accepted, AuditEntry, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, ExtractJob,
-    JobEvent, McpAuditReply, McpAuditRequest, McpCallReply, McpCallRequest, McpCatalog,
-    McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest, MemoryForgetRequest,
-    MemoryListReply, MemoryListRequest, MemoryWriteReply, MemoryWriteRequest, PlanReply,
-    PlanRequest, ProcessStatus, RecallReply, RecallRequest, SessionListReply, SessionListRequest,
-    SessionSearchReply, SessionSearchRequest, SessionShowReply, SessionShowRequest, StatusRequest,
-    SummariseReply, SummariseRequest, ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog,
-    ToolsChanged, TurnEvent, UserMessage,
+    JobCancelReply, JobCancelRequest, JobEvent, McpAuditReply, McpAuditRequest, McpCallReply,
+    McpCallRequest, McpCatalog, McpPromptReply, McpPromptRequest, McpReadReply, McpReadRequest,
+    McpTaskReply, McpTaskRequest, MemoryForgetRequest, MemoryListReply, MemoryListRequest,
+    MemoryWriteReply, MemoryWriteRequest, PlanReply, PlanRequest, ProcessStatus, RecallReply,
+    RecallRequest, SessionListReply, SessionListRequest, SessionSearchReply, SessionSearchRequest,
+    SessionShowReply, SessionShowRequest, StatusRequest, SummariseReply, SummariseRequest,
+    ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged, TurnEvent,
+    UserMessage,
 };
 
 /// The JSON Schema dialect of every document.
@@ -219,6 +220,26 @@ fn bodies() -> Vec<(&'static str, &'static str, Value)> {
             of::<McpAuditRequest>(),
         ),
         (kinds::MCP_AUDIT, "MCP audit records", of::<McpAuditReply>()),
+        (
+            kinds::MCP_TASK,
+            "follow or cancel a task a mounted server runs",
+            of::<McpTaskRequest>(),
+        ),
+        (
+            kinds::MCP_TASK_STATE,
+            "the task's state as last seen",
+            of::<McpTaskReply>(),
+        ),
+        (
+            kinds::JOB_CANCEL,
+            "stop a job whose turn no longer waits for it",
+            of::<JobCancelRequest>(),
+        ),
+        (
+            kinds::JOB_CANCEL_RESULT,
+            "what the cancel did",
+            of::<JobCancelReply>(),
+        ),
         (kinds::AUDIT_EVENT, "one audit record", of::<AuditEntry>()),
         (
             kinds::RECALL_REQUEST,

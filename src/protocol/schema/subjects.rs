@@ -60,7 +60,7 @@ pub fn subjects() -> Vec<SubjectEntry> {
             ],
         ),
         entry(
-            "hermes.out.<agent>.<session>",
+            "hermes.out.<agent>.<session>.<reader>",
             Publish,
             &[kinds::TURN_EVENT],
             &[],
@@ -160,7 +160,19 @@ pub fn subjects() -> Vec<SubjectEntry> {
             &[kinds::MCP_AUDIT_REQUEST],
             &[kinds::MCP_AUDIT],
         ),
+        entry(
+            subjects::MCP_TASK,
+            RequestReply,
+            &[kinds::MCP_TASK],
+            &[kinds::MCP_TASK_STATE],
+        ),
         entry(subjects::MCP_CHANGED, Publish, &[kinds::MCP_CATALOG], &[]),
+        entry(
+            subjects::JOBS_CANCEL,
+            RequestReply,
+            &[kinds::JOB_CANCEL],
+            &[kinds::JOB_CANCEL_RESULT],
+        ),
         entry(
             subjects::MEMORY_RECALL,
             RequestReply,
