@@ -59,6 +59,11 @@ pub struct JobRecord {
     /// resumes the job follows the same work instead of starting it again.
     #[serde(default)]
     pub external: Option<Value>,
+    /// Queued again by [`requeue_lost`](crate::actors::tool_executor) after the shared store
+    /// lost it: the first delivery of its id runs it (on the usual safety rule) instead of
+    /// being taken for a duplicate of a delivery some copy holds. Cleared once it runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requeued: bool,
     pub created: DateTime<Utc>,
     pub updated: DateTime<Utc>,
 }
@@ -260,6 +265,7 @@ mod tests {
             error: None,
             idempotency_key: None,
             attempts: 0,
+            requeued: false,
             external: None,
             created: Utc::now(),
             updated: Utc::now(),

@@ -6,7 +6,9 @@
 //!   nats-server store): the cache re-seeds the log and the next message is answered;
 //! - the data directory lost while the log is intact: the session goes on from the log;
 //! - the two diverged (another deployment served the session meanwhile): the log wins, and
-//!   `hermes sessions show` names the local messages kept aside.
+//!   `hermes sessions show` names the local messages kept aside;
+//! - the log wiped while a turn waits for an async job: the job, lost with the queue, is
+//!   queued again from the data directory and its turn answers.
 
 use std::path::Path;
 
@@ -20,6 +22,10 @@ fn script() -> Scenario {
     Scenario::new("log-vs-cache")
         .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
         .rule(after_tool("add").says("The sum is 42."))
+        .rule(
+            on_user(&["report"]).calls("generate_report", json!({"topic": "tides", "seconds": 8})),
+        )
+        .rule(after_tool("generate_report").says("Your tide report is ready."))
         .rule(
             on_user(&[])
                 .role("extractor")
@@ -174,4 +180,51 @@ fn a_data_directory_that_diverged_from_the_log_loses_to_it_and_what_it_kept_asid
         "`sessions show` names the kept-aside messages: {shown}"
     );
     back.stop();
+}
+
+#[test]
+fn a_job_lost_with_a_wiped_log_is_queued_again_and_its_turn_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_serve_config(dir.path(), "job-lost", &script());
+    let data = dir.path().join("data");
+    let mut first_nats = NatsServer::start();
+    let first = serve(&config, &first_nats.url(), &data);
+    // The turn waits for the 8-second job; the client gives up on its answer early.
+    let out = hermes()
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "send",
+            "--bus",
+            &first_nats.url(),
+            "--session",
+            "s1",
+            "--user",
+            "u1",
+        ])
+        .args(["--text", "a report please", "--timeout", "2"])
+        .output()
+        .expect("hermes runs");
+    let waiting = String::from_utf8_lossy(&out.stdout);
+    assert!(waiting.contains("generate_report"), "{waiting}");
+    first.kill9();
+    first_nats.stop();
+
+    // A rebuilt cluster under the same data directory: the job's queue item went with it.
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let serving = serve(&config, &url, &data);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let shown = show(&config, &url);
+        if shown.contains("Your tide report is ready.") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job's turn never answered after the wipe:\n{shown}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    serving.stop();
 }

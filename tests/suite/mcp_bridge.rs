@@ -57,7 +57,7 @@ pub async fn audit(bus: &dyn Bus, limit: usize) -> McpAuditReply {
     rpc::request(bus, request.clone(), WAIT).await.unwrap().body
 }
 
-async fn tool_names(bus: &dyn Bus) -> Vec<String> {
+pub async fn tool_names(bus: &dyn Bus) -> Vec<String> {
     let request = Envelope::request(hermes::protocol::request::ToolsListRequest);
     let catalog = rpc::request(bus, request.clone(), WAIT).await.unwrap().body;
     catalog.tools.into_iter().map(|t| t.name).collect()

@@ -80,6 +80,7 @@ fn an_mcp_task_waits_durably_and_survives_a_killed_bridge_without_running_twice(
     let bridge = Serve::start(&config("bridge"), &nats.url(), "mcp-bridge");
 
     let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
+    rt.block_on(tool_mounted(bus.as_ref(), "slow__build_report"));
     let mut client = rt
         .block_on(SessionClient::open(bus, "assistant", "tides", "u-1"))
         .unwrap();
@@ -144,6 +145,7 @@ fn cancelling_a_turn_that_waits_for_an_mcp_task_cancels_the_task() {
     let _all = Serve::start(&config, &nats.url(), "all");
     let bus = rt.block_on(bus::connect(&nats.url(), None)).unwrap();
     rt.block_on(async {
+        tool_mounted(bus.as_ref(), "slow__build_report").await;
         let mut client = SessionClient::open(bus, "assistant", "stop", "u-1")
             .await
             .unwrap();
@@ -171,4 +173,21 @@ fn cancelling_a_turn_that_waits_for_an_mcp_task_cancels_the_task() {
         }
     });
     assert_eq!(server.started(), 1);
+}
+
+/// Until the tool-executor offers `tool` (the bridge mounts the server after it starts, and
+/// the executor hears of it on `hermes.mcp.changed`).
+async fn tool_mounted(bus: &dyn hermes::bus::Bus, tool: &str) {
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let names = super::mcp_bridge::tool_names(bus).await;
+        if names.iter().any(|n| n == tool) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`{tool}` was never offered; the tools are {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -176,6 +176,7 @@ fn a_queued_job_whose_record_shows_up_late_still_runs() {
             error: None,
             idempotency_key: None,
             attempts: 0,
+            requeued: false,
             external: None,
             created: now,
             updated: now,

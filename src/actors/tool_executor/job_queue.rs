@@ -47,7 +47,8 @@ pub async fn requeue_lost(core: &ExecCore) {
             return;
         }
     };
-    for record in unfinished {
+    for mut record in unfinished {
+        record.requeued = true;
         let lost = match core.stores.jobs.restore_shared(&record).await {
             Ok(lost) => lost,
             Err(e) => {
@@ -125,7 +126,8 @@ async fn run_queued(core: ExecCore, message: DurableMessage, ack_wait: Duration)
             return;
         }
     };
-    if message.delivery == 1 && record.attempts > 0 && !record.status.is_final() {
+    if message.delivery == 1 && record.attempts > 0 && !record.requeued && !record.status.is_final()
+    {
         // A second copy of the id (its first publish was retried through a failover): the
         // copy that started the job holds the first.
         settle(&message, &job_id).await;
@@ -138,14 +140,16 @@ async fn run_queued(core: ExecCore, message: DurableMessage, ack_wait: Duration)
         settle(&message, &job_id).await;
         return;
     }
-    let what_stopped = if message.delivery > 1 {
+    let what_stopped = if record.requeued {
+        "the job store was lost while the job was unfinished"
+    } else if message.delivery > 1 {
         "the tool-executor running the job stopped"
     } else {
         "the job was queued"
     };
     match jobs::refusal(&core, &record, what_stopped) {
         Ok((tool, definition)) => {
-            if message.delivery > 1 && record.attempts > 0 {
+            if (message.delivery > 1 || record.requeued) && record.attempts > 0 {
                 core.metrics.bump(Counter::JobResumed);
                 tracing::info!(job = %job_id, tool = %record.tool, delivery = message.delivery, "taking over a job whose executor stopped");
             }

@@ -69,6 +69,7 @@ async fn start_job(
         error: None,
         idempotency_key: start.idempotency_key,
         attempts: 0,
+        requeued: false,
         external,
         created: now,
         updated: now,
@@ -221,6 +222,7 @@ pub(super) async fn run(
 ) {
     record.status = JobStatus::Running;
     record.attempts += 1;
+    record.requeued = false;
     metrics::job_moved(None, Some(JobStatus::Running));
     if let Err(e) = save(&core, &mut record).await {
         tracing::warn!(job = %record.job_id, error = %e, "job state not saved");

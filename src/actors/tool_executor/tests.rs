@@ -394,6 +394,7 @@ fn unfinished(tool: &str) -> JobRecord {
         error: None,
         idempotency_key: None,
         attempts: 1,
+        requeued: false,
         external: None,
         created: Utc::now(),
         updated: Utc::now(),
