@@ -24,6 +24,8 @@ pub struct Settle {
     retry_after: Duration,
     /// Which delivery of the item this is (1: the first).
     delivery: u64,
+    /// When the item was first stored (its publisher has waited since).
+    stored: std::time::Instant,
 }
 
 /// First redelivery delay of an item dropped unsettled; doubled per delivery up to the cap.
@@ -57,12 +59,27 @@ impl Settle {
             settled: false,
             retry_after: retry_after(delivery),
             delivery,
+            stored: std::time::Instant::now(),
         }
     }
 
     /// Which delivery of the item this is (1: the first).
     pub fn delivery(&self) -> u64 {
         self.delivery
+    }
+
+    /// The item was stored `age` ago (before this delivery).
+    #[must_use]
+    pub fn stored_ago(mut self, age: Duration) -> Self {
+        self.stored = std::time::Instant::now()
+            .checked_sub(age)
+            .unwrap_or(self.stored);
+        self
+    }
+
+    /// How long the item's publisher has waited.
+    pub fn waited(&self) -> Duration {
+        self.stored.elapsed()
     }
 
     /// The session is done with the item: it is never delivered again.

@@ -68,6 +68,9 @@ pub struct OwnedItem {
     pub reply: Option<String>,
     /// 1 on first delivery; more when a previous owner did not settle it.
     pub delivery: u64,
+    /// How long ago the item was stored (its first delivery's publish time, as the stream
+    /// recorded it): what a publisher waiting for an answer has waited so far.
+    pub age: std::time::Duration,
     /// A publisher's resend of an item already stored (its acknowledgement was lost): the
     /// session answers it as it answered the original and does not handle it twice.
     pub repeat: bool,

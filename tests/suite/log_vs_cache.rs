@@ -228,3 +228,49 @@ fn a_job_lost_with_a_wiped_log_is_queued_again_and_its_turn_answers() {
     }
     serving.stop();
 }
+
+#[test]
+fn a_session_whose_log_refuses_every_append_tells_the_client_why_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_serve_config(dir.path(), "log-denied", &script());
+    // Everything allowed but publishing to the session and memory logs: every append fails.
+    let nats_conf = dir.path().join("nats.conf");
+    std::fs::write(
+        &nats_conf,
+        r#"
+authorization {
+  users = [
+    { user: "hermes", password: "denied", permissions: { publish: { allow: [">"], deny: ["hermes.slog.>", "hermes.mlog.>"] }, subscribe: { allow: [">"] } } }
+  ]
+}
+no_auth_user: "hermes"
+"#,
+    )
+    .unwrap();
+    let nats = NatsServer::start_with_config(&nats_conf, &[]);
+    let url = nats.url();
+    let serving = serve(&config, &url, &dir.path().join("data"));
+    let started = std::time::Instant::now();
+    let out = hermes()
+        .arg("--config")
+        .arg(&config)
+        .args(["send", "--bus", &url, "--session", "s1", "--user", "u1"])
+        .args(["--text", "sum, please", "--timeout", "30"])
+        .output()
+        .expect("hermes runs");
+    let told = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{told}");
+    assert!(
+        told.contains("session_unavailable") && told.contains("cannot be served"),
+        "the client is told the cause, not left waiting: {told}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "told within the request timeout: {told}"
+    );
+    serving.stop();
+}

@@ -23,15 +23,19 @@ use crate::turn::{self, inbound};
 /// 3 s of waiting for the log (a stream electing a new leader takes less), plus the tries.
 pub const HAND_BACK_LIMIT: u64 = 6;
 
+/// How long an item may wait for its session before the session tells instead of handing
+/// it back, however few its deliveries: a try that fails slowly (a refused publish waits out
+/// JetStream's 5 s acknowledgement) must not keep the client past its request timeout (30 s
+/// for `hermes send`). A stream electing a leader takes a few seconds; this outlasts it.
+pub const HAND_BACK_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl SessionActor {
     /// Whether the items in hand have been delivered often enough that handing them back
     /// again would only go round.
     pub(super) fn last_chance(&self) -> bool {
-        self.settling
-            .iter()
-            .map(super::Settle::delivery)
-            .max()
-            .is_some_and(|delivery| delivery >= HAND_BACK_LIMIT)
+        self.settling.iter().any(|settle| {
+            settle.delivery() >= HAND_BACK_LIMIT || settle.waited() >= HAND_BACK_WINDOW
+        })
     }
 
     /// An item this session cannot take: handed back, or on its last chance refused with an
@@ -45,7 +49,7 @@ impl SessionActor {
         if !self.last_chance() {
             return self.hand_back(ctx);
         }
-        tracing::error!(agent = %self.agent, session = %self.session, %cause, "session cannot be served after {HAND_BACK_LIMIT} deliveries of its item; refusing it with the cause");
+        tracing::error!(agent = %self.agent, session = %self.session, %cause, "session cannot be served (its item was handed back {HAND_BACK_LIMIT} times or waited {} s); refusing it with the cause", HAND_BACK_WINDOW.as_secs());
         let env = self.env.clone();
         let text = format!(
             "session `{}` cannot be served now: {cause}. This message was not handled; send it again once that is fixed",

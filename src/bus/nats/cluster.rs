@@ -526,12 +526,22 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         }
     };
     let payload = message.payload.clone();
+    let age = message.info().map_or(std::time::Duration::ZERO, |info| {
+        let published = info.published.unix_timestamp_nanos();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+        // A publish time ahead of this clock (skew) reads as just stored.
+        u64::try_from(now.saturating_sub(published).max(0))
+            .map_or(std::time::Duration::ZERO, std::time::Duration::from_nanos)
+    });
     Ok(OwnedItem {
         agent,
         session,
         payload,
         reply,
         delivery,
+        age,
         repeat,
         acker: Arc::new(JetStreamAcker::new(message)),
         traceparent,
