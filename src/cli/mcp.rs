@@ -298,6 +298,14 @@ fn print_status(catalog: &McpCatalog) {
         if let Some(error) = &s.error {
             println!("    error: {error}");
         }
+        if let Some(protocol) = &s.protocol {
+            let extensions = if s.extensions.is_empty() {
+                "none".to_string()
+            } else {
+                s.extensions.join(", ")
+            };
+            println!("    protocol {protocol}  extensions {extensions}");
+        }
         for tool in &s.tools {
             println!("    tool {}__{}", s.name, tool.name);
         }

@@ -41,6 +41,26 @@ pub struct McpServerConfig {
     /// Timeout of one call to this server, seconds.
     #[serde(default = "default_mcp_timeout")]
     pub timeout_secs: u64,
+    /// Which MCP revision to speak: `auto` (the default: the 2026-07-28 revision through
+    /// `server/discover` when the server offers it, else the 2025-11-25 handshake),
+    /// `2026-07-28` or `2025-11-25` to pin one.
+    #[serde(default)]
+    pub protocol: McpRevision,
+}
+
+/// The MCP revision a mounted server is spoken to in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum McpRevision {
+    /// Discover, and fall back to the handshake for a server that does not know discovery.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// The stateless revision: `server/discover`, no `initialize`, no session.
+    #[serde(rename = "2026-07-28")]
+    Stateless2026,
+    /// The `initialize` handshake of 2025-11-25.
+    #[serde(rename = "2025-11-25")]
+    Handshake2025,
 }
 
 impl Default for McpServerConfig {
@@ -54,6 +74,7 @@ impl Default for McpServerConfig {
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             timeout_secs: default_mcp_timeout(),
+            protocol: McpRevision::Auto,
         }
     }
 }

@@ -25,13 +25,13 @@ use rmcp::model::{
     GetTaskParams, ReadResourceRequestParams,
 };
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::{Peer, ServiceError, ServiceExt};
+use rmcp::{ClientServiceExt, Peer, ServiceError};
 use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use self::handler::Notifier;
+use self::handler::{lifecycle, Notifier};
 use self::link::Link;
 use self::process::{ChildProcess, Launch};
 use super::{
@@ -114,6 +114,7 @@ impl RmcpClient {
             (spawned.stdout, spawned.stdin),
             &process,
             notifier,
+            lifecycle(config.protocol),
         )
         .await?;
         Ok(Self::ready(
@@ -139,6 +140,12 @@ impl RmcpClient {
                 protocol = %info.protocol_version,
                 "MCP session initialized"
             );
+            if !info.protocol_version.has_initialize() {
+                heard
+                    .notifier
+                    .clone()
+                    .listen_for_list_changes(config.name.clone(), session.peer().clone());
+            }
         }
         Self {
             server: config.name.clone(),
@@ -436,6 +443,24 @@ impl McpClient for RmcpClient {
         self.child_pid()
     }
 
+    fn protocol(&self) -> Option<String> {
+        self.peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+    }
+
+    fn extensions(&self) -> Vec<String> {
+        self.peer
+            .peer_info()
+            .and_then(|info| {
+                info.capabilities
+                    .extensions
+                    .as_ref()
+                    .map(|extensions| extensions.keys().cloned().collect())
+            })
+            .unwrap_or_default()
+    }
+
     async fn shutdown(&self) {
         self.shut_down.store(true, Ordering::SeqCst);
         let session = self.session.lock().await.take();
@@ -525,9 +550,10 @@ async fn handshake(
     pipes: (ChildStdout, ChildStdin),
     process: &ChildProcess,
     notifier: Notifier,
+    lifecycle: rmcp::ClientLifecycleMode,
 ) -> Result<Session, McpError> {
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(timeout, notifier.serve(pipes)) => outcome,
+        outcome = tokio::time::timeout(timeout, notifier.serve_with_lifecycle(pipes, lifecycle)) => outcome,
         reason = process.exited() => {
             let reason =
                 format!("`{command_line}` exited before completing the handshake: {reason}");

@@ -145,6 +145,14 @@ pub trait McpClient: Send + Sync {
             reason: "this client does not speak the MCP tasks extension".to_owned(),
         }
     }
+    /// The MCP revision agreed with the server, once connected.
+    fn protocol(&self) -> Option<String> {
+        None
+    }
+    /// The extensions the server declared in its capabilities.
+    fn extensions(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Resources the server offers (empty when it has no resources capability).
     async fn list_resources(&self) -> Result<Vec<McpResource>, McpError>;
     async fn read_resource(

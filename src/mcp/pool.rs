@@ -314,6 +314,12 @@ impl Slot {
             .to_owned(),
             pid: self.client.as_ref().and_then(|client| client.pid()),
             reconnects: self.connections.saturating_sub(1),
+            protocol: self.client.as_ref().and_then(|client| client.protocol()),
+            extensions: self
+                .client
+                .as_ref()
+                .map(|client| client.extensions())
+                .unwrap_or_default(),
         }
     }
 }

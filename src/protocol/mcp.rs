@@ -292,6 +292,12 @@ pub struct McpServerStatus {
     /// Successful connections after the first.
     #[serde(default)]
     pub reconnects: u32,
+    /// The MCP revision agreed with the server (`2026-07-28`, `2025-11-25`, …) while connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// The extensions the server declared (`io.modelcontextprotocol/tasks`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 /// One audited MCP operation, as `hermes.mcp.audit` answers it.

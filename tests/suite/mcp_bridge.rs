@@ -6,7 +6,7 @@ use crate::common::scenario::*;
 use std::time::{Duration, Instant};
 
 use hermes::bus::{rpc, Bus};
-use hermes::config::McpServerConfig;
+use hermes::config::{McpRevision, McpServerConfig};
 use hermes::mcp::client::RmcpClient;
 use hermes::mcp::McpClient;
 use hermes::protocol::envelope::Envelope;
@@ -213,6 +213,18 @@ fn resources_are_read_through_a_tool_and_prompts_over_the_bus() {
 
 #[test]
 fn tool_list_changed_is_refreshed_and_the_new_tool_mounted() {
+    // The default probes with server/discover: an rmcp server speaks 2026-07-28, where list
+    // changes arrive on a subscriptions/listen stream; pinned to the handshake, as
+    // notifications of the session.
+    for (revision, spoken) in [
+        (McpRevision::Auto, "2026-07-28"),
+        (McpRevision::Handshake2025, "2025-11-25"),
+    ] {
+        list_change_mounts_the_new_tool(revision, spoken);
+    }
+}
+
+fn list_change_mounts_the_new_tool(revision: McpRevision, spoken: &'static str) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path(), &script());
     let io = tokio::runtime::Runtime::new().unwrap();
@@ -220,9 +232,16 @@ fn tool_list_changed_is_refreshed_and_the_new_tool_mounted() {
     config.mcp.servers = vec![McpServerConfig {
         name: "dyn".into(),
         url: Some(url),
+        protocol: revision,
         ..Default::default()
     }];
-    with_engine(config, |engine| async move {
+    with_engine(config, move |engine| async move {
+        assert_eq!(
+            catalog(engine.bus.as_ref()).await.servers[0]
+                .protocol
+                .as_deref(),
+            Some(spoken)
+        );
         let bus = engine.bus.as_ref();
         assert!(!tool_names(bus).await.contains(&"dyn__extra_1".to_owned()));
         let grown = call_tool(bus, "dyn__grow", json!({}), "u").await;
@@ -252,6 +271,9 @@ async fn everything_server_over_streamable_http_lists_and_echoes() {
         .unwrap();
     let tools = client.list_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"));
+    // A server of the handshake era answers server/discover as an unknown method: the
+    // client falls back to `initialize`.
+    assert_eq!(client.protocol().as_deref(), Some("2025-11-25"));
     let result = client
         .call_tool("echo", json!({"message": "over http"}), WAIT)
         .await

@@ -1,16 +1,20 @@
-//! The client side of an rmcp session: what we announce in `initialize` (name `hermes`,
-//! protocol 2025-11-25, the newest with the handshake, and the tasks extension), the
-//! `list_changed` notifications we turn into a counter the MCP-bridge watches to re-list a
-//! server, and the `notifications/tasks` we pass on to whoever follows a task.
+//! The client side of an rmcp session: what we announce (name `hermes`, the tasks extension;
+//! 2026-07-28 through `server/discover`, else the 2025-11-25 handshake — see [`lifecycle`]),
+//! the `list_changed` notifications we turn into a counter the MCP-bridge watches to re-list a
+//! server (in 2026-07-28 they arrive on a `subscriptions/listen` stream we open, see
+//! [`Notifier::listen_for_list_changes`]), and the `notifications/tasks` we pass on to
+//! whoever follows a task.
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, TaskStatusNotificationParams,
 };
+use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
 use tokio::sync::{broadcast, watch};
 
 use super::CLIENT_NAME;
+use crate::config::McpRevision;
 use crate::mcp::McpTaskState;
 
 /// Our `ClientHandler`: announces Hermes, counts `list_changed` notifications and passes
@@ -26,22 +30,66 @@ pub(super) struct Notifier {
 pub(super) struct Heard {
     pub changed: watch::Receiver<u64>,
     pub tasks: broadcast::Sender<McpTaskState>,
+    /// Counts what a 2026-07-28 server's `subscriptions/listen` stream brings.
+    pub notifier: Notifier,
 }
 
 impl Notifier {
     pub fn new() -> (Self, Heard) {
         let (changed, receiver) = watch::channel(0);
         let (tasks, _) = broadcast::channel(super::tasks::UPDATES_BUFFER);
+        let notifier = Self {
+            changed,
+            tasks: tasks.clone(),
+        };
         (
-            Self {
-                changed,
-                tasks: tasks.clone(),
-            },
+            notifier.clone(),
             Heard {
                 changed: receiver,
                 tasks,
+                notifier,
             },
         )
+    }
+
+    /// In the 2026-07-28 revision a server sends list changes only on a `subscriptions/listen`
+    /// stream the client opens: open one for tools, resources and prompts, and count what
+    /// arrives as the handshake era's notifications are counted. Ends with the session; a
+    /// server that refuses the stream is logged and its lists are read at connect only.
+    pub fn listen_for_list_changes(self, server: String, peer: Peer<RoleClient>) {
+        tokio::spawn(async move {
+            let filter = SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resources_list_changed()
+                .prompts_list_changed()
+                .build();
+            let mut subscription = match peer.listen(filter).await {
+                Ok(subscription) => subscription,
+                Err(error) => {
+                    tracing::warn!(%server, %error, "the MCP server refused subscriptions/listen; its lists are read at connect only");
+                    return;
+                }
+            };
+            loop {
+                match subscription.next().await {
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                        self.bump("tools");
+                    }
+                    Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
+                        self.bump("resources");
+                    }
+                    Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
+                        self.bump("prompts");
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => return,
+                    Err(error) => {
+                        tracing::debug!(%server, %error, "the MCP list-change stream ended");
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     fn bump(&self, what: &str) {
@@ -57,6 +105,22 @@ pub(super) fn client_config() -> ClientConfig {
         Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
     )
     .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// How the connection starts for a server configured with `revision`: `auto` probes with
+/// `server/discover` and falls back to the handshake for a server that answers it as an
+/// unknown method (rmcp waits up to 10 s for a server that does not answer at all).
+pub(super) fn lifecycle(revision: McpRevision) -> ClientLifecycleMode {
+    match revision {
+        McpRevision::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
+        McpRevision::Stateless2026 => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        McpRevision::Handshake2025 => ClientLifecycleMode::Initialize,
+    }
 }
 
 impl ClientHandler for Notifier {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
+use rmcp::ClientServiceExt;
 
-use super::handler::Notifier;
+use super::handler::{lifecycle, Notifier};
 use super::link::{HttpLink, Link};
 use super::RmcpClient;
 use crate::config::McpServerConfig;
@@ -35,7 +35,12 @@ impl RmcpClient {
                  `/mcp`) and that its headers in [[mcp.servers]] authorise us"
             ),
         };
-        let session = match tokio::time::timeout(timeout, notifier.serve(transport)).await {
+        let session = match tokio::time::timeout(
+            timeout,
+            notifier.serve_with_lifecycle(transport, lifecycle(config.protocol)),
+        )
+        .await
+        {
             Ok(Ok(session)) => session,
             Ok(Err(error)) => return Err(handshake_failed(format!("`{url}`: {error}"))),
             Err(_) => {
