@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::archive::{ArchiveReader, ArchiveWriter, Frame};
-use super::{BackupError, BusKind, Manifest, Progress};
+use crate::backup::archive::{ArchiveReader, ArchiveWriter, Frame};
+use crate::backup::{BackupError, BusKind, Manifest, Progress};
 
 fn store(e: sled::Error) -> BackupError {
     BackupError::Store(e.to_string())
@@ -77,7 +77,7 @@ pub fn restore(
     force: bool,
     progress: &dyn Progress,
 ) -> Result<Manifest, BackupError> {
-    let manifest = super::archive::read_manifest(path)?;
+    let manifest = crate::backup::archive::read_manifest(path)?;
     if manifest.bus != BusKind::Embedded {
         return Err(BackupError::WrongBus {
             backup: manifest.bus,
@@ -127,8 +127,8 @@ pub fn restore(
 
 #[cfg(test)]
 mod tests {
-    use super::super::Quiet;
     use super::*;
+    use crate::backup::Quiet;
 
     #[test]
     fn every_tree_comes_back_and_a_non_empty_target_needs_force() {
