@@ -10,8 +10,8 @@
 //!   records, idempotency records, raw tool outputs)
 //! - `mcp_audit` — the MCP-bridge's audit of MCP calls (`mcp::audit`)
 //! - `memory_extracted` — the Memory-extractor's set of mined turns
-//! - `a2a_*` buckets — the A2A server's tasks and push configs when there is no NATS cluster
-//!   (`a2a::kv`)
+//! - `a2a_push`, `a2a_remote` — A2A push configs and delegated remote tasks when there is no
+//!   NATS cluster (`a2a::kv`)
 //!
 //! sled's types stay inside `store/` and `memory/` (and the embedded bus' durable queue):
 //! the other owners reach their trees through [`tree::Tree`], bytes in and out, and a backup
