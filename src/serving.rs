@@ -287,4 +287,41 @@ mod tests {
             "a stopped listener accepts nothing"
         );
     }
+
+    #[tokio::test]
+    async fn an_http_request_in_flight_gets_its_answer_when_the_listener_stops() {
+        use http_body_util::Full;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let serving = spawn(
+            "test http",
+            listener,
+            8,
+            CancellationToken::new(),
+            |stream: TcpStream, shutdown| {
+                let service = hyper::service::service_fn(|_request| async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                        bytes::Bytes::from_static(b"finished"),
+                    )))
+                });
+                http1("test http", stream, service, shutdown)
+            },
+        );
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        serving.shutdown().await;
+        let mut answer = String::new();
+        // The keep-alive connection closes once the answer is sent: read_to_string ends.
+        tokio::time::timeout(Duration::from_secs(5), client.read_to_string(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("finished"), "{answer}");
+    }
 }
