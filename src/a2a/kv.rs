@@ -11,6 +11,7 @@ use bytes::Bytes;
 use crate::bus::kv::SharedKv;
 use crate::bus::{BusError, SharedBus};
 use crate::store::durability::Durable;
+use crate::store::tree::Tree;
 
 /// The bucket `name`.
 pub fn bucket(
@@ -23,9 +24,7 @@ pub fn bucket(
     }
     match db {
         Some(db) => {
-            let tree = db
-                .db()
-                .open_tree(name)
+            let tree = Tree::open(db, name)
                 .map_err(|e| BusError::Storage(format!("sled tree `{name}`: {e}")))?;
             Ok(Arc::new(SledKv {
                 tree,
@@ -45,7 +44,7 @@ pub fn bucket(
 
 /// A sled tree as a bucket; every write is flushed before it is acknowledged.
 struct SledKv {
-    tree: sled::Tree,
+    tree: Tree,
     db: Durable,
     name: &'static str,
 }
@@ -59,31 +58,34 @@ impl SledKv {
 #[async_trait]
 impl SharedKv for SledKv {
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-        let swapped = self
+        let created = self
             .tree
-            .compare_and_swap(key, None::<&[u8]>, Some(value.as_ref()))
-            .map_err(|e| self.error(e))?;
+            .insert_new(key.as_bytes(), value.as_ref())
+            .map_err(|e| self.error(e))?
+            .is_none();
         self.db.commit().await.map_err(|e| self.error(e))?;
-        Ok(swapped.is_ok())
+        Ok(created)
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
         Ok(self
             .tree
-            .get(key)
+            .get(key.as_bytes())
             .map_err(|e| self.error(e))?
             .map(|v| Bytes::copy_from_slice(&v)))
     }
 
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
         self.tree
-            .insert(key, value.as_ref())
+            .insert(key.as_bytes(), value.as_ref())
             .map_err(|e| self.error(e))?;
         self.db.commit().await.map_err(|e| self.error(e))
     }
 
     async fn delete(&self, key: &str) -> Result<(), BusError> {
-        self.tree.remove(key).map_err(|e| self.error(e))?;
+        self.tree
+            .remove(key.as_bytes())
+            .map_err(|e| self.error(e))?;
         self.db.commit().await.map_err(|e| self.error(e))
     }
 }

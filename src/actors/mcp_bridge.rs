@@ -70,7 +70,7 @@ impl McpBridge {
             .spawn(async move { McpPool::start(&configs, &self_exe).await })
             .await
             .map_err(|e| e.to_string())?;
-        let audit = match db.as_ref().map(|d| AuditLog::open(d)).transpose() {
+        let audit = match db.as_ref().map(AuditLog::open).transpose() {
             Ok(audit) => audit,
             Err(e) => return Err(e.to_string()),
         };

@@ -27,6 +27,7 @@ use crate::memory::{AppliedUpdate, MemoryError, MemoryService, MemoryUpdate, Sou
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{ExtractJob, MemoryChange, TurnEvent};
+use crate::store::tree::{Database, Tree};
 
 /// Namespace of memories extracted from a user's own conversations.
 pub use crate::memory::DEFAULT_NAMESPACE;
@@ -36,7 +37,7 @@ pub struct MemoryExtractor {
     service: MemoryService,
     model: Arc<dyn ChatModel>,
     /// Turns already mined (turn id → when), so a job delivered again is not mined twice.
-    extracted: sled::Tree,
+    extracted: Tree,
     consumer: Option<DurableConsumer>,
 }
 
@@ -82,10 +83,10 @@ impl MemoryExtractor {
         deps: ActorDeps,
         service: MemoryService,
         model: Arc<dyn ChatModel>,
-        db: &sled::Db,
+        db: &impl Database,
         arbiter: &ArbiterHandle,
     ) -> Result<Addr<MemoryExtractor>, String> {
-        let extracted = db.open_tree(EXTRACTED_TREE).map_err(|e| e.to_string())?;
+        let extracted = Tree::open(db, EXTRACTED_TREE).map_err(|e| e.to_string())?;
         let options = DurableOptions {
             ack_wait: Duration::from_secs(deps.config.memory.extract_ack_wait_secs),
             max_deliver: MAX_DELIVER,
@@ -117,7 +118,7 @@ struct Worker {
     deps: ActorDeps,
     service: MemoryService,
     model: Arc<dyn ChatModel>,
-    extracted: sled::Tree,
+    extracted: Tree,
 }
 
 async fn consume(mut consumer: DurableConsumer, worker: Worker) {

@@ -14,7 +14,8 @@
 pub mod archive;
 pub mod nats_streams;
 pub mod service;
-pub mod sled_snapshot;
+// The sled half lives with the database it reads (sled stays inside `store/`).
+pub use crate::store::sled_snapshot;
 
 use std::collections::BTreeMap;
 

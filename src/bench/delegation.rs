@@ -112,7 +112,7 @@ async fn serve_worker(engine: &Engine) -> Result<crate::http::HttpServer, BenchE
         .next()
         .unwrap_or_default()
         .to_owned();
-    let server = crate::http::start(&listen)
+    let server = crate::http::start(&listen, engine.config.http.max_connections)
         .await
         .map_err(|e| setup(e.to_string()))?;
     server

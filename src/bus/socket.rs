@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
 
 use super::{
     Bus, BusError, CaptureOptions, DurableConsumer, DurableOptions, Handler, Serving, SharedBus,
@@ -92,7 +93,7 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 /// A listening control socket; stops and removes its file when dropped.
 pub struct ControlSocket {
     path: PathBuf,
-    accepting: tokio::task::JoinHandle<()>,
+    serving: crate::serving::Serving,
 }
 
 impl ControlSocket {
@@ -103,18 +104,20 @@ impl ControlSocket {
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        self.accepting.abort();
+        self.serving.stop();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// Answer requests on `<data_dir>/hermes.sock` through `bus` until the guard drops. The
+/// Answer requests on `<data_dir>/hermes.sock` through `bus` until the guard drops, at most
+/// `max_connections` at once (`[http] max_connections`; requests in flight finish). The
 /// caller holds the data directory (its sled lock), so a socket file already there is a dead
 /// process' and is replaced. Call on the I/O runtime.
 pub async fn listen(
     bus: SharedBus,
     data_dir: &Path,
     max_request_bytes: usize,
+    max_connections: usize,
 ) -> Result<ControlSocket, SocketError> {
     let path = socket_path(data_dir);
     let bind_error = |source| SocketError::Bind {
@@ -128,29 +131,22 @@ pub async fn listen(
     }
     let listener = UnixListener::bind(&path).map_err(bind_error)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
-    let accepting = tokio::spawn(async move {
-        let mut backoff = super::accept_backoff::AcceptBackoff::default();
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    backoff.accepted();
-                    let bus = bus.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = answer(bus, stream, max_request_bytes).await {
-                            tracing::debug!(error = %e, "control socket client went away");
-                        }
-                    });
-                }
-                Err(e) => {
-                    // Out of descriptors, or one bad connection: wait, then serve again.
-                    let pause = backoff.failed();
-                    tracing::warn!(error = %e, ?pause, "control socket could not accept a connection; trying again after a pause");
-                    tokio::time::sleep(pause).await;
+    // One bad connection ends only itself; a failed accept waits and tries again.
+    let serving = crate::serving::spawn(
+        "the control socket",
+        listener,
+        max_connections,
+        CancellationToken::new(),
+        move |stream, _| {
+            let bus = bus.clone();
+            async move {
+                if let Err(e) = answer(bus, stream, max_request_bytes).await {
+                    tracing::debug!(error = %e, "control socket client went away");
                 }
             }
-        }
-    });
-    Ok(ControlSocket { path, accepting })
+        },
+    );
+    Ok(ControlSocket { path, serving })
 }
 
 /// Read one request from `stream`, forward it, write the answer.

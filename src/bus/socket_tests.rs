@@ -34,7 +34,7 @@ async fn requests_reach_the_serving_bus_and_only_the_listed_subjects_pass() {
         .serve(subjects::PLAN, "planner", Arc::new(Shout))
         .await
         .unwrap();
-    let socket = listen(bus.clone(), dir.path(), 1024).await.unwrap();
+    let socket = listen(bus.clone(), dir.path(), 1024, 16).await.unwrap();
     let mode = std::fs::metadata(socket.path())
         .unwrap()
         .permissions()
@@ -77,7 +77,7 @@ async fn a_socket_left_by_a_dead_process_is_not_found_and_is_replaced() {
     assert!(SocketBus::find(dir.path()).await.is_none(), "no socket yet");
     let bus = embedded(dir.path()).await;
     let path = {
-        let socket = listen(bus.clone(), dir.path(), 1024).await.unwrap();
+        let socket = listen(bus.clone(), dir.path(), 1024, 16).await.unwrap();
         let path = socket.path().to_path_buf();
         assert!(SocketBus::find(dir.path()).await.is_some());
         path
@@ -88,6 +88,37 @@ async fn a_socket_left_by_a_dead_process_is_not_found_and_is_replaced() {
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
     assert!(path.exists());
     assert!(SocketBus::find(dir.path()).await.is_none());
-    let _socket = listen(bus, dir.path(), 1024).await.unwrap();
+    let _socket = listen(bus, dir.path(), 1024, 16).await.unwrap();
     assert!(SocketBus::find(dir.path()).await.is_some());
+}
+
+#[tokio::test]
+async fn the_socket_keeps_serving_after_bad_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = embedded(dir.path()).await;
+    let _serving = bus
+        .serve(subjects::SESSIONS_LIST, "session", Arc::new(Shout))
+        .await
+        .unwrap();
+    let socket = listen(bus.clone(), dir.path(), 1024, 16).await.unwrap();
+    // One client hangs up at once, one sends garbage lengths, one sends half a request.
+    drop(UnixStream::connect(socket.path()).await.unwrap());
+    let mut garbage = UnixStream::connect(socket.path()).await.unwrap();
+    garbage.write_all(&[0xff; 16]).await.unwrap();
+    let mut half = UnixStream::connect(socket.path()).await.unwrap();
+    half.write_u32(200).await.unwrap();
+    drop(half);
+    let mut answer = Vec::new();
+    let _ = garbage.read_to_end(&mut answer).await;
+
+    let client = SocketBus::find(dir.path()).await.expect("a live socket");
+    let reply = client
+        .request(
+            subjects::SESSIONS_LIST,
+            Bytes::from_static(b"still here"),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"STILL HERE");
 }

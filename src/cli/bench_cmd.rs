@@ -89,11 +89,12 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         list => ActorSet::parse(list).map_err(anyhow::Error::msg)?,
     };
     let (http, hold) = (args.http.clone(), args.hold);
+    let max_connections = config.http.max_connections;
     let rows = with_engine_runtime(|io| async move {
         let server = match http {
             Some(listen) => {
                 let server = io
-                    .spawn(async move { hermes::http::start(&listen).await })
+                    .spawn(async move { hermes::http::start(&listen, max_connections).await })
                     .await??;
                 eprintln!("hermes: metrics at {}", server.metrics_url());
                 Some(server)

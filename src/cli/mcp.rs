@@ -208,8 +208,11 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         } else {
             let listen = config.mcp.server.http_listen.clone().unwrap_or_default();
             let host = config.mcp.server.clone();
+            let max_connections = config.http.max_connections;
             let http = io
-                .spawn(async move { server::http::start(&listen, deps, &host).await })
+                .spawn(async move {
+                    server::http::start_capped(&listen, deps, &host, max_connections).await
+                })
                 .await?
                 .map_err(anyhow::Error::msg)?;
             eprintln!("hermes: MCP server at {}; Ctrl-C stops", http.url());

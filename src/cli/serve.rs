@@ -91,6 +91,17 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("hermes: stopping");
         drop(ready_file);
         drop(socket);
+        // Stop accepting; the requests in flight finish (at most serving::GRACE).
+        let mut draining = Vec::new();
+        if let Some(http) = &_mcp_http {
+            draining.push(io.spawn(http.shutdown()));
+        }
+        if let Some(http) = &_http {
+            draining.push(io.spawn(http.shutdown()));
+        }
+        for drained in draining {
+            let _ = drained.await;
+        }
         engine.shutdown().await;
         Ok(())
     })
@@ -131,8 +142,11 @@ async fn start_mcp_http(
     };
     let deps = hermes::mcp::server::ServerDeps::from_config(engine.bus.clone(), &engine.config);
     let host = engine.config.mcp.server.clone();
+    let max_connections = engine.config.http.max_connections;
     let http = io
-        .spawn(async move { hermes::mcp::server::http::start(&listen, deps, &host).await })
+        .spawn(async move {
+            hermes::mcp::server::http::start_capped(&listen, deps, &host, max_connections).await
+        })
         .await?
         .map_err(anyhow::Error::msg)?;
     eprintln!("hermes: MCP server at {}", http.url());
@@ -150,8 +164,9 @@ async fn start_control_socket(
     let bus = engine.bus.clone();
     let dir = engine.config.engine.data_dir.clone();
     let max = engine.config.engine.max_envelope_bytes;
+    let connections = engine.config.http.max_connections;
     match io
-        .spawn(async move { hermes::bus::socket::listen(bus, &dir, max).await })
+        .spawn(async move { hermes::bus::socket::listen(bus, &dir, max, connections).await })
         .await
     {
         Ok(Ok(socket)) => Some(socket),
@@ -208,8 +223,9 @@ pub(super) async fn start_http(
     let Some(listen) = config.http.listen.clone() else {
         return Ok(None);
     };
+    let max_connections = config.http.max_connections;
     let http = io
-        .spawn(async move { hermes::http::start(&listen).await })
+        .spawn(async move { hermes::http::start(&listen, max_connections).await })
         .await??;
     eprintln!("hermes: metrics at {}", http.metrics_url());
     Ok(Some(http))

@@ -46,7 +46,7 @@ pub fn run(config: Config, args: StatusArgs) -> anyhow::Result<()> {
     if let Some(listen) = args.serve {
         return runtime.block_on(async move {
             let bus = hermes::bus::connect_with(&url, None, cluster, &credentials).await?;
-            let http = hermes::http::start(&listen).await?;
+            let http = hermes::http::start(&listen, config.http.max_connections).await?;
             http.show_live(bus).await?;
             eprintln!(
                 "hermes: status page of the deployment on {url} at {}; Ctrl-C stops",

@@ -91,12 +91,29 @@ pub struct Config {
 }
 
 /// `[http]`: Hermes' own HTTP endpoint while `hermes serve` runs.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// Address to serve `/metrics` on, e.g. `127.0.0.1:9464`; off when unset.
     #[serde(default)]
     pub listen: Option<String>,
+    /// Connections each of Hermes' listeners (this endpoint, the MCP server over HTTP, the
+    /// control socket) serves at once; past it new connections wait until one closes.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+fn default_max_connections() -> usize {
+    crate::serving::DEFAULT_MAX_CONNECTIONS
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

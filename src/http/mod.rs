@@ -22,15 +22,19 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::serving::{self, Serving};
 
 use crate::a2a::server::{A2aServer, A2aServerError};
 use crate::bus::SharedBus;
 use crate::config::Config;
 use crate::store::durability::Durable;
 use crate::telemetry::metrics::{self, Metrics};
+
+/// The listener's name in the log.
+const LISTENER: &str = "the HTTP endpoint";
 
 /// The metrics path.
 pub const METRICS_PATH: &str = "/metrics";
@@ -70,6 +74,7 @@ pub enum HttpError {
 pub struct HttpServer {
     pub addr: SocketAddr,
     cancel: CancellationToken,
+    serving: Serving,
     live: LiveSlot,
     a2a: A2aSlot,
 }
@@ -134,6 +139,12 @@ impl HttpServer {
     pub fn stop(&self) {
         self.cancel.cancel();
     }
+
+    /// Stop accepting and wait for the requests in flight to finish (Ctrl-C).
+    pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let serving = self.serving.clone();
+        async move { serving.shutdown().await }
+    }
 }
 
 impl Drop for HttpServer {
@@ -142,9 +153,10 @@ impl Drop for HttpServer {
     }
 }
 
-/// Install the metrics recorder, bind `listen` and serve until stopped. Must run on the I/O
+/// Install the metrics recorder, bind `listen` and serve until stopped, at most
+/// `max_connections` connections at once (`[http] max_connections`). Must run on the I/O
 /// runtime (its tasks are spawned on the current tokio runtime).
-pub async fn start(listen: &str) -> Result<HttpServer, HttpError> {
+pub async fn start(listen: &str, max_connections: usize) -> Result<HttpServer, HttpError> {
     let metrics = metrics::install()?;
     let listener = TcpListener::bind(listen)
         .await
@@ -165,11 +177,18 @@ pub async fn start(listen: &str) -> Result<HttpServer, HttpError> {
         live: live.clone(),
         a2a: a2a.clone(),
     };
-    tokio::spawn(accept(listener, slots, cancel.clone()));
+    let serving = serving::spawn(
+        LISTENER,
+        listener,
+        max_connections,
+        cancel.clone(),
+        move |stream, shutdown| connection(stream, slots.clone(), shutdown),
+    );
     tracing::info!(url = %format!("http://{addr}{METRICS_PATH}"), "HTTP server listening");
     Ok(HttpServer {
         addr,
         cancel,
+        serving,
         live,
         a2a,
     })
@@ -193,55 +212,22 @@ struct Slots {
     a2a: A2aSlot,
 }
 
-async fn accept(listener: TcpListener, slots: Slots, cancel: CancellationToken) {
-    let mut backoff = crate::bus::accept_backoff::AcceptBackoff::default();
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => {
-                    backoff.accepted();
-                    accepted
-                }
-                Err(error) => {
-                    // Out of descriptors, most often: wait instead of spinning, then serve.
-                    let pause = backoff.failed();
-                    tracing::warn!(%error, ?pause, "HTTP accept failed; trying again after a pause");
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => continue,
-                    }
-                }
-            },
-        };
+/// One connection: A2A paths to the A2A server once it runs, the rest to [`respond`].
+async fn connection(stream: tokio::net::TcpStream, slots: Slots, shutdown: CancellationToken) {
+    let service = service_fn(move |request: Request<Incoming>| {
         let slots = slots.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let slots = slots.clone();
-                async move {
-                    let path = request.uri().path();
-                    if A2aServer::owns(path) {
-                        if let Some(a2a) = slots.a2a.get().cloned() {
-                            return Ok::<_, Infallible>(a2a.handle(request).await);
-                        }
-                    }
-                    let response = respond(&slots.metrics, &slots.live, request.method(), path);
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                result = connection => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, "HTTP connection ended with an error");
-                    }
+        async move {
+            let path = request.uri().path();
+            if A2aServer::owns(path) {
+                if let Some(a2a) = slots.a2a.get().cloned() {
+                    return Ok::<_, Infallible>(a2a.handle(request).await);
                 }
             }
-        });
-    }
+            let response = respond(&slots.metrics, &slots.live, request.method(), path);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    serving::http1(LISTENER, stream, service, shutdown).await;
 }
 
 /// The answer to `method path`.

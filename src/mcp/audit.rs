@@ -20,6 +20,8 @@ use crate::bus::{rpc, Bus};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::mcp::AuditEntry;
 use crate::protocol::subjects;
+use crate::store::tree::{Database, Tree};
+use crate::store::StoreError;
 
 /// The sled tree of audit records.
 pub const TREE: &str = "mcp_audit";
@@ -160,7 +162,7 @@ impl AuditRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     #[error("the MCP audit store (sled tree `mcp_audit`) failed: {0}; check the data directory's disk space and permissions")]
-    Store(#[from] sled::Error),
+    Store(#[from] StoreError),
     #[error("an MCP audit record could not be encoded or decoded: {0}; the record is skipped")]
     Codec(#[from] serde_json::Error),
 }
@@ -168,14 +170,14 @@ pub enum AuditError {
 /// The `mcp_audit` tree.
 #[derive(Debug, Clone)]
 pub struct AuditLog {
-    tree: sled::Tree,
+    tree: Tree,
     seq: Arc<AtomicU64>,
 }
 
 impl AuditLog {
-    pub fn open(db: &sled::Db) -> Result<Self, AuditError> {
+    pub fn open(db: &impl Database) -> Result<Self, AuditError> {
         Ok(Self {
-            tree: db.open_tree(TREE)?,
+            tree: Tree::open(db, TREE)?,
             seq: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -187,7 +189,7 @@ impl AuditLog {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&micros.to_be_bytes());
         key[8..].copy_from_slice(&seq.to_be_bytes());
-        self.tree.insert(key, serde_json::to_vec(record)?)?;
+        self.tree.insert(&key, &serde_json::to_vec(record)?)?;
         Ok(())
     }
 
@@ -283,7 +285,7 @@ mod tests {
     #[test]
     fn latest_returns_newest_first_and_respects_the_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::open(dir.path()).unwrap();
         let log = AuditLog::open(&db).unwrap();
         for tool in ["a", "b", "c"] {
             let record = AuditRecord::new("client", Some("alice"), "srv", "tools/call", tool);
@@ -312,7 +314,7 @@ mod tests {
     #[test]
     fn a_finished_call_reads_as_one_record_and_an_interrupted_one_stays_started() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::store::open(dir.path()).unwrap();
         let log = AuditLog::open(&db).unwrap();
         let call = AuditRecord::new("client", Some("alice"), "srv", "tools/call", "pay");
         log.record(&call.started("c1")).unwrap();

@@ -6,6 +6,16 @@
 //!   cache ([`sessions::ASIDE_TREE`])
 //! - `memories`, `memory_keys`, `memory_vectors`, `memory_refs` — the Memory-extractor (`memory::MemoryStore`)
 //! - `bus.queue.<name>` — the embedded bus' durable queues
+//! - `jobs`, `tool_results_idem`, `tool_raw` — the Tool-executor (`tools::stores`: async job
+//!   records, idempotency records, raw tool outputs)
+//! - `mcp_audit` — the MCP-bridge's audit of MCP calls (`mcp::audit`)
+//! - `memory_extracted` — the Memory-extractor's set of mined turns
+//! - `a2a_push`, `a2a_remote` — A2A push configs and delegated remote tasks when there is no
+//!   NATS cluster (`a2a::kv`)
+//!
+//! sled's types stay inside `store/` and `memory/` (and the embedded bus' durable queue):
+//! the other owners reach their trees through [`tree::Tree`], bytes in and out, and a backup
+//! reads every tree through [`sled_snapshot`].
 //!
 //! sled is single-process: other processes ask the owner over the bus, never open the files.
 //! [`session_reader`] reads sessions for those who ask (`hermes sessions`), [`session_wire`]
@@ -16,10 +26,12 @@ pub mod replica;
 pub mod session_reader;
 pub mod session_wire;
 pub mod sessions;
+pub mod sled_snapshot;
 pub mod tasks;
 #[cfg(test)]
 pub mod test_log;
 pub mod tool_result;
+pub mod tree;
 
 use std::path::Path;
 

@@ -35,6 +35,7 @@ use crate::bus::kv::SharedKv;
 use crate::protocol::ToolCallResult;
 use crate::store::durability::Durable;
 use crate::store::tool_result::StoredToolResult;
+use crate::store::tree::Tree;
 use crate::store::StoreError;
 
 /// The sled tree of recorded results.
@@ -104,7 +105,7 @@ pub enum Reservation {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Local { tree: sled::Tree, durable: Durable },
+    Local { tree: Tree, durable: Durable },
     Shared(Arc<dyn SharedKv>),
 }
 
@@ -136,7 +137,7 @@ impl IdemStore {
     pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
             backend: Backend::Local {
-                tree: db.open_tree(TREE)?,
+                tree: Tree::open(db, TREE)?,
                 durable: db.clone(),
             },
             running: Arc::default(),
@@ -167,7 +168,7 @@ impl IdemStore {
 
     pub async fn get(&self, key: &str) -> Result<Option<IdemRecord>, StoreError> {
         let bytes = match &self.backend {
-            Backend::Local { tree, .. } => tree.get(key.as_bytes())?.map(|v| v.to_vec()),
+            Backend::Local { tree, .. } => tree.get(key.as_bytes())?,
             Backend::Shared(bucket) => bucket
                 .get(key)
                 .await
@@ -186,12 +187,11 @@ impl IdemStore {
         })?;
         let created = match &self.backend {
             Backend::Local { tree, durable } => {
-                let swapped =
-                    tree.compare_and_swap(key.as_bytes(), None::<&[u8]>, Some(reservation))?;
-                if swapped.is_ok() {
+                let created = tree.insert_new(key.as_bytes(), &reservation)?.is_none();
+                if created {
                     durable.commit().await?;
                 }
-                swapped.is_ok()
+                created
             }
             Backend::Shared(bucket) => bucket
                 .create(key, Bytes::from(reservation))
@@ -259,7 +259,7 @@ impl IdemStore {
         })?;
         match &self.backend {
             Backend::Local { tree, durable } => {
-                tree.insert(key.as_bytes(), bytes)?;
+                tree.insert(key.as_bytes(), &bytes)?;
                 durable.commit().await?;
             }
             Backend::Shared(bucket) => bucket

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{ProgressUpdate, ToolError};
 use crate::bus::kv::{lookup, SharedKv};
 use crate::store::durability::Durable;
+use crate::store::tree::Tree;
 use crate::store::StoreError;
 
 use crate::protocol::tool::JobEvent;
@@ -80,7 +81,7 @@ pub const BUCKET: &str = "hermes_jobs";
 /// [`BUCKET`], so `job_status` answers from any copy of the tool-executor.
 #[derive(Debug, Clone)]
 pub struct JobStore {
-    tree: sled::Tree,
+    tree: Tree,
     durable: Durable,
     shared: Option<Arc<dyn SharedKv>>,
 }
@@ -88,7 +89,7 @@ pub struct JobStore {
 impl JobStore {
     pub fn open(db: &Durable) -> Result<Self, StoreError> {
         Ok(Self {
-            tree: db.open_tree(TREE)?,
+            tree: Tree::open(db, TREE)?,
             durable: db.clone(),
             shared: None,
         })

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bus::kv::{lookup, SharedKv};
+use crate::store::tree::{Database, Tree};
 use crate::store::StoreError;
 
 /// The sled tree of raw outputs.
@@ -38,14 +39,14 @@ pub const BUCKET: &str = "hermes_raw";
 /// [`BUCKET`] (expiring after the retention), so `tool_raw_get` answers from any copy.
 #[derive(Debug, Clone)]
 pub struct RawStore {
-    tree: sled::Tree,
+    tree: Tree,
     shared: Option<Arc<dyn SharedKv>>,
 }
 
 impl RawStore {
-    pub fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub fn open(db: &impl Database) -> Result<Self, StoreError> {
         Ok(Self {
-            tree: db.open_tree(TREE)?,
+            tree: Tree::open(db, TREE)?,
             shared: None,
         })
     }
@@ -126,7 +127,7 @@ impl RawStore {
                 Some(at) if at >= cutoff => break,
                 // Older, or unreadable (it can never be served): both go.
                 _ => {
-                    self.tree.remove(key)?;
+                    self.tree.remove(&key)?;
                     removed += 1;
                 }
             }
@@ -156,7 +157,7 @@ mod tests {
 
     #[test]
     fn stored_output_comes_back_by_reference() {
-        let db = sled::Config::new().temporary(true).open().unwrap();
+        let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
         let store = RawStore::open(&db).unwrap();
         let r = store
             .put("order_lookup", "c1", &json!({"orders": [1, 2]}))
@@ -170,7 +171,7 @@ mod tests {
 
     #[test]
     fn pruning_removes_only_records_older_than_the_cutoff() {
-        let db = sled::Config::new().temporary(true).open().unwrap();
+        let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
         let store = RawStore::open(&db).unwrap();
         let old = store.put("add", "c1", &json!(1)).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(5));

@@ -64,10 +64,8 @@ impl ToolStores {
     /// Stores in a temporary database that vanishes on drop (tests, benches, and an executor
     /// started without a data directory).
     pub fn temporary() -> Result<Self, StoreError> {
-        let db = sled::Config::new().temporary(true).open()?;
-        Self::open(&Durable::new(
-            db,
-            Mode::Batch(std::time::Duration::from_millis(50)),
-        ))
+        Self::open(&crate::store::tree::temporary(Mode::Batch(
+            std::time::Duration::from_millis(50),
+        ))?)
     }
 }

@@ -11,6 +11,7 @@ mod config_files;
 mod demo_cli;
 mod error_kinds;
 mod eval_tasks;
+mod listener_limits;
 mod log_vs_cache;
 mod mcp_bridge;
 mod mcp_client;

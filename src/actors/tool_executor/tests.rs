@@ -154,9 +154,7 @@ async fn idempotent_write_retried_after_a_crash_executes_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_tools_run_every_time() {
-    let db = crate::store::durability::Durable::from(
-        sled::Config::new().temporary(true).open().unwrap(),
-    );
+    let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core(
@@ -242,9 +240,7 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
         (ToolEffect::Read, "retry once"),
         (ToolEffect::Write, "do not retry"),
     ] {
-        let db = crate::store::durability::Durable::from(
-            sled::Config::new().temporary(true).open().unwrap(),
-        );
+        let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
         let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
         let c = core(&db, bus, vec![Arc::new(Hanging { effect })]);
         let r = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
@@ -267,9 +263,7 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn high_risk_call_without_confirmation_is_refused_and_counted() {
-    let db = crate::store::durability::Durable::from(
-        sled::Config::new().temporary(true).open().unwrap(),
-    );
+    let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core(
@@ -318,9 +312,7 @@ async fn events_until_final(sub: &mut bus::Subscription) -> Vec<(String, JobEven
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_tool_answers_with_a_job_and_publishes_progress_and_done() {
-    let db = crate::store::durability::Durable::from(
-        sled::Config::new().temporary(true).open().unwrap(),
-    );
+    let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let stores = ToolStores::open(&db).unwrap();
     let status_tool: Arc<dyn Tool> = Arc::new(JobStatusTool::new(stores.jobs.clone()));
@@ -403,9 +395,7 @@ fn unfinished(tool: &str) -> JobRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
-    let db = crate::store::durability::Durable::from(
-        sled::Config::new().temporary(true).open().unwrap(),
-    );
+    let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let writer: Arc<dyn Tool> = Arc::new(Counting {

@@ -21,17 +21,21 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::serving::{self, Serving};
 
 use super::auth::{Denied, TokenTable};
 use super::{HermesMcpServer, ServerDeps, SERVER_NAME};
 use crate::config::McpHostConfig;
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
+
+/// The listener's name in the log.
+const LISTENER: &str = "the MCP server over HTTP";
 
 /// The MCP endpoint's path.
 pub const PATH: &str = "/mcp";
@@ -43,6 +47,7 @@ type Service = StreamableHttpService<HermesMcpServer, LocalSessionManager>;
 pub struct HttpServer {
     pub addr: SocketAddr,
     cancel: CancellationToken,
+    serving: Serving,
 }
 
 impl HttpServer {
@@ -54,6 +59,12 @@ impl HttpServer {
     pub fn stop(&self) {
         self.cancel.cancel();
     }
+
+    /// Stop accepting and wait for the requests in flight to finish (Ctrl-C).
+    pub fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let serving = self.serving.clone();
+        async move { serving.shutdown().await }
+    }
 }
 
 impl Drop for HttpServer {
@@ -62,11 +73,23 @@ impl Drop for HttpServer {
     }
 }
 
-/// Bind `listen` and serve until stopped. Must run on the I/O runtime.
+/// Bind `listen` and serve until stopped, at most
+/// [`DEFAULT_MAX_CONNECTIONS`](crate::serving::DEFAULT_MAX_CONNECTIONS) connections at once.
+/// Must run on the I/O runtime.
 pub async fn start(
     listen: &str,
     deps: ServerDeps,
     host: &McpHostConfig,
+) -> Result<HttpServer, String> {
+    start_capped(listen, deps, host, serving::DEFAULT_MAX_CONNECTIONS).await
+}
+
+/// [`start`], at most `max_connections` connections at once (`[http] max_connections`).
+pub async fn start_capped(
+    listen: &str,
+    deps: ServerDeps,
+    host: &McpHostConfig,
+    max_connections: usize,
 ) -> Result<HttpServer, String> {
     let listener = TcpListener::bind(listen).await.map_err(|e| {
         format!("the MCP HTTP server cannot listen on {listen}: {e}; choose a free port in [mcp.server] http_listen")
@@ -86,9 +109,19 @@ pub async fn start(
         tokens,
         deps,
     });
-    tokio::spawn(accept(listener, gate, cancel.clone()));
+    let serving = serving::spawn(
+        LISTENER,
+        listener,
+        max_connections,
+        cancel.clone(),
+        move |stream, shutdown| connection(stream, gate.clone(), shutdown),
+    );
     tracing::info!(url = %format!("http://{addr}{PATH}"), "MCP server listening");
-    Ok(HttpServer { addr, cancel })
+    Ok(HttpServer {
+        addr,
+        cancel,
+        serving,
+    })
 }
 
 fn rmcp_service(deps: ServerDeps, host: &McpHostConfig, cancel: CancellationToken) -> Service {
@@ -125,46 +158,13 @@ struct Gate {
     deps: ServerDeps,
 }
 
-async fn accept(listener: TcpListener, gate: Arc<Gate>, cancel: CancellationToken) {
-    let mut backoff = crate::bus::accept_backoff::AcceptBackoff::default();
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => {
-                    backoff.accepted();
-                    accepted
-                }
-                Err(error) => {
-                    // Out of descriptors, most often: wait instead of spinning, then serve.
-                    let pause = backoff.failed();
-                    tracing::warn!(%error, ?pause, "MCP HTTP accept failed; trying again after a pause");
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => continue,
-                    }
-                }
-            },
-        };
+/// One connection, through the [`Gate`].
+async fn connection(stream: tokio::net::TcpStream, gate: Arc<Gate>, shutdown: CancellationToken) {
+    let service = service_fn(move |request| {
         let gate = gate.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let gate = gate.clone();
-                async move { Ok::<_, Infallible>(gate.handle(request).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                result = connection => {
-                    if let Err(error) = result {
-                        tracing::debug!(%error, "MCP HTTP connection ended with an error");
-                    }
-                }
-            }
-        });
-    }
+        async move { Ok::<_, Infallible>(gate.handle(request).await) }
+    });
+    serving::http1(LISTENER, stream, service, shutdown).await;
 }
 
 impl Gate {

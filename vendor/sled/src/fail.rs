@@ -7,7 +7,7 @@ use crate::Lazy;
 type HM = HashMap<
     &'static str,
     u64,
-    std::hash::BuildHasherDefault<fxhash::FxHasher64>,
+    std::hash::BuildHasherDefault<rustc_hash::FxHasher>,
 >;
 
 static ACTIVE: Lazy<Mutex<HM>, fn() -> Mutex<HM>> = Lazy::new(init);

@@ -427,14 +427,14 @@ pub(crate) enum Link {
 pub(crate) type FastMap8<K, V> = std::collections::HashMap<
     K,
     V,
-    std::hash::BuildHasherDefault<fxhash::FxHasher64>,
+    std::hash::BuildHasherDefault<rustc_hash::FxHasher>,
 >;
 
 /// A fast set that is not resistant to collision attacks. Works
 /// on 8 bytes at a time.
 pub(crate) type FastSet8<V> = std::collections::HashSet<
     V,
-    std::hash::BuildHasherDefault<fxhash::FxHasher64>,
+    std::hash::BuildHasherDefault<rustc_hash::FxHasher>,
 >;
 
 /// A function that may be configured on a particular shared `Tree`
