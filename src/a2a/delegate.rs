@@ -32,6 +32,26 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::{JobEvent, JobStatus, ToolError, ToolErrorCode};
 use crate::store::durability::Durable;
 
+/// Why a remote delegation could not be recorded, read or followed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DelegateError {
+    #[error("the remote task could not be encoded: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("the remote task could not be recorded (is the bus up?): {0}")]
+    Record(#[source] crate::bus::BusError),
+    #[error("the remote task's record could not be read (is the bus up?): {0}")]
+    Read(#[source] crate::bus::BusError),
+    #[error("a remote task record is unreadable (written by another version?): {0}")]
+    Unreadable(#[source] serde_json::Error),
+    #[error(transparent)]
+    Agent(#[from] A2aClientError),
+    #[error(transparent)]
+    Subject(#[from] crate::protocol::subjects::IdError),
+    #[error(transparent)]
+    Envelope(#[from] crate::protocol::envelope::EnvelopeError),
+}
+
 /// The bucket (or sled tree) of remote tasks.
 pub const BUCKET: &str = "a2a_remote";
 
@@ -135,12 +155,12 @@ impl RemoteDelegates {
     }
 
     /// Record `task` (unless it already is) and follow it: returns once it is stored.
-    pub async fn start(self: &Arc<Self>, task: RemoteTask) -> Result<(), String> {
-        let bytes = serde_json::to_vec(&task).map_err(|e| e.to_string())?;
+    pub async fn start(self: &Arc<Self>, task: RemoteTask) -> Result<(), DelegateError> {
+        let bytes = serde_json::to_vec(&task).map_err(DelegateError::Encode)?;
         self.kv
             .create(&task.job_id, Bytes::from(bytes))
             .await
-            .map_err(|e| format!("the remote task could not be recorded: {e}"))?;
+            .map_err(DelegateError::Record)?;
         self.follow(&task.job_id);
         Ok(())
     }
@@ -212,7 +232,7 @@ impl RemoteDelegates {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => {
-                    if self.give_up_if_cancelled(job_id, &e).await {
+                    if self.give_up_if_cancelled(job_id, &e.to_string()).await {
                         return;
                     }
                     tracing::warn!(job = job_id, error = %e, "remote task not reached; retrying")
@@ -270,7 +290,7 @@ impl RemoteDelegates {
     }
 
     /// One look at the remote task; true once it is settled (or gone from the records).
-    async fn step(&self, job_id: &str) -> Result<bool, String> {
+    async fn step(&self, job_id: &str) -> Result<bool, DelegateError> {
         let Some(mut task) = self.load(job_id).await? else {
             return Ok(true);
         };
@@ -291,7 +311,7 @@ impl RemoteDelegates {
             );
             return self.settle(task, outcome).await.map(|_| true);
         }
-        let agent = self.agent(&task.agent).await.map_err(|e| e.to_string())?;
+        let agent = self.agent(&task.agent).await?;
         let remote = match task.remote_task.clone() {
             Some(id) => agent.get_task(&id).await,
             None => match self.start_remote(&agent, &mut task).await? {
@@ -308,7 +328,7 @@ impl RemoteDelegates {
             Err(e) => {
                 // The agent may have moved: read its card again next time.
                 lock(&self.agents).remove(&task.agent);
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         if task.cancel.is_some() && !remote.status.state.is_terminal() {
@@ -326,7 +346,7 @@ impl RemoteDelegates {
         &self,
         agent: &RemoteAgent,
         task: &mut RemoteTask,
-    ) -> Result<Option<Result<Task, A2aClientError>>, String> {
+    ) -> Result<Option<Result<Task, A2aClientError>>, DelegateError> {
         if let Some(found) = self.started_before(agent, task).await {
             task.remote_task = Some(found.id.clone());
             self.save(task).await?;
@@ -358,7 +378,7 @@ impl RemoteDelegates {
                 self.settle(task.clone(), outcome).await?;
                 Ok(None)
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -375,7 +395,7 @@ impl RemoteDelegates {
     }
 
     /// Store the outcome and tell the parent turn (on `hermes.job.<id>`).
-    async fn settle(&self, mut task: RemoteTask, outcome: Outcome) -> Result<(), String> {
+    async fn settle(&self, mut task: RemoteTask, outcome: Outcome) -> Result<(), DelegateError> {
         task.outcome = Some(outcome.clone());
         self.save(&task).await?;
         let event = JobEvent {
@@ -391,7 +411,7 @@ impl RemoteDelegates {
             result: Some(outcome.output),
             error: outcome.error,
         };
-        let subject = crate::protocol::subjects::job(&task.job_id).map_err(|e| e.to_string())?;
+        let subject = crate::protocol::subjects::job(&task.job_id)?;
         let envelope = Envelope::new(event.status.event_kind(), event)
             .for_session(
                 &task.parent.agent,
@@ -399,7 +419,7 @@ impl RemoteDelegates {
                 Some(&task.parent.user),
             )
             .in_trace(&task.parent.trace_id);
-        let payload = envelope.encode().map_err(|e| e.to_string())?;
+        let payload = envelope.encode()?;
         if let Err(e) = self.bus.publish(&subject, payload).await {
             tracing::warn!(subject, error = %e, "remote task's end not published; the parent reads it when it looks again");
         }
@@ -429,22 +449,22 @@ impl RemoteDelegates {
         Ok(agent)
     }
 
-    async fn load(&self, job_id: &str) -> Result<Option<RemoteTask>, String> {
+    async fn load(&self, job_id: &str) -> Result<Option<RemoteTask>, DelegateError> {
         match crate::bus::kv::lookup(self.kv.as_ref(), job_id).await {
             Ok(None) => Ok(None),
             Ok(Some(bytes)) => serde_json::from_slice(&bytes)
                 .map(Some)
-                .map_err(|e| format!("a remote task record is unreadable: {e}")),
-            Err(e) => Err(e.to_string()),
+                .map_err(DelegateError::Unreadable),
+            Err(e) => Err(DelegateError::Read(e)),
         }
     }
 
-    async fn save(&self, task: &RemoteTask) -> Result<(), String> {
-        let bytes = serde_json::to_vec(task).map_err(|e| e.to_string())?;
+    async fn save(&self, task: &RemoteTask) -> Result<(), DelegateError> {
+        let bytes = serde_json::to_vec(task).map_err(DelegateError::Encode)?;
         self.kv
             .put(&task.job_id, Bytes::from(bytes))
             .await
-            .map_err(|e| format!("the remote task could not be recorded: {e}"))
+            .map_err(DelegateError::Record)
     }
 }
 

@@ -18,7 +18,7 @@
 use chrono::{Duration as ChronoDuration, Utc};
 use serde_json::{json, Value};
 
-use super::{Emitter, TurnEnv};
+use super::{Emitter, PortError, TurnEnv};
 use crate::a2a::delegate::{ParentTurn, RemotePoll, RemoteTask};
 use crate::config::agents::{delegated_agent, AgentConfig};
 use crate::config::Config;
@@ -196,7 +196,7 @@ pub(super) async fn send(
     agent: &AgentConfig,
     record: &TurnRecord,
     job: &AwaitedJob,
-) -> Result<(), String> {
+) -> Result<(), PortError> {
     let Some(child) = &job.child else {
         return Ok(());
     };
@@ -247,7 +247,7 @@ async fn send_remote(
     record: &TurnRecord,
     job: &AwaitedJob,
     child: &ChildTask,
-) -> Result<(), String> {
+) -> Result<(), PortError> {
     let task = RemoteTask {
         job_id: job.job_id.clone(),
         agent: child.agent.clone(),

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::ports::{failed, Recall, TurnPorts};
-use super::TurnError;
+use super::{PortError, TurnError};
 use crate::bus::events::EventScope;
-use crate::protocol::envelope::Envelope;
+use crate::protocol::envelope::{Envelope, EnvelopeError};
 use crate::protocol::{
     Cancel, CancelAccepted, ExtractJob, JobEvent, PlanReply, PlanRequest, RecallHit,
     SummariseRequest, ToolCallRequest, ToolCallResult, ToolDefinition, ToolStatus, ToolsCatalog,
@@ -92,7 +92,11 @@ impl TurnPorts for FakePorts {
         Ok(reply)
     }
 
-    async fn recall(&self, _: &EventScope, recall: Recall<'_>) -> Result<Vec<RecallHit>, String> {
+    async fn recall(
+        &self,
+        _: &EventScope,
+        recall: Recall<'_>,
+    ) -> Result<Vec<RecallHit>, PortError> {
         let mut seen = self.seen();
         seen.recall_namespaces = recall.namespaces.to_vec();
         seen.recalls += 1;
@@ -100,7 +104,7 @@ impl TurnPorts for FakePorts {
         Ok(self.recalled.iter().take(recall.limit).cloned().collect())
     }
 
-    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String> {
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, PortError> {
         Ok(Arc::new(ToolsCatalog {
             tools: self.definitions.iter().map(ToolDefinition::spec).collect(),
             definitions: self.definitions.clone(),
@@ -139,7 +143,7 @@ impl TurnPorts for FakePorts {
         }
     }
 
-    async fn summarise(&self, _: &EventScope, _: SummariseRequest) -> Result<String, String> {
+    async fn summarise(&self, _: &EventScope, _: SummariseRequest) -> Result<String, PortError> {
         self.seen().summaries += 1;
         Ok("earlier turns, summarised".into())
     }
@@ -165,15 +169,23 @@ impl TurnPorts for FakePorts {
         &self,
         _: &EventScope,
         envelope: Envelope<UserMessage>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PortError> {
         if self.refuse_sends {
-            return Err("unknown_agent: no such agent".into());
+            return Err(PortError::Request {
+                what: "giving the delegated task to its session",
+                source: EnvelopeError::Answered {
+                    kind: "accepted".into(),
+                    code: "unknown_agent".into(),
+                    message: "no such agent".into(),
+                }
+                .into(),
+            });
         }
         self.seen().sent.push(envelope);
         Ok(())
     }
 
-    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String> {
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, PortError> {
         self.seen().cancels.push(envelope);
         Ok(CancelAccepted {
             turn_id: None,

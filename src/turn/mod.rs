@@ -18,6 +18,7 @@ mod ending;
 mod handoff;
 pub mod inbound;
 mod observe;
+mod port_error;
 pub mod ports;
 pub mod prefetch;
 mod state;
@@ -33,6 +34,7 @@ use chrono::{DateTime, Utc};
 pub use emit::Emitter;
 pub use ending::{cancel, queue_extraction, tell_unservable, UNSERVABLE};
 use ending::{fail, finish};
+pub use port_error::PortError;
 use state::{turn_start, TurnState};
 pub use waiting::{finished_by, job_result};
 

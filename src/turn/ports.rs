@@ -26,7 +26,7 @@ use crate::protocol::{
 };
 use crate::tools::{ToolError, ToolErrorCode};
 
-use super::TurnError;
+use super::{PortError, TurnError};
 
 /// The ports of a turn.
 #[async_trait]
@@ -40,9 +40,9 @@ pub trait TurnPorts: Send + Sync {
         &self,
         scope: &EventScope,
         recall: Recall<'_>,
-    ) -> Result<Vec<RecallHit>, String>;
+    ) -> Result<Vec<RecallHit>, PortError>;
     /// The tool catalog (the executor's and the workers' tools).
-    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String>;
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, PortError>;
     /// Run one call, waiting at most `timeout`; every failure is a result.
     async fn call_tool(
         &self,
@@ -55,7 +55,7 @@ pub trait TurnPorts: Send + Sync {
         &self,
         scope: &EventScope,
         request: SummariseRequest,
-    ) -> Result<String, String>;
+    ) -> Result<String, PortError>;
     /// Publish a turn event.
     async fn emit(&self, scope: &EventScope, event: TurnEvent);
     /// Put a finished turn on the extraction queue; false when it could not be queued.
@@ -67,18 +67,15 @@ pub trait TurnPorts: Send + Sync {
         &self,
         scope: &EventScope,
         envelope: Envelope<UserMessage>,
-    ) -> Result<(), String>;
+    ) -> Result<(), PortError>;
     /// Ask another session to cancel its turn.
-    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String>;
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, PortError>;
     /// Publish an event on `hermes.job.<id>` (a delegated turn's end wakes its parent).
     async fn publish_job_event(&self, scope: &EventScope, event: JobEvent);
     /// Start a delegated task on a remote A2A agent: Ok once it is recorded (it is sent and
     /// followed from there; its end arrives on `hermes.job.<id>`).
-    async fn remote_start(&self, task: RemoteTask) -> Result<(), String> {
-        Err(format!(
-            "agent `{}` lives elsewhere (A2A) and this process cannot reach it",
-            task.agent
-        ))
+    async fn remote_start(&self, task: RemoteTask) -> Result<(), PortError> {
+        Err(PortError::NoRemote { agent: task.agent })
     }
     /// What became of the remote task of delegation `job_id`.
     async fn remote_poll(&self, job_id: &str) -> RemotePoll {
@@ -203,7 +200,7 @@ impl TurnPorts for BusPorts {
         &self,
         scope: &EventScope,
         recall: Recall<'_>,
-    ) -> Result<Vec<RecallHit>, String> {
+    ) -> Result<Vec<RecallHit>, PortError> {
         let request = RecallRequest {
             user: recall.user.to_string(),
             query: recall.query.to_string(),
@@ -217,10 +214,10 @@ impl TurnPorts for BusPorts {
         retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body.hits)
-            .map_err(|e| e.to_string())
+            .map_err(PortError::request("recalling memories"))
     }
 
-    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, String> {
+    async fn catalog(&self) -> Result<Arc<ToolsCatalog>, PortError> {
         if let Some(cached) = lock(&self.catalog).clone() {
             return Ok(cached);
         }
@@ -229,7 +226,7 @@ impl TurnPorts for BusPorts {
         let catalog = retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| Arc::new(r.body))
-            .map_err(|e| e.to_string())?;
+            .map_err(PortError::request("reading the tool catalog"))?;
         *lock(&self.catalog) = Some(catalog.clone());
         Ok(catalog)
     }
@@ -272,13 +269,13 @@ impl TurnPorts for BusPorts {
         &self,
         scope: &EventScope,
         request: SummariseRequest,
-    ) -> Result<String, String> {
+    ) -> Result<String, PortError> {
         let envelope = Envelope::request(request).in_trace(&scope.trace_id);
         let timeout = Duration::from_secs(self.config.engine.plan_timeout_secs);
         retry::request(self.bus.as_ref(), envelope, timeout, Repeat::OnSilence)
             .await
             .map(|r| r.body.summary)
-            .map_err(|e| e.to_string())
+            .map_err(PortError::request("summarising older turns"))
     }
 
     async fn emit(&self, scope: &EventScope, event: TurnEvent) {
@@ -295,7 +292,7 @@ impl TurnPorts for BusPorts {
         &self,
         _: &EventScope,
         envelope: Envelope<UserMessage>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PortError> {
         // Sent again after silence: the receiving session recognises the message id.
         retry::request(
             self.bus.as_ref(),
@@ -305,10 +302,12 @@ impl TurnPorts for BusPorts {
         )
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(PortError::request(
+            "giving the delegated task to its session",
+        ))
     }
 
-    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, String> {
+    async fn send_cancel(&self, envelope: Envelope<Cancel>) -> Result<CancelAccepted, PortError> {
         retry::request(
             self.bus.as_ref(),
             envelope,
@@ -317,7 +316,7 @@ impl TurnPorts for BusPorts {
         )
         .await
         .map(|r| r.body)
-        .map_err(|e| e.to_string())
+        .map_err(PortError::request("cancelling the delegated turn"))
     }
 
     async fn publish_job_event(&self, scope: &EventScope, event: JobEvent) {
@@ -339,13 +338,10 @@ impl TurnPorts for BusPorts {
         }
     }
 
-    async fn remote_start(&self, task: RemoteTask) -> Result<(), String> {
+    async fn remote_start(&self, task: RemoteTask) -> Result<(), PortError> {
         match &self.remote {
-            Some(remote) => remote.start(task).await,
-            None => Err(format!(
-                "agent `{}` lives elsewhere (A2A) and this process cannot reach it",
-                task.agent
-            )),
+            Some(remote) => Ok(remote.start(task).await?),
+            None => Err(PortError::NoRemote { agent: task.agent }),
         }
     }
 
