@@ -111,9 +111,9 @@ impl Engine {
                 .bus
                 .auth
                 .resolve()
-                .map_err(|reason| EngineError::Actor {
+                .map_err(|error| EngineError::Actor {
                     actor: "bus",
-                    reason,
+                    reason: error.to_string(),
                 })?,
         };
         let bus = io

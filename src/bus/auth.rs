@@ -104,6 +104,50 @@ pub mod env {
     pub const IDENTITY: &str = "HERMES_NATS_IDENTITY";
 }
 
+/// Why the NATS credential or TLS settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    #[error("{user} is set but {password} is not: set both")]
+    UserWithoutPassword {
+        user: &'static str,
+        password: &'static str,
+    },
+    #[error("more than one NATS credential in {place} ({found}); keep one of {keep}")]
+    SeveralCredentials {
+        place: &'static str,
+        found: String,
+        keep: &'static str,
+    },
+    #[error("{place}: {error}")]
+    Identity {
+        place: &'static str,
+        #[source]
+        error: crate::protocol::subjects::IdError,
+    },
+    #[error("cannot read the NKey seed file {}: {error}; check the path and its permissions", file.display())]
+    SeedUnreadable {
+        file: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("the NKey seed file {} is empty; it holds one seed line (nsc, or nk -gen user)", file.display())]
+    SeedEmpty { file: PathBuf },
+    #[error("[bus.auth] {what} names the variable {variable}, which is not set: export it")]
+    SecretUnset {
+        what: &'static str,
+        variable: String,
+    },
+    #[error("cannot use the credentials file {}: {error}; it must hold a user JWT and its NKey seed (nsc generate creds)", path.display())]
+    CredsFile {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("a TLS client certificate needs both its certificate and its key file: set both, or neither")]
+    HalfClientCertificate,
+}
+
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -114,20 +158,17 @@ impl NatsAuth {
     /// `HERMES_NATS_TLS_CA_FILE` / `_CERT_FILE` / `_KEY_FILE`, and `HERMES_NATS_IDENTITY`.
     /// More than one credential, a user without a password, or an identity that cannot be a
     /// subject token is an error naming the variables.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, AuthError> {
         Self::from_lookup(var)
     }
 
     /// [`Self::from_env`] over any lookup (tests).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, AuthError> {
         let mut found = Vec::new();
         if let Some(user) = lookup(env::USER) {
-            let password = lookup(env::PASSWORD).ok_or_else(|| {
-                format!(
-                    "{} is set but {} is not: set both",
-                    env::USER,
-                    env::PASSWORD
-                )
+            let password = lookup(env::PASSWORD).ok_or(AuthError::UserWithoutPassword {
+                user: env::USER,
+                password: env::PASSWORD,
             })?;
             found.push(NatsCredential::UserPassword { user, password });
         }
@@ -141,18 +182,16 @@ impl NatsAuth {
             found.push(NatsCredential::CredsFile(PathBuf::from(file)));
         }
         if found.len() > 1 {
-            return Err(format!(
-                "more than one NATS credential in the environment ({}); keep one of {}, {}, {}, {}",
-                found
+            return Err(AuthError::SeveralCredentials {
+                place: "the environment",
+                found: found
                     .iter()
                     .map(NatsCredential::describe)
                     .collect::<Vec<_>>()
                     .join(", "),
-                env::USER,
-                env::TOKEN,
-                env::NKEY_SEED_FILE,
-                env::CREDS_FILE
-            ));
+                keep: "HERMES_NATS_USER, HERMES_NATS_TOKEN, HERMES_NATS_NKEY_SEED_FILE, \
+                       HERMES_NATS_CREDS_FILE",
+            });
         }
         let identity = lookup(env::IDENTITY)
             .map(|name| check_identity(env::IDENTITY, name))
@@ -195,26 +234,22 @@ impl NatsAuth {
 
 /// `name`, when it can be one subject token (it goes into inbox and inbound subjects);
 /// `source` names where it came from.
-pub fn check_identity(source: &str, name: String) -> Result<String, String> {
+pub fn check_identity(place: &'static str, name: String) -> Result<String, AuthError> {
     crate::protocol::subjects::check_id("identity", &name)
         .map(|()| name)
-        .map_err(|e| format!("{source}: {e}"))
+        .map_err(|error| AuthError::Identity { place, error })
 }
 
 /// The NKey seed in `file` (its first non-empty line).
-pub fn read_seed(file: PathBuf) -> Result<NatsCredential, String> {
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        format!(
-            "cannot read the NKey seed file {}: {e}; check the path and its permissions",
-            file.display()
-        )
-    })?;
-    let seed = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .ok_or_else(|| format!("the NKey seed file {} is empty", file.display()))?
-        .to_string();
+pub fn read_seed(file: PathBuf) -> Result<NatsCredential, AuthError> {
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(error) => return Err(AuthError::SeedUnreadable { file, error }),
+    };
+    let Some(seed) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(AuthError::SeedEmpty { file });
+    };
+    let seed = seed.to_string();
     Ok(NatsCredential::NKey { seed, file })
 }
 
@@ -240,10 +275,10 @@ mod tests {
             "secrets never print"
         );
         let err = NatsAuth::from_lookup(lookup(&[(env::USER, "u")])).unwrap_err();
-        assert!(err.contains(env::PASSWORD), "{err}");
+        assert!(err.to_string().contains(env::PASSWORD), "{err}");
         let err = NatsAuth::from_lookup(lookup(&[(env::TOKEN, "t"), (env::CREDS_FILE, "/x")]))
             .unwrap_err();
-        assert!(err.contains("more than one"), "{err}");
+        assert!(err.to_string().contains("more than one"), "{err}");
         assert_eq!(
             NatsAuth::from_lookup(lookup(&[])).unwrap(),
             NatsAuth::default()
@@ -284,6 +319,6 @@ mod tests {
         );
         assert_eq!(NatsAuth::default().inbox_prefix(), None);
         let err = NatsAuth::from_lookup(lookup(&[(env::IDENTITY, "a.b")])).unwrap_err();
-        assert!(err.contains(env::IDENTITY), "{err}");
+        assert!(err.to_string().contains(env::IDENTITY), "{err}");
     }
 }

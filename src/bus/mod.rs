@@ -275,6 +275,12 @@ pub enum BusError {
     PayloadTooLarge { size: usize, max: usize },
     #[error("cannot connect to the bus at {url}: {reason}; is nats-server running (with -js)?")]
     Connect { url: String, reason: String },
+    #[error("cannot connect to the bus at {url}: {error}")]
+    Credentials {
+        url: String,
+        #[source]
+        error: auth::AuthError,
+    },
     #[error("the bus is closed")]
     Closed,
     #[error("cannot encode the message for `{subject}`: {reason}; this is a bug in the publisher, please report it")]
@@ -462,9 +468,9 @@ pub async fn connect(
 ) -> Result<SharedBus, BusError> {
     let credentials = match url {
         "embedded" => auth::NatsAuth::default(),
-        _ => auth::NatsAuth::from_env().map_err(|reason| BusError::Connect {
+        _ => auth::NatsAuth::from_env().map_err(|error| BusError::Credentials {
             url: url.to_string(),
-            reason,
+            error,
         })?,
     };
     connect_with(url, db, cluster::ClusterOptions::default(), &credentials).await

@@ -149,9 +149,13 @@ impl NatsBus {
                     watched.observe(&event);
                     async {}
                 });
-            let options = auth::apply(options, credentials)
-                .await
-                .map_err(connect_error)?;
+            let options =
+                auth::apply(options, credentials)
+                    .await
+                    .map_err(|error| BusError::Credentials {
+                        url: url.to_string(),
+                        error,
+                    })?;
             let attempt = options.connect(servers.as_slice()).await;
             match attempt {
                 Ok(client) => break client,

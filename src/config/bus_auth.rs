@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bus::auth::{check_identity, read_seed, NatsAuth, NatsCredential, NatsTls};
+use crate::bus::auth::{check_identity, read_seed, AuthError, NatsAuth, NatsCredential, NatsTls};
 
 /// `[bus.auth]` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,19 +31,20 @@ pub struct BusAuthConfig {
     pub identity: Option<String>,
 }
 
-fn secret(what: &str, variable: &str) -> Result<String, String> {
+fn secret(what: &'static str, variable: &str) -> Result<String, AuthError> {
     std::env::var(variable)
         .ok()
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            format!("[bus.auth] {what} names the variable {variable}, which is not set: export it")
+        .ok_or_else(|| AuthError::SecretUnset {
+            what,
+            variable: variable.to_string(),
         })
 }
 
 impl BusAuthConfig {
     /// The credential and TLS settings to connect with: this section, then the environment's
     /// `HERMES_NATS_*` over it. More than one credential in the section is an error naming them.
-    pub fn resolve(&self) -> Result<NatsAuth, String> {
+    pub fn resolve(&self) -> Result<NatsAuth, AuthError> {
         let mut found = Vec::new();
         if let Some(user) = &self.user {
             let variable = self
@@ -66,11 +67,15 @@ impl BusAuthConfig {
             found.push(NatsCredential::CredsFile(file.clone()));
         }
         if found.len() > 1 {
-            return Err(
-                "[bus.auth] sets more than one credential; keep one of user, token_env, \
-                 nkey_seed_file, creds_file"
-                    .into(),
-            );
+            return Err(AuthError::SeveralCredentials {
+                place: "[bus.auth]",
+                found: found
+                    .iter()
+                    .map(NatsCredential::describe)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                keep: "user, token_env, nkey_seed_file, creds_file",
+            });
         }
         let configured = NatsAuth {
             credential: found.pop().unwrap_or_default(),
@@ -104,7 +109,11 @@ mod tests {
             creds_file: Some("/h.creds".into()),
             ..BusAuthConfig::default()
         };
-        assert!(both.resolve().unwrap_err().contains("more than one"));
+        assert!(both
+            .resolve()
+            .unwrap_err()
+            .to_string()
+            .contains("more than one"));
         let one = BusAuthConfig {
             nkey_seed_file: Some(seed),
             ..BusAuthConfig::default()
@@ -123,6 +132,9 @@ mod tests {
             ..BusAuthConfig::default()
         };
         let err = config.resolve().unwrap_err();
-        assert!(err.contains("HERMES_TEST_UNSET_PASSWORD_VAR"), "{err}");
+        assert!(
+            err.to_string().contains("HERMES_TEST_UNSET_PASSWORD_VAR"),
+            "{err}"
+        );
     }
 }

@@ -3,10 +3,10 @@
 
 use async_nats::{ConnectError, ConnectErrorKind, ConnectOptions};
 
-use crate::bus::auth::{NatsAuth, NatsCredential};
+use crate::bus::auth::{AuthError, NatsAuth, NatsCredential};
 
 /// `options` with `auth`'s credential and TLS settings.
-pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOptions, String> {
+pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOptions, AuthError> {
     let mut options = match &auth.credential {
         NatsCredential::None => options,
         NatsCredential::UserPassword { user, password } => {
@@ -14,13 +14,15 @@ pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOp
         }
         NatsCredential::Token(token) => options.token(token.clone()),
         NatsCredential::NKey { seed, .. } => options.nkey(seed.clone()),
-        NatsCredential::CredsFile(path) => options.credentials_file(path).await.map_err(|e| {
-            format!(
-                "cannot use the credentials file {}: {e}; it must hold a user JWT and its \
-                     NKey seed (nsc generate creds)",
-                path.display()
-            )
-        })?,
+        NatsCredential::CredsFile(path) => {
+            options
+                .credentials_file(path)
+                .await
+                .map_err(|error| AuthError::CredsFile {
+                    path: path.clone(),
+                    error,
+                })?
+        }
     };
     if let Some(prefix) = auth.inbox_prefix() {
         options = options.custom_inbox_prefix(prefix);
@@ -33,11 +35,7 @@ pub async fn apply(options: ConnectOptions, auth: &NatsAuth) -> Result<ConnectOp
             options = options.add_client_certificate(cert.clone(), key.clone());
         }
         (None, None) => {}
-        _ => {
-            return Err(
-                "a TLS client certificate needs both its certificate and its key file".into(),
-            )
-        }
+        _ => return Err(AuthError::HalfClientCertificate),
     }
     if auth.tls.is_set() {
         install_crypto_provider();
