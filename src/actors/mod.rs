@@ -54,6 +54,16 @@ pub struct ActorSet {
     pub memory_extractor: bool,
 }
 
+/// Why an `--actors` list does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActorSetError {
+    #[error("unknown actor `{0}`; choose from: all, session, planner, tool-executor, mcp-bridge, memory-extractor")]
+    Unknown(String),
+    #[error("no actor named; choose from: all, session, planner, tool-executor, mcp-bridge, memory-extractor")]
+    None,
+}
+
 impl ActorSet {
     pub const ALL: ActorSet = ActorSet {
         session: true,
@@ -80,7 +90,7 @@ impl ActorSet {
     ];
 
     /// Parse `session,planner,…` or `all`.
-    pub fn parse(list: &str) -> Result<Self, String> {
+    pub fn parse(list: &str) -> Result<Self, ActorSetError> {
         if list.trim() == "all" {
             return Ok(Self::ALL);
         }
@@ -99,16 +109,11 @@ impl ActorSet {
                 "tool-executor" => set.tool_executor = true,
                 "mcp-bridge" => set.mcp_bridge = true,
                 "memory-extractor" => set.memory_extractor = true,
-                other => {
-                    return Err(format!(
-                        "unknown actor `{other}`; choose from: all, {}",
-                        Self::NAMES.join(", ")
-                    ))
-                }
+                other => return Err(ActorSetError::Unknown(other.to_string())),
             }
         }
         if !set.any() {
-            return Err("no actor named; choose from: all, ".to_string() + &Self::NAMES.join(", "));
+            return Err(ActorSetError::None);
         }
         Ok(set)
     }

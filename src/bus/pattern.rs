@@ -25,10 +25,28 @@ fn tokens(subject: &str) -> impl Iterator<Item = &[u8]> {
     subject.as_bytes().split(|b| *b == b'.')
 }
 
+/// What is wrong with a subject or pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubjectError {
+    #[error("subject is empty")]
+    Empty,
+    #[error("subject contains whitespace")]
+    Whitespace,
+    #[error("subject has an empty token (`..` or a leading/trailing dot)")]
+    EmptyToken,
+    #[error("wildcards are not allowed when publishing")]
+    WildcardInPublish,
+    #[error("`>` must be the last token")]
+    TailNotLast,
+    #[error("a wildcard must be a whole token")]
+    PartialWildcard,
+}
+
 /// Check a pattern for subscribing (wildcards allowed) or a subject for publishing (not).
-pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
+pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), SubjectError> {
     if subject.is_empty() {
-        return Err("subject is empty".into());
+        return Err(SubjectError::Empty);
     }
     let spaced = if subject.is_ascii() {
         // ASCII whitespace is ASCII control or ' ' (vertical tab included).
@@ -37,22 +55,22 @@ pub fn validate(subject: &str, wildcards_allowed: bool) -> Result<(), String> {
         subject.chars().any(|c| c.is_whitespace() || c.is_control())
     };
     if spaced {
-        return Err("subject contains whitespace".into());
+        return Err(SubjectError::Whitespace);
     }
     let mut tokens = tokens(subject).peekable();
     while let Some(t) = tokens.next() {
         if t.is_empty() {
-            return Err("subject has an empty token (`..` or a leading/trailing dot)".into());
+            return Err(SubjectError::EmptyToken);
         }
         let wild = t == b"*" || t == b">";
         if wild && !wildcards_allowed {
-            return Err("wildcards are not allowed when publishing".into());
+            return Err(SubjectError::WildcardInPublish);
         }
         if t == b">" && tokens.peek().is_some() {
-            return Err("`>` must be the last token".into());
+            return Err(SubjectError::TailNotLast);
         }
         if !wild && t.iter().any(|b| *b == b'*' || *b == b'>') {
-            return Err("a wildcard must be a whole token".into());
+            return Err(SubjectError::PartialWildcard);
         }
     }
     Ok(())

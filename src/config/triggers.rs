@@ -70,9 +70,27 @@ pub enum RenderError {
     NoField(String),
 }
 
+/// Why a template does not parse; each says what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    #[error("a lone `}}` (write `}}}}` for a brace)")]
+    LoneBrace,
+    #[error("`{{{0}` is not closed with `}}`")]
+    Unclosed(String),
+    #[error("`{{{0}}}`: a subject token is a number from 0")]
+    TokenNotNumber(String),
+    #[error("`{{{0}}}`: write {{subject.N}}")]
+    TokenPath(String),
+    #[error("`{{{0}}}` has an empty field name")]
+    EmptyField(String),
+    #[error("unknown placeholder `{{{0}}}`; use {{subject}}, {{subject.N}}, {{payload}} or {{payload.field}}")]
+    Unknown(String),
+}
+
 impl Template {
     /// Parse `text`; the error says what is wrong and where.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut parts = Vec::new();
         let mut literal = String::new();
         let mut chars = text.chars().peekable();
@@ -86,14 +104,14 @@ impl Template {
                     chars.next();
                     literal.push('}');
                 }
-                '}' => return Err("a lone `}` (write `}}` for a brace)".into()),
+                '}' => return Err(TemplateError::LoneBrace),
                 '{' => {
                     let mut name = String::new();
                     loop {
                         match chars.next() {
                             Some('}') => break,
                             Some(c) => name.push(c),
-                            None => return Err(format!("`{{{name}` is not closed with `}}`")),
+                            None => return Err(TemplateError::Unclosed(name)),
                         }
                     }
                     if !literal.is_empty() {
@@ -150,7 +168,7 @@ impl Template {
     }
 }
 
-fn placeholder(name: &str) -> Result<Part, String> {
+fn placeholder(name: &str) -> Result<Part, TemplateError> {
     let mut segments = name.split('.');
     match segments.next() {
         Some("subject") => match segments.next() {
@@ -158,9 +176,9 @@ fn placeholder(name: &str) -> Result<Part, String> {
             Some(n) => {
                 let index = n
                     .parse::<usize>()
-                    .map_err(|_| format!("`{{{name}}}`: a subject token is a number from 0"))?;
+                    .map_err(|_| TemplateError::TokenNotNumber(name.to_string()))?;
                 if segments.next().is_some() {
-                    return Err(format!("`{{{name}}}`: write {{subject.N}}"));
+                    return Err(TemplateError::TokenPath(name.to_string()));
                 }
                 Ok(Part::Subject(Some(index)))
             }
@@ -168,14 +186,11 @@ fn placeholder(name: &str) -> Result<Part, String> {
         Some("payload") => {
             let path: Vec<String> = segments.map(str::to_string).collect();
             if path.iter().any(String::is_empty) {
-                return Err(format!("`{{{name}}}` has an empty field name"));
+                return Err(TemplateError::EmptyField(name.to_string()));
             }
             Ok(Part::Payload(path))
         }
-        _ => Err(format!(
-            "unknown placeholder `{{{name}}}`; use {{subject}}, {{subject.N}}, {{payload}} or \
-             {{payload.field}}"
-        )),
+        _ => Err(TemplateError::Unknown(name.to_string())),
     }
 }
 
@@ -192,7 +207,8 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         if !names.insert(trigger.name.as_str()) {
             return Err(invalid("name", format!("`{}` is used twice", trigger.name)));
         }
-        crate::bus::pattern::validate(&trigger.subject, true).map_err(|e| invalid("subject", e))?;
+        crate::bus::pattern::validate(&trigger.subject, true)
+            .map_err(|e| invalid("subject", e.to_string()))?;
         if trigger.subject == ">" || trigger.subject.split('.').next() == Some("hermes") {
             return Err(invalid(
                 "subject",
@@ -235,7 +251,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         ];
         for (field, text) in templates {
             if let Some(text) = text {
-                Template::parse(text).map_err(|e| invalid(field, e))?;
+                Template::parse(text).map_err(|e| invalid(field, e.to_string()))?;
             }
         }
     }
@@ -273,14 +289,22 @@ mod tests {
 
     #[test]
     fn malformed_templates_are_refused_at_load() {
-        assert!(Template::parse("{payload.user")
-            .unwrap_err()
+        assert_eq!(
+            Template::parse("{payload.user"),
+            Err(TemplateError::Unclosed("payload.user".into()))
+        );
+        assert_eq!(
+            Template::parse("{who}"),
+            Err(TemplateError::Unknown("who".into()))
+        );
+        assert_eq!(Template::parse("a } b"), Err(TemplateError::LoneBrace));
+        assert_eq!(
+            Template::parse("{subject.x}"),
+            Err(TemplateError::TokenNotNumber("subject.x".into()))
+        );
+        assert!(TemplateError::Unclosed("payload.user".into())
+            .to_string()
             .contains("not closed"));
-        assert!(Template::parse("{who}")
-            .unwrap_err()
-            .contains("unknown placeholder"));
-        assert!(Template::parse("a } b").unwrap_err().contains("lone"));
-        assert!(Template::parse("{subject.x}").is_err());
     }
 
     #[test]
