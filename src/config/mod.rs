@@ -341,6 +341,17 @@ impl Config {
                 }
             })?;
         }
+        for name in &self.mcp.server.expose_agents {
+            if !self.agents.contains_key(name) {
+                return Err(ConfigError::Invalid {
+                    key: "mcp.server.expose_agents".into(),
+                    message: format!(
+                        "`{name}` is not a configured agent; name one of [agents.*] ({})",
+                        self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
         for server in &self.mcp.servers {
             crate::protocol::subjects::check_id("mcp server", &server.name).map_err(|e| {
                 ConfigError::Invalid {

@@ -12,6 +12,7 @@ mod demo_cli;
 mod error_kinds;
 mod eval_tasks;
 mod log_vs_cache;
+mod mcp_agents;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_server;

@@ -1,0 +1,312 @@
+//! Hermes agents as MCP tools (`[mcp.server] expose_agents`) and Hermes as a gateway for its
+//! mounted servers' tools (`expose_tools = ["catalog__*"]`), over Streamable HTTP with bearer
+//! tokens: the official MCP Python SDK calls an agent and gets its answer; a client that
+//! negotiated the tasks extension (Hermes' own rmcp client) follows an agent's task to its
+//! answer, sees a confirmation it waits for, and cancels it; a mounted tool is served to an
+//! allowed role only, audited per user.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use hermes::config::{Config, McpRoleConfig, McpTokenConfig, ToolDefineConfig};
+use hermes::mcp::server::auth::sha256_hex;
+use hermes::mcp::tasks::follow;
+use hermes::mcp::{McpCallOutcome, McpClient, McpTaskState, McpTaskStatus};
+use hermes::tools::definition::ToolRisk;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::mcp_bridge::audit;
+use super::mcp_server::{client_as, start_http};
+use crate::common::engine::{test_config, with_engine};
+use crate::common::scenario::*;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// "sum" adds; "report" runs a 30-second async job; "for real" calls a high-risk tool.
+fn script() -> Scenario {
+    Scenario::new("mcp-agents")
+        .rule(on_user(&["sum"]).calls("add", json!({"a": 19, "b": 23})))
+        .rule(after_tool("add").says("The sum is 42."))
+        .rule(on_user(&["report"]).calls("generate_report", json!({"topic": "mcp", "seconds": 30})))
+        .rule(after_tool("generate_report").says("The report is ready."))
+        .rule(on_user(&["for real"]).calls("current_time", json!({})))
+        .rule(after_tool("current_time").says("Done for real."))
+        .rule(on_user(&[]).says("ok"))
+        .rule(
+            on_user(&[])
+                .role("extractor")
+                .says("{\"memory_updates\": []}"),
+        )
+}
+
+fn role(tools: &[&str]) -> McpRoleConfig {
+    McpRoleConfig {
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        namespaces: vec![],
+    }
+}
+
+fn token(user: &str, role: &str) -> McpTokenConfig {
+    McpTokenConfig {
+        user: user.into(),
+        roles: vec![role.into()],
+        token_sha256: Some(sha256_hex(&format!("{user}-secret"))),
+        ..Default::default()
+    }
+}
+
+/// `assistant` exposed as a tool and the catalog's tools through the gateway; alice's role
+/// may call both (by pattern), carol's only `memory_search`.
+fn config(dir: &Path) -> Config {
+    let mut config = test_config(dir, &script());
+    config.tools.define.push(ToolDefineConfig {
+        name: "current_time".into(),
+        risk: Some(ToolRisk::High),
+        ..Default::default()
+    });
+    let host = &mut config.mcp.server;
+    host.expose_agents = vec!["assistant".into()];
+    host.expose_tools = vec!["catalog__*".into()];
+    host.roles = [
+        ("caller".to_owned(), role(&["assistant", "catalog__*"])),
+        ("reader".to_owned(), role(&["memory_search"])),
+    ]
+    .into_iter()
+    .collect();
+    host.tokens = vec![token("alice", "caller"), token("carol", "reader")];
+    config
+}
+
+async fn task_of(client: &dyn McpClient, arguments: Value) -> McpTaskState {
+    match client
+        .call_tool_or_task("assistant", arguments, WAIT)
+        .await
+        .unwrap()
+    {
+        McpCallOutcome::Task(task) => task,
+        McpCallOutcome::Done(result) => panic!("a tasks client got no task: {result:?}"),
+    }
+}
+
+/// Ask `tasks/get` until the task shows `status` (or panic after 20 s).
+async fn until_status(
+    client: &dyn McpClient,
+    task_id: &str,
+    status: McpTaskStatus,
+) -> McpTaskState {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = client.get_task(task_id, WAIT).await.unwrap();
+        if state.status == status {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task_id} never became {status:?}: {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn a_tasks_client_follows_an_agent_task_to_its_answer_and_cancels_a_waiting_one() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let alice = client_as(&server, Some("alice")).await.unwrap();
+        let tools: Vec<String> = alice
+            .list_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert!(tools.contains(&"assistant".to_owned()), "{tools:?}");
+
+        // The call answers at once with a task; notifications and tasks/get follow it.
+        let mut heard = alice
+            .task_updates()
+            .expect("the rmcp client hears task notifications");
+        let task = task_of(&alice, json!({"task": "what is the sum?"})).await;
+        assert!(task.task_id.starts_with("assistant."), "{task:?}");
+        assert_eq!(task.status, McpTaskStatus::Working);
+        let done = follow(
+            &alice,
+            task.clone(),
+            Instant::now() + Duration::from_secs(60),
+            WAIT,
+        )
+        .await
+        .unwrap();
+        assert_eq!(done.status, McpTaskStatus::Completed, "{done:?}");
+        let result = done
+            .result
+            .expect("a completed task carries the call's result");
+        assert!(!result.is_error, "{result:?}");
+        assert_eq!(result.text, "The sum is 42.");
+        let mut announced = Vec::new();
+        while let Ok(state) = heard.try_recv() {
+            if state.task_id == task.task_id {
+                announced.push(state.status);
+            }
+        }
+        assert!(
+            announced.contains(&McpTaskStatus::Completed),
+            "notifications/tasks announced the end: {announced:?}"
+        );
+
+        // Another user cannot see it.
+        let carol = client_as(&server, Some("carol")).await.unwrap();
+        assert!(carol.get_task(&task.task_id, WAIT).await.is_err());
+
+        // A turn waiting for a confirmation is `input_required`, with the question.
+        let risky = task_of(&alice, json!({"task": "do it for real"})).await;
+        let waiting = until_status(&alice, &risky.task_id, McpTaskStatus::InputRequired).await;
+        assert!(
+            waiting
+                .message
+                .clone()
+                .unwrap_or_default()
+                .contains("current_time"),
+            "{waiting:?}"
+        );
+        // Cancelling it cancels the turn.
+        alice.cancel_task(&risky.task_id, WAIT).await.unwrap();
+        until_status(&alice, &risky.task_id, McpTaskStatus::Cancelled).await;
+
+        // A turn working on a 30-second job is cancelled the same way, long before it ends.
+        let report = task_of(&alice, json!({"task": "write the report"})).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        alice.cancel_task(&report.task_id, WAIT).await.unwrap();
+        let ended = until_status(&alice, &report.task_id, McpTaskStatus::Cancelled).await;
+        assert!(ended.result.is_none(), "{ended:?}");
+        alice.shutdown().await;
+        carol.shutdown().await;
+    });
+}
+
+/// Run the MCP Python SDK's client against `url` as `token`, calling `tool`.
+fn python_sdk_call(url: &str, token: &str, tool: &str, arguments: Value) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/mcp_sdk_client.py");
+    let python = crate::common::a2a_sdk::python();
+    let out = Command::new(&python)
+        .arg(&script)
+        .args([url, token, tool, &arguments.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "the MCP Python SDK client failed (is `mcp` in .tools/venv? run \
+         scripts/setup-test-deps.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_python_sdk_calls_an_agent_tool_and_gets_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let url = server.url();
+        let answer = tokio::task::spawn_blocking(move || {
+            python_sdk_call(
+                &url,
+                "alice-secret",
+                "assistant",
+                json!({"task": "what is the sum?"}),
+            )
+        })
+        .await
+        .unwrap();
+        assert_eq!(answer["is_error"], false, "{answer}");
+        assert_eq!(answer["text"], "The sum is 42.", "{answer}");
+        let session = answer["structured"]["session"].as_str().unwrap().to_owned();
+        assert!(
+            answer["tools"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("assistant")),
+            "{answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let records = audit(engine.bus.as_ref(), 20).await.records;
+        assert!(
+            records.iter().any(|r| r.who == "alice"
+                && r.method == "tools/call"
+                && r.target.starts_with(&format!("assistant.{session}."))
+                && r.status == "ok"),
+            "{records:?}"
+        );
+    });
+}
+
+#[test]
+fn a_mounted_servers_tool_is_served_through_the_gateway_to_an_allowed_role_only() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let alice = client_as(&server, Some("alice")).await.unwrap();
+        let tools: Vec<String> = alice
+            .list_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert!(
+            tools.contains(&"catalog__search_products".to_owned())
+                && tools.contains(&"catalog__get_product".to_owned()),
+            "{tools:?}"
+        );
+        let found = alice
+            .call_tool("catalog__search_products", json!({"brand": "Sony"}), WAIT)
+            .await
+            .unwrap();
+        assert!(!found.is_error, "{found:?}");
+        assert!(found.text.contains("SONY"), "{found:?}");
+
+        let carol = client_as(&server, Some("carol")).await.unwrap();
+        let listed: Vec<String> = carol
+            .list_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert!(
+            !listed.iter().any(|t| t.starts_with("catalog__")),
+            "{listed:?}"
+        );
+        let refused = carol
+            .call_tool("catalog__search_products", json!({"brand": "Sony"}), WAIT)
+            .await;
+        let refused = match refused {
+            Ok(result) => {
+                assert!(result.is_error, "{result:?}");
+                result.text
+            }
+            Err(error) => error.to_string(),
+        };
+        assert!(refused.contains("forbidden"), "{refused}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let records = audit(engine.bus.as_ref(), 30).await.records;
+        assert!(
+            records.iter().any(|r| r.side == "server"
+                && r.who == "alice"
+                && r.target == "catalog__search_products"
+                && r.status == "ok"),
+            "{records:?}"
+        );
+        assert!(
+            records.iter().any(|r| r.who == "carol"
+                && r.target == "catalog__search_products"
+                && r.status == "denied"),
+            "{records:?}"
+        );
+        alice.shutdown().await;
+        carol.shutdown().await;
+    });
+}
