@@ -1,8 +1,8 @@
 //! Hermes agents as MCP tools (`[mcp.server] expose_agents`) and Hermes as a gateway for its
 //! mounted servers' tools (`expose_tools = ["catalog__*"]`), over Streamable HTTP with bearer
 //! tokens: the official MCP Python SDK calls an agent and gets its answer; a client that
-//! negotiated the tasks extension (Hermes' own rmcp client) follows an agent's task to its
-//! answer, sees a confirmation it waits for, and cancels it; a mounted tool is served to an
+//! negotiated the tasks extension (Hermes' own rmcp client, and rmcp's for `tasks/update`)
+//! follows an agent's task to its answer, answers a confirmation it waits for, and cancels it; a mounted tool is served to an
 //! allowed role only, audited per user.
 
 use std::path::Path;
@@ -14,6 +14,13 @@ use hermes::mcp::server::auth::sha256_hex;
 use hermes::mcp::tasks::follow;
 use hermes::mcp::{McpCallOutcome, McpClient, McpTaskState, McpTaskStatus};
 use hermes::tools::definition::ToolRisk;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, DetailedTask,
+    GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -308,5 +315,96 @@ fn a_mounted_servers_tool_is_served_through_the_gateway_to_an_allowed_role_only(
         );
         alice.shutdown().await;
         carol.shutdown().await;
+    });
+}
+
+/// A raw rmcp client that negotiates the tasks extension, as `user`.
+async fn tasks_client(
+    url: &str,
+    user: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+            .auth_header(format!("{user}-secret")),
+    );
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("tasks-test", "0"),
+    )
+    .serve(transport)
+    .await
+    .unwrap()
+}
+
+/// `tasks/get` until the task has `status` (or panic after 20 s).
+async fn until_wire_status(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    task_id: &str,
+    status: TaskStatus,
+) -> DetailedTask {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let task = peer
+            .get_task(GetTaskParams::new(task_id))
+            .await
+            .unwrap()
+            .task;
+        if task.status() == status {
+            return task;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task_id} never became {status:?}: {task:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn a_confirmation_a_task_waits_for_is_answered_with_tasks_update_and_the_turn_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let client = tasks_client(&server.url(), "alice").await;
+        let peer = client.peer().clone();
+        let arguments = json!({"task": "do it for real"});
+        let call = CallToolRequestParams::new("assistant")
+            .with_arguments(arguments.as_object().unwrap().clone());
+        let CallToolResponse::Task(created) = peer.call_tool_once(call).await.unwrap() else {
+            panic!("a client with the tasks extension gets a task");
+        };
+        let id = created.task.task_id;
+        let waiting = until_wire_status(&peer, &id, TaskStatus::InputRequired).await;
+        let TaskPayload::InputRequired { input_requests } = waiting.payload else {
+            panic!("an input_required task carries its input requests");
+        };
+        let key = input_requests
+            .keys()
+            .next()
+            .expect("one confirmation")
+            .clone();
+        let wire = serde_json::to_value(&input_requests[&key]).unwrap();
+        assert_eq!(wire["method"], "elicitation/create", "{wire}");
+        assert!(
+            wire["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("current_time"),
+            "{wire}"
+        );
+
+        let answer = json!({"action": "accept", "content": {"approve": true}});
+        peer.update_task(UpdateTaskParams::new(
+            &id,
+            [(key, answer)].into_iter().collect(),
+        ))
+        .await
+        .unwrap();
+        let done = until_wire_status(&peer, &id, TaskStatus::Completed).await;
+        let TaskPayload::Completed { result } = done.payload else {
+            panic!("a completed task carries its result");
+        };
+        assert_eq!(result["content"][0]["text"], "Done for real.", "{result:?}");
+        client.cancel().await.unwrap();
     });
 }
