@@ -4,7 +4,7 @@ tests in tests/suite/mcp_agents.rs.
     python mcp_sdk_client.py <url> <token> <tool> <arguments as JSON>
 
 lists the tools, calls <tool> with a plain `tools/call` (no tasks extension) and prints one
-JSON object: {"tools": [names], "is_error": bool, "text": str, "structured": object|null}.
+JSON object: {"protocol": the negotiated revision, "tools": [names], "is_error": bool, "text": str, "structured": object|null}.
 """
 
 import asyncio
@@ -22,10 +22,12 @@ async def main(url: str, token: str, tool: str, arguments: dict) -> None:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             tools = await client.list_tools()
             result = await client.call_tool(tool, arguments, read_timeout_seconds=120)
+            protocol = client.protocol_version
     texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
     print(
         json.dumps(
             {
+                "protocol": protocol,
                 "tools": [t.name for t in tools.tools],
                 "is_error": bool(result.is_error),
                 "text": "\n".join(texts),

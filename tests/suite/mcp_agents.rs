@@ -1,8 +1,10 @@
 //! Hermes agents as MCP tools (`[mcp.server] expose_agents`) and Hermes as a gateway for its
 //! mounted servers' tools (`expose_tools = ["catalog__*"]`), over Streamable HTTP with bearer
-//! tokens: the official MCP Python SDK calls an agent and gets its answer; a client that
-//! negotiated the tasks extension (Hermes' own rmcp client, and rmcp's for `tasks/update`)
-//! follows an agent's task to its answer, answers a confirmation it waits for, and cancels it; a mounted tool is served to an
+//! tokens: the official MCP Python SDK calls an agent and gets its answer, and — with the
+//! tasks extension written on the SDK's extension interface — follows an agent's task to its
+//! answer and cancels one; rmcp clients that negotiated the tasks extension (Hermes' own, and
+//! rmcp's for `tasks/update`) hear `notifications/tasks`, see a confirmation the turn waits for
+//! as `input_required`, answer it, and cancel; a mounted tool is served to an
 //! allowed role only, audited per user.
 
 use std::path::Path;
@@ -64,8 +66,8 @@ fn token(user: &str, role: &str) -> McpTokenConfig {
     }
 }
 
-/// `assistant` exposed as a tool and the catalog's tools through the gateway; alice's role
-/// may call both (by pattern), carol's only `memory_search`.
+/// `assistant` exposed as a tool and the catalog's tools through the gateway; alice's and
+/// dave's role may call both (by pattern), carol's only `memory_search`.
 fn config(dir: &Path) -> Config {
     let mut config = test_config(dir, &script());
     config.tools.define.push(ToolDefineConfig {
@@ -82,7 +84,11 @@ fn config(dir: &Path) -> Config {
     ]
     .into_iter()
     .collect();
-    host.tokens = vec![token("alice", "caller"), token("carol", "reader")];
+    host.tokens = vec![
+        token("alice", "caller"),
+        token("dave", "caller"),
+        token("carol", "reader"),
+    ];
     config
 }
 
@@ -196,11 +202,21 @@ fn a_tasks_client_follows_an_agent_task_to_its_answer_and_cancels_a_waiting_one(
 
 /// Run the MCP Python SDK's client against `url` as `token`, calling `tool`.
 fn python_sdk_call(url: &str, token: &str, tool: &str, arguments: Value) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/mcp_sdk_client.py");
+    python_sdk(
+        "mcp_sdk_client.py",
+        &[url, token, tool, &arguments.to_string()],
+    )
+}
+
+/// Run `tests/common/<script>` (an MCP Python SDK client) with `args`; its JSON output.
+fn python_sdk(script: &str, args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/common")
+        .join(script);
     let python = crate::common::a2a_sdk::python();
     let out = Command::new(&python)
         .arg(&script)
-        .args([url, token, tool, &arguments.to_string()])
+        .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
     assert!(
@@ -228,6 +244,7 @@ fn the_python_sdk_calls_an_agent_tool_and_gets_its_answer() {
         })
         .await
         .unwrap();
+        eprintln!("the MCP Python SDK spoke revision {}", answer["protocol"]);
         assert_eq!(answer["is_error"], false, "{answer}");
         assert_eq!(answer["text"], "The sum is 42.", "{answer}");
         let session = answer["structured"]["session"].as_str().unwrap().to_owned();
@@ -247,6 +264,87 @@ fn the_python_sdk_calls_an_agent_tool_and_gets_its_answer() {
                 && r.status == "ok"),
             "{records:?}"
         );
+    });
+}
+
+#[test]
+fn the_python_sdk_with_the_tasks_extension_follows_an_agent_task_and_cancels_one() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let url = server.url();
+        let run = move |task: &str, cancel: bool| {
+            let url = url.clone();
+            let arguments = json!({ "task": task }).to_string();
+            tokio::task::spawn_blocking(move || {
+                let mut args = vec![url.as_str(), "alice-secret", "assistant", &arguments];
+                if cancel {
+                    args.push("cancel");
+                }
+                python_sdk("mcp_sdk_tasks.py", &args)
+            })
+        };
+        let done = run("what is the sum?", false).await.unwrap();
+        assert!(
+            done["task_id"].as_str().unwrap().starts_with("assistant."),
+            "the call was answered with a task: {done}"
+        );
+        assert_eq!(
+            done["statuses"].as_array().unwrap().last().unwrap(),
+            "completed",
+            "{done}"
+        );
+        assert_eq!(done["is_error"], false, "{done}");
+        assert_eq!(done["text"], "The sum is 42.", "{done}");
+
+        let cancelled = run("write the report", true).await.unwrap();
+        assert_eq!(
+            cancelled["statuses"].as_array().unwrap().last().unwrap(),
+            "cancelled",
+            "{cancelled}"
+        );
+        assert_eq!(cancelled["is_error"], true, "{cancelled}");
+    });
+}
+
+#[test]
+fn an_agent_call_continues_the_callers_own_session_and_refuses_another_users() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let alice = client_as(&server, Some("alice")).await.unwrap();
+        let first = alice
+            .call_tool("assistant", json!({"task": "what is the sum?"}), WAIT)
+            .await
+            .unwrap();
+        let session = first.structured.clone().unwrap()["session"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let again = alice
+            .call_tool(
+                "assistant",
+                json!({"task": "and the sum again?", "session": session}),
+                WAIT,
+            )
+            .await
+            .unwrap();
+        assert!(!again.is_error, "{again:?}");
+        assert_eq!(again.structured.unwrap()["session"], json!(session));
+
+        let dave = client_as(&server, Some("dave")).await.unwrap();
+        let refused = dave
+            .call_tool(
+                "assistant",
+                json!({"task": "what is the sum?", "session": session}),
+                WAIT,
+            )
+            .await
+            .unwrap();
+        assert!(refused.is_error, "{refused:?}");
+        assert!(refused.text.contains("another user"), "{refused:?}");
+        alice.shutdown().await;
+        dave.shutdown().await;
     });
 }
 
