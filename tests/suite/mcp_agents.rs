@@ -15,10 +15,11 @@ use hermes::config::{Config, McpRoleConfig, McpTokenConfig, ToolDefineConfig};
 use hermes::mcp::server::auth::sha256_hex;
 use hermes::mcp::tasks::follow;
 use hermes::mcp::{McpCallOutcome, McpClient, McpTaskState, McpTaskStatus};
-use hermes::tools::definition::ToolRisk;
+use hermes::tools::definition::{ToolEffect, ToolRisk};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, DetailedTask,
-    GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
+    GetTaskParams, Implementation, MetaObject, RequestMetaObject, TaskPayload, TaskStatus,
+    UpdateTaskParams,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -75,11 +76,20 @@ fn config(dir: &Path) -> Config {
         risk: Some(ToolRisk::High),
         ..Default::default()
     });
+    // A write: a retried call with one idempotency key must not start a second job.
+    config.tools.define.push(ToolDefineConfig {
+        name: "generate_report".into(),
+        effect: Some(ToolEffect::Write),
+        ..Default::default()
+    });
     let host = &mut config.mcp.server;
     host.expose_agents = vec!["assistant".into()];
-    host.expose_tools = vec!["catalog__*".into()];
+    host.expose_tools = vec!["catalog__*".into(), "generate_report".into()];
     host.roles = [
-        ("caller".to_owned(), role(&["assistant", "catalog__*"])),
+        (
+            "caller".to_owned(),
+            role(&["assistant", "catalog__*", "generate_report"]),
+        ),
         ("reader".to_owned(), role(&["memory_search"])),
     ]
     .into_iter()
@@ -504,5 +514,49 @@ fn a_confirmation_a_task_waits_for_is_answered_with_tasks_update_and_the_turn_go
         };
         assert_eq!(result["content"][0]["text"], "Done for real.", "{result:?}");
         client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_retried_gateway_write_with_one_idempotency_key_runs_once_per_user() {
+    let dir = tempfile::tempdir().unwrap();
+    with_engine(config(dir.path()), |engine| async move {
+        let server = start_http(&engine).await;
+        let job_of = |client: rmcp::Peer<rmcp::RoleClient>, key: Option<&'static str>| async move {
+            let arguments = json!({"topic": "refunds", "seconds": 1});
+            let mut call = CallToolRequestParams::new("generate_report")
+                .with_arguments(arguments.as_object().unwrap().clone());
+            if let Some(key) = key {
+                let meta = json!({"io.hermes/idempotencyKey": key});
+                call.meta = Some(RequestMetaObject(MetaObject(
+                    meta.as_object().unwrap().clone(),
+                )));
+            }
+            let CallToolResponse::Complete(result) = client.call_tool_once(call).await.unwrap()
+            else {
+                panic!("an exposed tool answers at once");
+            };
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+            result.structured_content.unwrap()["job_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let alice = tasks_client(&server.url(), "alice").await;
+        let dave = tasks_client(&server.url(), "dave").await;
+        let first = job_of(alice.peer().clone(), Some("report-1")).await;
+        let retried = job_of(alice.peer().clone(), Some("report-1")).await;
+        assert_eq!(
+            first, retried,
+            "a retry with the same key replays the first job"
+        );
+        let other_key = job_of(alice.peer().clone(), Some("report-2")).await;
+        assert_ne!(first, other_key);
+        let no_key = job_of(alice.peer().clone(), None).await;
+        assert_ne!(first, no_key);
+        let other_user = job_of(dave.peer().clone(), Some("report-1")).await;
+        assert_ne!(first, other_user, "keys are kept per user");
+        alice.cancel().await.unwrap();
+        dave.cancel().await.unwrap();
     });
 }
