@@ -446,6 +446,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exposing_an_agent_that_is_not_configured_is_an_error_naming_it() {
+        let mut c = Config::embedded().unwrap();
+        c.mcp.server.expose_agents = vec!["assistant".into()];
+        assert!(c.check().is_ok());
+        c.mcp.server.expose_agents = vec!["triage".into()];
+        let error = c.check().unwrap_err().to_string();
+        assert!(
+            error.contains("triage") && error.contains("expose_agents"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn the_team_config_loads_with_its_agents_models_and_trigger() {
         let c = Config::team().unwrap();
         assert_eq!(

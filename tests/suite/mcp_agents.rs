@@ -254,7 +254,9 @@ fn the_python_sdk_calls_an_agent_tool_and_gets_its_answer() {
         })
         .await
         .unwrap();
-        eprintln!("the MCP Python SDK spoke revision {}", answer["protocol"]);
+        // The SDK speaks the 2026-07-28 revision (no handshake); the rmcp clients of the
+        // other tests the 2025-11-25 one: both are served.
+        assert_eq!(answer["protocol"], "2026-07-28", "{answer}");
         assert_eq!(answer["is_error"], false, "{answer}");
         assert_eq!(answer["text"], "The sum is 42.", "{answer}");
         let session = answer["structured"]["session"].as_str().unwrap().to_owned();
