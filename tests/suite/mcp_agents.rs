@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use super::mcp_bridge::audit;
 use super::mcp_server::{client_as, start_http};
 use crate::common::engine::{test_config, with_engine};
+use crate::common::hermes_proc::{free_port, hermes, output_text, Serve};
 use crate::common::scenario::*;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -561,4 +562,51 @@ fn a_retried_gateway_write_with_one_idempotency_key_runs_once_per_user() {
         alice.cancel().await.unwrap();
         dave.cancel().await.unwrap();
     });
+}
+
+#[test]
+fn hermes_serve_offers_a_configured_agent_that_hermes_mcp_probe_calls_as_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_serve_config(dir.path(), "agents", &script());
+    let addr = format!("127.0.0.1:{}", free_port());
+    let digest = sha256_hex("alice-secret");
+    let extra = format!(
+        r#"
+[agents.assistant]
+description = "Adds numbers"
+tools = ["add"]
+
+[mcp.server]
+http_listen = "{addr}"
+expose_agents = ["assistant"]
+
+[mcp.server.roles.ide]
+tools = ["assistant"]
+
+[[mcp.server.tokens]]
+user = "alice"
+roles = ["ide"]
+token_sha256 = "{digest}"
+"#
+    );
+    let text = std::fs::read_to_string(&path).unwrap() + &extra;
+    std::fs::write(&path, text).unwrap();
+    let _serve = Serve::start(&path, "embedded", "all");
+    let out = hermes()
+        .args([
+            "mcp",
+            "probe",
+            "--token",
+            "alice-secret",
+            "--call",
+            "assistant",
+        ])
+        .args(["--args", r#"{"task": "what is the sum?"}"#])
+        .arg(format!("http://{addr}/mcp"))
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("tools: assistant"), "{text}");
+    assert!(text.contains("assistant: The sum is 42."), "{text}");
 }
