@@ -15,6 +15,7 @@ mod log_vs_cache;
 mod mcp_agents;
 mod mcp_bridge;
 mod mcp_client;
+mod mcp_gateway;
 mod mcp_server;
 mod mcp_shared_memory;
 mod mcp_tasks;
