@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes::config::{Config, McpRoleConfig, McpTokenConfig, ToolDefineConfig};
@@ -18,11 +19,13 @@ use hermes::mcp::{McpCallOutcome, McpClient, McpTaskState, McpTaskStatus};
 use hermes::tools::definition::{ToolEffect, ToolRisk};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, DetailedTask,
-    GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
+    GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus,
+    TaskStatusNotificationParams, UpdateTaskParams,
 };
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -148,10 +151,7 @@ fn a_tasks_client_follows_an_agent_task_to_its_answer_and_cancels_a_waiting_one(
             .collect();
         assert!(tools.contains(&"assistant".to_owned()), "{tools:?}");
 
-        // The call answers at once with a task; notifications and tasks/get follow it.
-        let mut heard = alice
-            .task_updates()
-            .expect("the rmcp client hears task notifications");
+        // The call answers at once with a task; tasks/get follows it.
         let task = task_of(&alice, json!({"task": "what is the sum?"})).await;
         assert!(task.task_id.starts_with("assistant."), "{task:?}");
         assert_eq!(task.status, McpTaskStatus::Working);
@@ -169,16 +169,6 @@ fn a_tasks_client_follows_an_agent_task_to_its_answer_and_cancels_a_waiting_one(
             .expect("a completed task carries the call's result");
         assert!(!result.is_error, "{result:?}");
         assert_eq!(result.text, "The sum is 42.");
-        let mut announced = Vec::new();
-        while let Ok(state) = heard.try_recv() {
-            if state.task_id == task.task_id {
-                announced.push(state.status);
-            }
-        }
-        assert!(
-            announced.contains(&McpTaskStatus::Completed),
-            "notifications/tasks announced the end: {announced:?}"
-        );
 
         // Another user cannot see it.
         let carol = client_as(&server, Some("carol")).await.unwrap();
@@ -361,21 +351,49 @@ fn an_agent_call_continues_the_callers_own_session_and_refuses_another_users() {
 }
 
 /// A raw rmcp client that negotiates the tasks extension, as `user`.
-pub async fn tasks_client(
-    url: &str,
-    user: &str,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
+pub async fn tasks_client(url: &str, user: &str) -> RunningService<RoleClient, Listener> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned())
             .auth_header(format!("{user}-secret")),
     );
-    ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("tasks-test", "0"),
-    )
-    .serve(transport)
-    .await
-    .unwrap()
+    Listener::default().serve(transport).await.unwrap()
+}
+
+/// The handler of [`tasks_client`]: a session (2025-11-25 handshake) that declares the tasks
+/// extension and keeps every task state the server announces (`notifications/tasks` reach
+/// session clients; the 2026-07-28 revision has no stream for them yet).
+#[derive(Clone, Default)]
+pub struct Listener {
+    heard: Arc<Mutex<Vec<DetailedTask>>>,
+}
+
+impl Listener {
+    fn statuses_of(&self, task_id: &str) -> Vec<TaskStatus> {
+        let heard = self.heard.lock().unwrap();
+        heard
+            .iter()
+            .filter(|t| t.task.task_id == task_id)
+            .map(|t| t.status())
+            .collect()
+    }
+}
+
+impl ClientHandler for Listener {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("tasks-test", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_task_status(
+        &self,
+        params: TaskStatusNotificationParams,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.heard.lock().unwrap().push(params.task);
+    }
 }
 
 /// `tasks/get` until the task has `status` (or panic after 20 s).
@@ -447,6 +465,20 @@ fn a_confirmation_a_task_waits_for_is_answered_with_tasks_update_and_the_turn_go
             panic!("a completed task carries its result");
         };
         assert_eq!(result["content"][0]["text"], "Done for real.", "{result:?}");
+        // The session client heard each state announced, the question and the end included.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let announced = loop {
+            let announced = client.service().statuses_of(&id);
+            if announced.contains(&TaskStatus::Completed) || Instant::now() > deadline {
+                break announced;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            announced.contains(&TaskStatus::InputRequired)
+                && announced.contains(&TaskStatus::Completed),
+            "notifications/tasks announced {announced:?}"
+        );
         client.cancel().await.unwrap();
     });
 }
