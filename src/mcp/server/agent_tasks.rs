@@ -6,7 +6,8 @@
 //!   `working`; `input_required` with one form elicitation per high-risk call the turn waits
 //!   to have confirmed (`{approve: boolean}`); `completed` with the answer as a `tools/call`
 //!   result; `failed`; `cancelled`;
-//! - `notifications/tasks` announce each new state while the turn runs;
+//! - `notifications/tasks` announce each new state while the turn runs (to a client of the
+//!   2025-11-25 handshake: a 2026-07-28 client has no stream for them and polls `tasks/get`);
 //! - `tasks/update` carries the user's decision (an accepted elicitation with `approve`, or a
 //!   declined one) back to the turn;
 //! - `tasks/cancel` cancels the turn and the turns it delegated.
