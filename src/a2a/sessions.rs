@@ -91,8 +91,25 @@ impl Sessions {
         session: &str,
         user: &str,
     ) -> Result<CancelAccepted, SessionsError> {
+        self.cancel_because(
+            agent,
+            session,
+            user,
+            "cancelled by the A2A client (CancelTask)",
+        )
+        .await
+    }
+
+    /// Cancel the session's unfinished turn (and the turns it delegated), saying why.
+    pub async fn cancel_because(
+        &self,
+        agent: &str,
+        session: &str,
+        user: &str,
+        reason: &str,
+    ) -> Result<CancelAccepted, SessionsError> {
         let body = Cancel {
-            reason: Some("cancelled by the A2A client (CancelTask)".into()),
+            reason: Some(reason.to_owned()),
         };
         self.to_session(agent, session, user, None, body).await
     }

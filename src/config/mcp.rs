@@ -93,9 +93,20 @@ pub struct McpHostConfig {
     /// others are refused.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
-    /// Hermes tools also offered over MCP (forwarded to `hermes.tool.<name>`).
+    /// Hermes tools also offered over MCP (forwarded to `hermes.tool.<name>`). A mounted
+    /// server's tools are named `<server>__<tool>`; `*` matches any run of characters
+    /// (`catalog__*`), so Hermes is a gateway for them.
     #[serde(default)]
     pub expose_tools: Vec<String>,
+    /// Agents offered as MCP tools (one tool per agent, named as the agent): a call starts a
+    /// turn for the caller's user, answered at once as a task to a client that negotiated
+    /// the tasks extension.
+    #[serde(default)]
+    pub expose_agents: Vec<String>,
+    /// Longest a call to an exposed agent waits for the answer when the client did not
+    /// negotiate tasks, seconds; default 600. Then it answers that the agent is still working.
+    #[serde(default)]
+    pub agent_call_timeout_secs: Option<u64>,
     /// Bearer tokens and the principal each one stands for.
     #[serde(default)]
     pub tokens: Vec<McpTokenConfig>,

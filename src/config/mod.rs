@@ -358,6 +358,17 @@ impl Config {
                 }
             })?;
         }
+        for name in &self.mcp.server.expose_agents {
+            if !self.agents.contains_key(name) {
+                return Err(ConfigError::Invalid {
+                    key: "mcp.server.expose_agents".into(),
+                    message: format!(
+                        "`{name}` is not a configured agent; name one of [agents.*] ({})",
+                        self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
         for server in &self.mcp.servers {
             crate::protocol::subjects::check_id("mcp server", &server.name).map_err(|e| {
                 ConfigError::Invalid {
@@ -450,6 +461,19 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exposing_an_agent_that_is_not_configured_is_an_error_naming_it() {
+        let mut c = Config::embedded().unwrap();
+        c.mcp.server.expose_agents = vec!["assistant".into()];
+        assert!(c.check().is_ok());
+        c.mcp.server.expose_agents = vec!["triage".into()];
+        let error = c.check().unwrap_err().to_string();
+        assert!(
+            error.contains("triage") && error.contains("expose_agents"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn the_team_config_loads_with_its_agents_models_and_trigger() {

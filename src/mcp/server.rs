@@ -1,6 +1,7 @@
 //! Hermes as an MCP server: its memory (`memory_write`, `memory_search`, `memory_forget`,
-//! memories as resources, a memory-QA prompt) and, optionally, some of its own tools — so
-//! other agents share one memory service.
+//! memories as resources, a memory-QA prompt) and, optionally, some of its own tools, the
+//! mounted servers' tools (a gateway) and its agents as tools ([`agents`], answered as tasks
+//! of the tasks extension) — so other agents share one memory service and reach its agents.
 //!
 //! It talks to the rest of Hermes only over the bus (`hermes.memory.*`, `hermes.tool.<name>`),
 //! so it runs in any process on the bus: over stdio (`hermes mcp serve --stdio`, one configured
@@ -8,8 +9,12 @@
 //! Every call is authorised ([`auth`]) and audited on `hermes.audit.mcp_server` /
 //! `hermes.audit.auth_denied`.
 
+mod agent_calls;
+mod agent_tasks;
+mod agents;
 pub mod auth;
 mod exposed;
+pub mod glob;
 mod handler;
 pub mod http;
 pub mod memory;
@@ -23,18 +28,28 @@ use rmcp::ServiceExt;
 pub use self::auth::{Principal, TokenTable};
 pub use self::handler::HermesMcpServer;
 use super::McpError;
+use crate::a2a::sessions::Sessions;
 use crate::bus::SharedBus;
 use crate::config::Config;
 
 /// The name the server gives in `initialize` and in audit records.
 pub const SERVER_NAME: &str = "hermes";
 
+/// How long a call to an agent waits for its answer by default (a client without tasks).
+pub const DEFAULT_AGENT_CALL_SECS: u64 = 600;
+
 /// What every session of the server shares.
 #[derive(Clone)]
 pub struct ServerDeps {
     pub bus: SharedBus,
-    /// Tools of the tool-executor offered over MCP.
+    /// Tools of the tool-executor offered over MCP (names or `*` patterns).
     pub expose_tools: Vec<String>,
+    /// Agents offered as tools: (name, description).
+    pub expose_agents: Vec<(String, String)>,
+    /// The sessions the agents' turns run in, over the bus.
+    pub sessions: Sessions,
+    /// Longest a call to an agent waits for its answer when the client takes no task.
+    pub agent_call_timeout: Duration,
     /// Timeout of memory requests.
     pub request_timeout: Duration,
     /// Timeout of exposed tool calls.
@@ -43,9 +58,30 @@ pub struct ServerDeps {
 
 impl ServerDeps {
     pub fn from_config(bus: SharedBus, config: &Config) -> Self {
+        let host = &config.mcp.server;
+        let expose_agents = host
+            .expose_agents
+            .iter()
+            .map(|name| {
+                let description = config
+                    .agents
+                    .get(name)
+                    .map(|agent| agent.description.clone())
+                    .unwrap_or_default();
+                (name.clone(), description)
+            })
+            .collect();
+        let request_timeout = Duration::from_secs(config.engine.request_timeout_secs.max(1));
         Self {
+            sessions: Sessions::new(bus.clone(), request_timeout),
             bus,
-            expose_tools: config.mcp.server.expose_tools.clone(),
+            expose_tools: host.expose_tools.clone(),
+            expose_agents,
+            agent_call_timeout: Duration::from_secs(
+                host.agent_call_timeout_secs
+                    .unwrap_or(DEFAULT_AGENT_CALL_SECS)
+                    .max(1),
+            ),
             request_timeout: Duration::from_secs(config.engine.request_timeout_secs.max(1)),
             tool_timeout: Duration::from_secs(config.tools.default_timeout_secs.max(1)),
         }

@@ -5,7 +5,8 @@
 //! at start-up), so a token is never stored, compared in clear or logged. Over stdio the
 //! principal is fixed by `hermes mcp serve --user`.
 //!
-//! Authorisation has two levels: **tools** (a role lists the tools it may call, `*` = all) and
+//! Authorisation has two levels: **tools** (a role lists the tools it may call, by name or by
+//! a pattern like `catalog__*`; `*` = all — an exposed agent is a tool named as the agent) and
 //! **data** (a principal reads and writes only its own user's memories, unless one of its roles
 //! grants a shared namespace, which it may then use for any user).
 
@@ -87,8 +88,11 @@ impl Principal {
         }
     }
 
+    /// Whether a role lists `tool` (by name or by a pattern such as `catalog__*`).
     pub fn may_call(&self, tool: &str) -> bool {
-        self.tools.as_ref().is_none_or(|tools| tools.contains(tool))
+        self.tools
+            .as_ref()
+            .is_none_or(|tools| tools.iter().any(|t| super::glob::matches(t, tool)))
     }
 
     /// Refuse a tool the principal's roles do not list.

@@ -1,7 +1,8 @@
 //! [`HermesMcpServer`]: the rmcp `ServerHandler` of Hermes' own MCP server. Tools
-//! `memory_write`, `memory_search`, `memory_forget` and the configured `expose_tools`; the
-//! caller's memories as resources `memory://<user>/<id>`; the prompt `memory_qa`. Every call
-//! is authorised for its principal (tool and data level) and audited.
+//! `memory_write`, `memory_search`, `memory_forget`, the configured `expose_tools` and one
+//! per `expose_agents` agent (with `tasks/get`, `tasks/update`, `tasks/cancel` for their
+//! tasks); the caller's memories as resources `memory://<user>/<id>`; the prompt `memory_qa`.
+//! Every call is authorised for its principal (tool and data level) and audited.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,11 +16,15 @@ use rmcp::model::{
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
     ServerConfig, Tool,
 };
+use rmcp::model::{
+    CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams, TASKS_EXTENSION_ID,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
+use super::agents;
 use super::auth::{Denied, Principal};
 use super::memory::{self, ForgetArgs, MemoryClient, ReadFailure, SearchArgs, WriteArgs};
 use super::{exposed, traced, ServerDeps, SERVER_NAME};
@@ -35,7 +40,7 @@ const QA_PROMPT: &str = "memory_qa";
 /// One MCP session's handler: the shared deps and, over stdio, its fixed principal.
 #[derive(Clone)]
 pub struct HermesMcpServer {
-    deps: Arc<ServerDeps>,
+    pub(super) deps: Arc<ServerDeps>,
     fixed: Option<Principal>,
 }
 
@@ -48,7 +53,10 @@ impl HermesMcpServer {
         Self { deps, fixed }
     }
 
-    fn principal(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+    pub(super) fn principal(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Principal, ErrorData> {
         let from_http = ctx
             .extensions
             .get::<http::request::Parts>()
@@ -66,7 +74,13 @@ impl HermesMcpServer {
     }
 
     /// Audit a refusal on `hermes.audit.auth_denied` and turn it into the caller's error.
-    async fn deny(&self, who: &Principal, method: &str, target: &str, denied: Denied) -> ErrorData {
+    pub(super) async fn deny(
+        &self,
+        who: &Principal,
+        method: &str,
+        target: &str,
+        denied: Denied,
+    ) -> ErrorData {
         let record = AuditRecord::new("server", Some(&who.user), SERVER_NAME, method, target)
             .denied(&denied.to_string());
         audit::publish(self.deps.bus.as_ref(), audit_kinds::AUTH_DENIED, &record).await;
@@ -77,7 +91,7 @@ impl HermesMcpServer {
         )
     }
 
-    async fn audited(
+    pub(super) async fn audited(
         &self,
         who: &Principal,
         method: &str,
@@ -95,12 +109,13 @@ impl HermesMcpServer {
         who: &Principal,
         name: &str,
         arguments: Value,
+        idempotency_key: Option<&str>,
     ) -> Result<Outcome, Denied> {
         match name {
             WRITE => self.write(who, memory::parse(name, arguments)).await,
             SEARCH => self.search(who, memory::parse(name, arguments)).await,
             FORGET => self.forget(who, memory::parse(name, arguments)).await,
-            other => Ok(exposed::call(&self.deps, who, other, arguments).await),
+            other => Ok(exposed::call(&self.deps, who, other, arguments, idempotency_key).await),
         }
     }
 
@@ -312,13 +327,19 @@ impl HermesMcpServer {
 
 impl ServerHandler for HermesMcpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_prompts()
-                .enable_resources()
-                .enable_tools()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        if !self.deps.expose_agents.is_empty() {
+            // Calls to agents may be answered as tasks.
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
+        }
+        ServerConfig::new(capabilities)
         .with_server_info(
             Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"))
                 .with_title("Hermes memory and tools"),
@@ -337,6 +358,7 @@ impl ServerHandler for HermesMcpServer {
         let who = self.principal(&ctx)?;
         let mut tools = Self::memory_tools();
         tools.extend(exposed::list(&self.deps).await);
+        tools.extend(agents::tools(&self.deps));
         tools.retain(|tool| who.may_call(&tool.name));
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -436,6 +458,29 @@ impl ServerHandler for HermesMcpServer {
         traced::record(&span, &answer);
         answer
     }
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.answer_get_task(request, ctx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.answer_update_task(request, ctx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.answer_cancel_task(request, ctx).await
+    }
 }
 
 /// The answers behind the traced [`ServerHandler`] methods.
@@ -447,8 +492,10 @@ impl HermesMcpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let who = self.principal(&ctx)?;
         let name = request.name.to_string();
+        let is_agent = agents::offered(&self.deps, &name);
         let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
-            || self.deps.expose_tools.contains(&name);
+            || is_agent
+            || exposed::offered(&self.deps, &name);
         if !known {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{name}`; call tools/list"),
@@ -458,9 +505,13 @@ impl HermesMcpServer {
         if let Err(denied) = who.check_tool(&name) {
             return Err(self.deny(&who, "tools/call", &name, denied).await);
         }
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if is_agent {
+            return self.call_agent(&who, &name, arguments, &ctx).await;
+        }
         let started = Instant::now();
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let outcome = match self.run_tool(&who, &name, arguments).await {
+        let key = idempotency_key(&request, &ctx);
+        let outcome = match self.run_tool(&who, &name, arguments, key.as_deref()).await {
             Ok(outcome) => outcome,
             Err(denied) => return Err(self.deny(&who, "tools/call", &name, denied).await),
         };
@@ -529,4 +580,19 @@ impl HermesMcpServer {
             .await
             .map(Into::into)
     }
+}
+
+/// The client's idempotency key of a call (`_meta["io.hermes/idempotencyKey"]`), if any.
+fn idempotency_key(
+    request: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<String> {
+    let in_params = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0 .0.get(exposed::IDEMPOTENCY_KEY).cloned());
+    in_params
+        .or_else(|| ctx.meta.0 .0.get(exposed::IDEMPOTENCY_KEY).cloned())
+        .and_then(|key| key.as_str().map(str::to_owned))
+        .filter(|key| !key.is_empty())
 }
