@@ -41,6 +41,33 @@ pub struct McpServerConfig {
     /// Timeout of one call to this server, seconds.
     #[serde(default = "default_mcp_timeout")]
     pub timeout_secs: u64,
+    /// OAuth 2.1 for a `url` server behind an authorization server (`[mcp.servers.oauth]`).
+    /// Without it, a server that answers 401 still works after `hermes mcp login <name>`.
+    #[serde(default)]
+    pub oauth: Option<McpOAuthConfig>,
+    /// Where OAuth tokens of this server are kept (`<data_dir>/mcp-oauth`); set by the engine.
+    #[serde(skip)]
+    pub oauth_store: Option<std::path::PathBuf>,
+}
+
+/// How Hermes obtains OAuth tokens for one MCP server. With `client_secret_env` it uses the
+/// client credentials grant (headless); without, the tokens of `hermes mcp login <name>`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// The client id registered at the authorization server (for a client ID metadata
+    /// document: its https URL). None = dynamic client registration at login.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Environment variable holding the client secret: turns on the client credentials grant.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// Scopes to ask for; none = those the server names in its challenge or metadata.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Loopback port `hermes mcp login` listens on for the redirect; 0 = any free port.
+    #[serde(default)]
+    pub redirect_port: u16,
 }
 
 impl Default for McpServerConfig {
@@ -54,6 +81,8 @@ impl Default for McpServerConfig {
             headers: BTreeMap::new(),
             headers_env: BTreeMap::new(),
             timeout_secs: default_mcp_timeout(),
+            oauth: None,
+            oauth_store: None,
         }
     }
 }

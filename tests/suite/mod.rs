@@ -14,6 +14,7 @@ mod eval_tasks;
 mod log_vs_cache;
 mod mcp_bridge;
 mod mcp_client;
+mod mcp_oauth;
 mod mcp_server;
 mod mcp_shared_memory;
 mod mcp_tasks;
