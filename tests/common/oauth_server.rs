@@ -106,6 +106,10 @@ pub struct State {
     pub issued: Vec<String>,
     /// (tool, scope of the token) of each tools/call let through.
     pub calls: Vec<(String, String)>,
+    /// How many requests to `/mcp` were answered 401.
+    pub rejected: usize,
+    /// `expires_in` of the access tokens issued (default 3600 s).
+    pub expires_in: Option<u64>,
     counter: u64,
 }
 
@@ -128,7 +132,7 @@ impl State {
         let mut body = json!({
             "access_token": access,
             "token_type": "Bearer",
-            "expires_in": 3600,
+            "expires_in": self.expires_in.unwrap_or(3600),
             "scope": scope,
         });
         if refresh {
@@ -215,6 +219,16 @@ impl OAuthServer {
 
     pub fn issued(&self) -> Vec<String> {
         self.state.lock().unwrap().issued.clone()
+    }
+
+    /// Issue access tokens valid for `secs` from now on.
+    pub fn set_expires_in(&self, secs: u64) {
+        self.state.lock().unwrap().expires_in = Some(secs);
+    }
+
+    /// How many requests to `/mcp` were answered 401.
+    pub fn rejected(&self) -> usize {
+        self.state.lock().unwrap().rejected
     }
 
     pub fn calls(&self) -> Vec<(String, String)> {
@@ -443,11 +457,17 @@ async fn protected(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_owned);
     let scope = {
-        let state = state.lock().unwrap();
-        match bearer.as_ref().and_then(|t| state.access.get(t)) {
-            Some((scope, true)) => scope.clone(),
-            Some((_, false)) => return challenge(401, origin, Some("invalid_token"), READ),
-            None => return challenge(401, origin, None, READ),
+        let mut state = state.lock().unwrap();
+        match bearer.as_ref().and_then(|t| state.access.get(t)).cloned() {
+            Some((scope, true)) => scope,
+            Some((_, false)) => {
+                state.rejected += 1;
+                return challenge(401, origin, Some("invalid_token"), READ);
+            }
+            None => {
+                state.rejected += 1;
+                return challenge(401, origin, None, READ);
+            }
         }
     };
     if !scope.split_whitespace().any(|s| s == READ) {

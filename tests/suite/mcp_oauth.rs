@@ -395,3 +395,68 @@ fn client_credentials_reach_the_tool_headless_and_step_up_on_insufficient_scope(
     );
     drop(io);
 }
+
+#[test]
+fn an_unconfigured_server_names_the_login_and_a_registered_client_refreshes_before_expiry() {
+    let io = fake_http::runtime();
+    let server = io.block_on(OAuthServer::start());
+    server.add_client("hermes-desktop", None);
+    let dir = tempfile::tempdir().unwrap();
+
+    // No [mcp.servers.oauth]: the server's 401 is reported with the command that fixes it.
+    let config = write_config(dir.path(), &server, "");
+    let status = run(&config, &["mcp", "status"], &[]);
+    assert!(!status.success, "{}", status.stdout);
+    assert!(
+        status
+            .stdout
+            .contains("requires an OAuth login: run `hermes mcp login remote`"),
+        "{}",
+        status.stdout
+    );
+
+    // A client registered ahead (no dynamic registration), whose access tokens live 10 s:
+    // less than the renewal margin, so each use refreshes first instead of meeting a 401.
+    let config = write_config(
+        dir.path(),
+        &server,
+        "[mcp.servers.oauth]\nclient_id = \"hermes-desktop\"\n",
+    );
+    server.set_expires_in(10);
+    let logged_in = login(&config, &[]);
+    assert!(
+        logged_in.success,
+        "{}\n{}",
+        logged_in.stdout, logged_in.stderr
+    );
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("data/mcp-oauth/remote.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["client_id"], "hermes-desktop");
+    assert_eq!(
+        saved["scope"], READ,
+        "the scope the server's challenge named"
+    );
+    let rejected_before = server.rejected();
+    let answered = send(&config, "whoami, remote?", &[]);
+    assert!(
+        answered.stdout.contains("The remote server answered."),
+        "{}",
+        answered.stdout
+    );
+    assert!(
+        server
+            .grants()
+            .iter()
+            .any(|g| g.starts_with("refresh_token")),
+        "{:?}",
+        server.grants()
+    );
+    assert_eq!(
+        server.rejected(),
+        rejected_before,
+        "refreshed before the token expired"
+    );
+    drop(io);
+}
