@@ -125,6 +125,13 @@ pub async fn discover_with(
     }
     candidates.extend(well_known(mcp_url, "oauth-protected-resource").map_err(&failed)?);
     let resource: ResourceMetadata = first_json(http, &candidates).await.map_err(&failed)?;
+    if !covers(&resource.resource, mcp_url) {
+        return Err(failed(format!(
+            "its protected-resource metadata is for `{}`, not `{mcp_url}` (RFC 9728 §3.3); \
+             Hermes will not send tokens for one resource to another",
+            resource.resource
+        )));
+    }
     let issuer = resource.authorization_servers.first().ok_or_else(|| {
         failed("its protected-resource metadata names no authorization_servers".to_owned())
     })?;
@@ -135,6 +142,13 @@ pub async fn discover_with(
         issuer.trim_end_matches('/')
     ));
     let metadata: AuthServerMetadata = first_json(http, &as_candidates).await.map_err(&failed)?;
+    if metadata.issuer.trim_end_matches('/') != issuer.trim_end_matches('/') {
+        return Err(failed(format!(
+            "the authorization server metadata found for `{issuer}` names the issuer `{}` \
+             (RFC 8414 §3.3 requires them to be the same)",
+            metadata.issuer
+        )));
+    }
     let scope = challenge
         .and_then(|c| c.scope.clone())
         .unwrap_or_else(|| resource.scopes_supported.join(" "));
@@ -143,6 +157,20 @@ pub async fn discover_with(
         metadata,
         scope,
     })
+}
+
+/// Whether the resource identifier `resource` covers the endpoint `mcp_url`: the same origin,
+/// and a path that is the endpoint's or a parent of it.
+fn covers(resource: &str, mcp_url: &str) -> bool {
+    let (Ok(resource), Ok(endpoint)) = (url::Url::parse(resource), url::Url::parse(mcp_url)) else {
+        return false;
+    };
+    if resource.origin() != endpoint.origin() {
+        return false;
+    }
+    let parent = resource.path().trim_end_matches('/');
+    let path = endpoint.path().trim_end_matches('/');
+    path == parent || path.starts_with(&format!("{parent}/"))
 }
 
 /// An unauthenticated `ping` to the MCP endpoint; the challenge of its 401, if any.
@@ -218,6 +246,21 @@ mod tests {
         let bare = parse_challenge("Bearer realm=mcp,error=invalid_token");
         assert_eq!(bare.error.as_deref(), Some("invalid_token"));
         assert_eq!(parse_challenge("Basic realm=x"), Challenge::default());
+    }
+
+    #[test]
+    fn resource_metadata_must_cover_the_endpoint() {
+        assert!(covers("https://mcp.example/mcp", "https://mcp.example/mcp"));
+        assert!(covers("https://mcp.example/", "https://mcp.example/mcp"));
+        assert!(!covers(
+            "https://mcp.example/mcp",
+            "https://mcp.example/mcpx"
+        ));
+        assert!(!covers(
+            "https://evil.example/mcp",
+            "https://mcp.example/mcp"
+        ));
+        assert!(!covers("http://mcp.example/mcp", "https://mcp.example/mcp"));
     }
 
     #[test]

@@ -78,21 +78,32 @@ pub async fn login(
         .local_addr()
         .map_err(|e| failed(format!("loopback listener: {e}")))?;
     let redirect_uri = format!("http://127.0.0.1:{}/callback", local.port());
-    let client =
-        match &oauth.client_id {
-            Some(id) => ClientAuth {
-                id: id.clone(),
-                secret: None,
-            },
-            None => match &found.metadata.registration_endpoint {
-                Some(endpoint) => register(&http, server, endpoint, &redirect_uri, &scope).await?,
-                None => return Err(failed(
-                    "no client_id is configured and the authorization server offers no dynamic \
-                     registration; register Hermes there and set [mcp.servers.oauth] client_id"
+    let client = match &oauth.client_id {
+        Some(id) => ClientAuth {
+            id: id.clone(),
+            secret: None,
+        },
+        None => match &found.metadata.registration_endpoint {
+            Some(endpoint) => register(&http, server, endpoint, &redirect_uri, &scope).await?,
+            None if found.metadata.client_id_metadata_document_supported => {
+                return Err(failed(
+                    "no client_id is configured and the authorization server offers no \
+                         dynamic registration but accepts client ID metadata documents: publish \
+                         one (redirect_uris [\"http://127.0.0.1/callback\"]) at an https URL and \
+                         set [mcp.servers.oauth] client_id to that URL"
                         .to_owned(),
-                )),
-            },
-        };
+                ))
+            }
+            None => {
+                return Err(failed(
+                    "no client_id is configured and the authorization server offers no \
+                         dynamic registration; register Hermes there and set \
+                         [mcp.servers.oauth] client_id"
+                        .to_owned(),
+                ))
+            }
+        },
+    };
     let pkce = Pkce::new();
     let state = random_token();
     let link = authorization_url(&AuthorizationRequest {
