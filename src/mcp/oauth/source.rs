@@ -135,7 +135,7 @@ impl TokenSource {
     pub async fn bearer(&self) -> Result<String, OAuthError> {
         let mut current = self.current.lock().await;
         if let Some(tokens) = current.as_ref() {
-            if !tokens.expired(chrono::Duration::seconds(EXPIRY_MARGIN_SECS)) {
+            if !tokens.expired(margin()) {
                 return Ok(tokens.access_token.clone());
             }
         }
@@ -150,6 +150,11 @@ impl TokenSource {
                 return Ok(tokens.access_token.clone());
             }
         }
+        if self.adopt_newer_login(&mut current).await {
+            if let Some(tokens) = current.as_ref().filter(|t| !t.expired(margin())) {
+                return Ok(tokens.access_token.clone());
+            }
+        }
         tracing::info!(server = %self.server, "MCP server rejected the access token; renewing it");
         self.renew(&mut current, None).await
     }
@@ -158,11 +163,20 @@ impl TokenSource {
     /// ask for the wider scope; after a login, the user must authorise it.
     pub async fn step_up(&self, needed: Option<&str>) -> Result<String, OAuthError> {
         let mut current = self.current.lock().await;
+        let needed = needed.unwrap_or_default();
+        if self.adopt_newer_login(&mut current).await {
+            if let Some(tokens) = current.as_ref().filter(|t| {
+                let held: Vec<&str> = t.scope.split_whitespace().collect();
+                needed.split_whitespace().all(|s| held.contains(&s))
+            }) {
+                return Ok(tokens.access_token.clone());
+            }
+        }
         let held = current
             .as_ref()
             .map(|t| t.scope.clone())
             .unwrap_or_else(|| self.oauth.scopes.join(" "));
-        let wider = union(&held, needed.unwrap_or_default());
+        let wider = union(&held, needed);
         if self.oauth.client_secret_env.is_none() {
             return Err(OAuthError::StepUpNeeded {
                 server: self.server.clone(),
@@ -171,6 +185,32 @@ impl TokenSource {
         }
         tracing::info!(server = %self.server, scope = %wider, "MCP server needs a wider scope; asking for it");
         self.renew(&mut current, Some(wider)).await
+    }
+
+    /// Adopt the tokens a `hermes mcp login` saved since this source read them (a login while
+    /// `hermes serve` runs). True when it did.
+    async fn adopt_newer_login(&self, current: &mut Option<StoredTokens>) -> bool {
+        let Some(store) = self
+            .store
+            .clone()
+            .filter(|_| self.oauth.client_secret_env.is_none())
+        else {
+            return false;
+        };
+        let server = self.server.clone();
+        let saved = match tokio::task::spawn_blocking(move || store.load(&server)).await {
+            Ok(Ok(Some(saved))) => saved,
+            _ => return false,
+        };
+        if current
+            .as_ref()
+            .is_some_and(|held| held.access_token == saved.access_token)
+        {
+            return false;
+        }
+        tracing::info!(server = %self.server, "using the tokens of a newer `hermes mcp login`");
+        *current = Some(saved);
+        true
     }
 
     /// Refresh (when a refresh token is held and no wider scope is asked), else client
@@ -322,6 +362,10 @@ impl TokenSource {
     }
 }
 
+fn margin() -> chrono::Duration {
+    chrono::Duration::seconds(EXPIRY_MARGIN_SECS)
+}
+
 /// `base` with what the token endpoint answered.
 fn merge(mut base: StoredTokens, response: TokenResponse) -> StoredTokens {
     base.access_token = response.access_token;
@@ -370,6 +414,57 @@ mod tests {
         };
         assert!(TokenSource::for_server(&config).unwrap().is_none());
         assert_eq!(AuthState::of(&config).unwrap(), None);
+    }
+
+    fn saved(access: &str, scope: &str) -> StoredTokens {
+        StoredTokens {
+            access_token: access.into(),
+            refresh_token: None,
+            expires_at: Some(Utc::now() + chrono::Duration::seconds(3600)),
+            scope: scope.into(),
+            token_endpoint: "http://127.0.0.1:1/token".into(),
+            client_id: "c".into(),
+            client_secret: None,
+            resource: "http://127.0.0.1:1/mcp".into(),
+            obtained_by: BY_LOGIN.into(),
+        }
+    }
+
+    #[test]
+    fn a_login_while_running_is_picked_up_on_rejection_and_on_step_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().to_path_buf());
+        store.save("remote", &saved("narrow", "mcp:read")).unwrap();
+        let config = McpServerConfig {
+            name: "remote".into(),
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            oauth_store: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let source = TokenSource::for_server(&config).unwrap().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        assert_eq!(runtime.block_on(source.bearer()).unwrap(), "narrow");
+        let error = runtime
+            .block_on(source.step_up(Some("mcp:read mcp:admin")))
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("hermes mcp login remote --scope \"mcp:read mcp:admin\""),
+            "{error}"
+        );
+        // The user logs in again with the wider scope while this source runs.
+        store
+            .save("remote", &saved("wide", "mcp:read mcp:admin"))
+            .unwrap();
+        assert_eq!(
+            runtime
+                .block_on(source.step_up(Some("mcp:read mcp:admin")))
+                .unwrap(),
+            "wide"
+        );
+        store.save("remote", &saved("newest", "mcp:read")).unwrap();
+        assert_eq!(runtime.block_on(source.rejected("wide")).unwrap(), "newest");
     }
 
     #[test]
