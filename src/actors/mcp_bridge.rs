@@ -63,7 +63,11 @@ impl McpBridge {
     ) -> Result<(Addr<McpBridge>, McpCatalog, Vec<Serving>), String> {
         let self_exe = std::env::current_exe()
             .map_err(|e| format!("cannot locate the hermes executable: {e}"))?;
-        let configs = deps.config.mcp.servers.clone();
+        let mut configs = deps.config.mcp.servers.clone();
+        let token_dir = crate::mcp::oauth::token_store::store_dir(&deps.config.engine.data_dir);
+        for config in &mut configs {
+            config.oauth_store = Some(token_dir.clone());
+        }
         // Spawning children and the handshakes are MCP I/O: they run on the I/O runtime.
         let pool = deps
             .io

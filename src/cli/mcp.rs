@@ -47,6 +47,11 @@ pub enum McpCommand {
     /// Asks a running deployment (`--bus nats://…`, or `[bus] url`: the shared audit stream)
     /// or the `hermes serve` holding the data directory; else reads the data directory.
     Audit(AuditArgs),
+    /// Authorise Hermes at a remote MCP server behind OAuth 2.1, once: prints a URL to open
+    /// in a browser, takes the redirect on a loopback port, saves the tokens owner-only.
+    Login(super::mcp_login::LoginArgs),
+    /// Forget the OAuth tokens `hermes mcp login` saved for a server.
+    Logout(super::mcp_login::LogoutArgs),
     /// Connect to a Streamable HTTP MCP server, list its tools and call one (the conformance
     /// suite's client: it appends the URL and sets MCP_CONFORMANCE_SCENARIO).
     Probe(ProbeArgs),
@@ -136,6 +141,8 @@ pub fn run(config: Vec<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
             args.reach.apply(&mut config);
             audit(config, &args)
         }
+        McpCommand::Login(args) => super::mcp_login::run_login(&Config::load_all(&config)?, args),
+        McpCommand::Logout(args) => super::mcp_login::run_logout(&Config::load_all(&config)?, args),
         McpCommand::Probe(args) => io_runtime()?.block_on(probe(args)),
     }
 }
@@ -237,6 +244,7 @@ const BRIDGE_ONLY: ActorSet = ActorSet {
 /// The catalog of the running bridge (over NATS, or through the control socket of the serve
 /// holding the data directory); with none running, of a bridge started here for the purpose.
 fn status(config: Config, json: bool) -> anyhow::Result<()> {
+    let auth = super::mcp_login::auth_states(&config);
     let config = Arc::new(config);
     let catalog = with_engine_runtime(|io| async move {
         let asking = config.clone();
@@ -267,7 +275,7 @@ fn status(config: Config, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(&catalog)?);
     } else {
-        print_status(&catalog);
+        print_status(&catalog, &auth);
     }
     let down: Vec<_> = catalog
         .servers
@@ -282,7 +290,7 @@ fn status(config: Config, json: bool) -> anyhow::Result<()> {
     }
 }
 
-fn print_status(catalog: &McpCatalog) {
+fn print_status(catalog: &McpCatalog, auth: &[(String, String)]) {
     if catalog.servers.is_empty() {
         println!("no MCP servers configured ([[mcp.servers]])");
     }
@@ -298,6 +306,9 @@ fn print_status(catalog: &McpCatalog) {
             s.prompts.len(),
             s.reconnects
         );
+        if let Some((_, state)) = auth.iter().find(|(name, _)| *name == s.name) {
+            println!("    auth: {state}");
+        }
         if let Some(error) = &s.error {
             println!("    error: {error}");
         }

@@ -13,6 +13,7 @@ mod eval_tasks;
 mod init;
 mod init_template;
 mod mcp;
+mod mcp_login;
 mod memory;
 mod memory_print;
 mod print;

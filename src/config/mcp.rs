@@ -46,6 +46,33 @@ pub struct McpServerConfig {
     /// `2026-07-28` or `2025-11-25` to pin one.
     #[serde(default)]
     pub protocol: McpRevision,
+    /// OAuth 2.1 for a `url` server behind an authorization server (`[mcp.servers.oauth]`).
+    /// Without it, a server that answers 401 still works after `hermes mcp login <name>`.
+    #[serde(default)]
+    pub oauth: Option<McpOAuthConfig>,
+    /// Where OAuth tokens of this server are kept (`<data_dir>/mcp-oauth`); set by the engine.
+    #[serde(skip)]
+    pub oauth_store: Option<std::path::PathBuf>,
+}
+
+/// How Hermes obtains OAuth tokens for one MCP server. With `client_secret_env` it uses the
+/// client credentials grant (headless); without, the tokens of `hermes mcp login <name>`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// The client id registered at the authorization server (for a client ID metadata
+    /// document: its https URL). None = dynamic client registration at login.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Environment variable holding the client secret: turns on the client credentials grant.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// Scopes to ask for; none = those the server names in its challenge or metadata.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Loopback port `hermes mcp login` listens on for the redirect; 0 = any free port.
+    #[serde(default)]
+    pub redirect_port: u16,
 }
 
 /// The MCP revision a mounted server is spoken to in.
@@ -75,6 +102,8 @@ impl Default for McpServerConfig {
             headers_env: BTreeMap::new(),
             timeout_secs: default_mcp_timeout(),
             protocol: McpRevision::Auto,
+            oauth: None,
+            oauth_store: None,
         }
     }
 }

@@ -9,6 +9,7 @@ mod convert;
 mod handler;
 mod http;
 mod link;
+mod oauth_http;
 mod process;
 mod tasks;
 mod traced;

@@ -16,6 +16,7 @@ pub mod ledger_mcp;
 pub mod mcp_servers;
 pub mod nats_roles;
 pub mod nats_server;
+pub mod oauth_server;
 pub mod otlp_receiver;
 pub mod provider_engine;
 pub mod pty;

@@ -17,6 +17,7 @@ mod mcp_agents;
 mod mcp_bridge;
 mod mcp_client;
 mod mcp_gateway;
+mod mcp_oauth;
 mod mcp_server;
 mod mcp_shared_memory;
 mod mcp_tasks;

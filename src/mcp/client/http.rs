@@ -1,6 +1,7 @@
 //! Connecting to a Streamable HTTP MCP server (`[[mcp.servers]] url = …`): headers from the
-//! config (values or environment variables, so secrets stay out of files), the handshake under
-//! the server's timeout, and a [`Link::Http`] that reports the session's failure.
+//! config (values or environment variables, so secrets stay out of files), OAuth tokens when
+//! the server uses OAuth ([`super::oauth_http`]), the handshake under the server's timeout,
+//! and a [`Link::Http`] that reports the session's failure.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,8 +12,10 @@ use rmcp::ClientServiceExt;
 
 use super::handler::{lifecycle, Notifier};
 use super::link::{HttpLink, Link};
+use super::oauth_http::OAuthHttp;
 use super::RmcpClient;
 use crate::config::McpServerConfig;
+use crate::mcp::oauth::TokenSource;
 use crate::mcp::McpError;
 
 impl RmcpClient {
@@ -25,7 +28,26 @@ impl RmcpClient {
         if let Some(token) = bearer(config)? {
             transport_config = transport_config.auth_header(token);
         }
-        let transport = StreamableHttpClientTransport::from_config(transport_config);
+        let unauthorised = |error: crate::mcp::oauth::OAuthError| McpError::Handshake {
+            server: config.name.clone(),
+            reason: error.to_string(),
+        };
+        let reading = config.clone();
+        let tokens = tokio::task::spawn_blocking(move || TokenSource::for_server(&reading))
+            .await
+            .map_err(|e| McpError::Handshake {
+                server: config.name.clone(),
+                reason: format!("reading its OAuth tokens failed: {e}"),
+            })?
+            .map_err(unauthorised)?;
+        if let Some(tokens) = &tokens {
+            // Fail with the fix (log in, set the secret) before the handshake hides it.
+            tokens.bearer().await.map_err(unauthorised)?;
+        }
+        let transport = StreamableHttpClientTransport::with_client(
+            OAuthHttp::new(&config.name, tokens),
+            transport_config,
+        );
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
         let (notifier, changed) = Notifier::new();
         let handshake_failed = |reason: String| McpError::Handshake {
