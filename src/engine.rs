@@ -40,6 +40,11 @@ pub enum EngineError {
     Model { role: &'static str, reason: String },
     #[error("cannot start the {actor}: {reason}")]
     Actor { actor: &'static str, reason: String },
+    #[error("cannot start the {actor}: {source}")]
+    Start {
+        actor: &'static str,
+        source: crate::actors::start_error::StartError,
+    },
 }
 
 impl From<crate::store::StoreError> for EngineError {
@@ -144,9 +149,9 @@ impl Engine {
             let (bridge, catalog, serving) =
                 McpBridge::start(deps.clone(), engine.db.clone(), &arbiter)
                     .await
-                    .map_err(|reason| EngineError::Actor {
+                    .map_err(|source| EngineError::Start {
                         actor: "mcp-bridge",
-                        reason,
+                        source,
                     })?;
             engine.mcp = Some(catalog);
             engine.services.extend(serving);
@@ -232,9 +237,9 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let (executor, serving) = ToolExecutor::start(deps.clone(), self.db.clone())
             .await
-            .map_err(|reason| EngineError::Actor {
+            .map_err(|source| EngineError::Start {
                 actor: "tool-executor",
-                reason,
+                source,
             })?;
         self.services.extend(serving);
         if self.config.mcp.servers.is_empty() {
@@ -251,10 +256,10 @@ impl Engine {
                 .io
                 .spawn(mount)
                 .await
-                .unwrap_or_else(|e| Err(e.to_string()))
-                .map_err(|reason| EngineError::Actor {
+                .unwrap_or_else(|e| Err(e.into()))
+                .map_err(|source| EngineError::Start {
                     actor: "tool-executor",
-                    reason,
+                    source,
                 })?;
         } else {
             deps.io.spawn(async move {
@@ -333,9 +338,9 @@ impl Engine {
         let arbiter = self.arbiter()?;
         let extractor = MemoryExtractor::start(deps.clone(), service, model, &db, &arbiter)
             .await
-            .map_err(|reason| EngineError::Actor {
+            .map_err(|source| EngineError::Start {
                 actor: "memory-extractor",
-                reason,
+                source,
             })?;
         self.actors.push(Box::new(extractor));
         Ok(())

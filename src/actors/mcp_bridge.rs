@@ -24,9 +24,10 @@ use actix::prelude::*;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use super::start_error::StartError;
 use super::ActorDeps;
 use crate::bus::service::{typed, Service, ServiceError};
-use crate::bus::{Serving, SharedBus};
+use crate::bus::{BusError, Serving, SharedBus};
 use crate::mcp::audit::{self, AuditLog, AuditRecord};
 use crate::mcp::pool::McpPool;
 use crate::protocol::envelope::Envelope;
@@ -60,9 +61,8 @@ impl McpBridge {
         deps: ActorDeps,
         db: Option<crate::store::durability::Durable>,
         arbiter: &ArbiterHandle,
-    ) -> Result<(Addr<McpBridge>, McpCatalog, Vec<Serving>), String> {
-        let self_exe = std::env::current_exe()
-            .map_err(|e| format!("cannot locate the hermes executable: {e}"))?;
+    ) -> Result<(Addr<McpBridge>, McpCatalog, Vec<Serving>), StartError> {
+        let self_exe = std::env::current_exe().map_err(StartError::SelfExe)?;
         let mut configs = deps.config.mcp.servers.clone();
         let token_dir = crate::mcp::oauth::token_store::store_dir(&deps.config.engine.data_dir);
         for config in &mut configs {
@@ -72,18 +72,10 @@ impl McpBridge {
         let pool = deps
             .io
             .spawn(async move { McpPool::start(&configs, &self_exe).await })
-            .await
-            .map_err(|e| e.to_string())?;
-        let audit = match db.as_ref().map(AuditLog::open).transpose() {
-            Ok(audit) => audit,
-            Err(e) => return Err(e.to_string()),
-        };
+            .await?;
+        let audit = db.as_ref().map(AuditLog::open).transpose()?;
         if let Some(cluster) = deps.bus.cluster() {
-            cluster
-                .audit_trail()
-                .open()
-                .await
-                .map_err(|e| e.to_string())?;
+            cluster.audit_trail().open().await?;
         }
         let catalog = pool.catalog();
         let bridge = McpBridge {
@@ -91,9 +83,7 @@ impl McpBridge {
             pool: pool.clone(),
         };
         let addr = McpBridge::start_in_arbiter(arbiter, |_| bridge);
-        let serving = serve(&deps, pool.clone(), audit.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let serving = serve(&deps, pool.clone(), audit.clone()).await?;
         if let Some(audit) = audit {
             record_server_side_audit(&deps, audit).await?;
         }
@@ -170,14 +160,16 @@ async fn announce_changes(deps: ActorDeps, pool: Arc<McpPool>) {
 }
 
 /// Store what Hermes' MCP server publishes on `hermes.audit.mcp_server` / `.auth_denied`.
-async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(), String> {
+async fn record_server_side_audit(deps: &ActorDeps, log: AuditLog) -> Result<(), BusError> {
     for kind in [audit_kinds::MCP_SERVER, audit_kinds::AUTH_DENIED] {
-        let subject = subjects::audit(kind).map_err(|e| e.to_string())?;
+        let subject = subjects::audit(kind).map_err(|e| BusError::InvalidSubject {
+            subject: format!("hermes.audit.{kind}"),
+            reason: e.to_string(),
+        })?;
         let mut sub = deps
             .bus
             .queue_subscribe(&subject, subjects::groups::MCP)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let log = log.clone();
         deps.io.spawn(async move {
             while let Some(msg) = sub.next().await {

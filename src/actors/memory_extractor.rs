@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
+use super::start_error::StartError;
 use super::ActorDeps;
 use crate::bus::events::{self, EventScope};
 use crate::bus::{DurableConsumer, DurableOptions};
@@ -85,8 +86,8 @@ impl MemoryExtractor {
         model: Arc<dyn ChatModel>,
         db: &impl Database,
         arbiter: &ArbiterHandle,
-    ) -> Result<Addr<MemoryExtractor>, String> {
-        let extracted = Tree::open(db, EXTRACTED_TREE).map_err(|e| e.to_string())?;
+    ) -> Result<Addr<MemoryExtractor>, StartError> {
+        let extracted = Tree::open(db, EXTRACTED_TREE)?;
         let options = DurableOptions {
             ack_wait: Duration::from_secs(deps.config.memory.extract_ack_wait_secs),
             max_deliver: MAX_DELIVER,
@@ -94,8 +95,7 @@ impl MemoryExtractor {
         let consumer = deps
             .bus
             .durable_consume(subjects::MEMORY_EXTRACT, options)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let interval = deps.config.memory.sweep_interval_secs;
         if interval > 0 {
             deps.io

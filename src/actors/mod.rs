@@ -24,6 +24,7 @@ pub mod session;
 pub mod session_query;
 pub mod session_search;
 pub mod settle;
+pub mod start_error;
 pub mod status;
 pub mod tool_executor;
 pub mod triggers;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use super::start_error::{StartError, ToolSetupError};
 use super::ActorDeps;
 use crate::bus::service::{typed, Service, ServiceError};
 use crate::bus::{BusError, Serving, SharedBus};
@@ -56,12 +57,9 @@ impl ToolExecutor {
     pub async fn start(
         deps: ActorDeps,
         db: Option<crate::store::durability::Durable>,
-    ) -> Result<(Arc<ToolExecutor>, Vec<Serving>), String> {
+    ) -> Result<(Arc<ToolExecutor>, Vec<Serving>), StartError> {
         let core = build_core(&deps, db)?;
-        core.stores
-            .open_shared()
-            .await
-            .map_err(|e| format!("the tool-executor's shared stores: {e}"))?;
+        core.stores.open_shared().await?;
         let executor = Arc::new(ToolExecutor {
             core: core.clone(),
             max_bytes: deps.config.engine.max_envelope_bytes,
@@ -74,30 +72,22 @@ impl ToolExecutor {
                 group,
                 typed::<ToolsListRequest, _>(executor.clone(), executor.max_bytes),
             )
-            .await
-            .map_err(|e| e.to_string())?,
+            .await?,
             bus.serve(
                 subjects::TOOLS_METRICS,
                 group,
                 typed::<ToolsMetricsRequest, _>(executor.clone(), executor.max_bytes),
             )
-            .await
-            .map_err(|e| e.to_string())?,
+            .await?,
             bus.serve(
                 subjects::JOBS_CANCEL,
                 group,
                 typed::<crate::protocol::JobCancelRequest, _>(executor.clone(), executor.max_bytes),
             )
-            .await
-            .map_err(|e| e.to_string())?,
+            .await?,
         ];
         for name in core.registry.names() {
-            serving.push(
-                executor
-                    .serve_tool(bus, &name)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
+            serving.push(executor.serve_tool(bus, &name).await?);
         }
         match deps.bus.cluster() {
             Some(cluster) if core.stores.jobs.is_shared() => {
@@ -234,12 +224,11 @@ async fn prune_raw_outputs(core: ExecCore, days: u64) {
 pub fn build_core(
     deps: &ActorDeps,
     db: Option<crate::store::durability::Durable>,
-) -> Result<ExecCore, String> {
+) -> Result<ExecCore, StartError> {
     let stores = match db {
         Some(db) => ToolStores::open(&db),
         None => ToolStores::temporary(),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let stores = match deps.bus.cluster() {
         Some(cluster) => {
             stores.shared_through(cluster.as_ref(), deps.config.tools.raw_retention_days)
@@ -263,24 +252,25 @@ pub fn build_registry(
     tools: &ToolsConfig,
     stores: &ToolStores,
     bus: Option<&SharedBus>,
-) -> Result<(ToolRegistry, Vec<ToolDefinition>), String> {
+) -> Result<(ToolRegistry, Vec<ToolDefinition>), ToolSetupError> {
     let registry = ToolRegistry::with_overrides(&tools.define);
-    let data = BuiltinData::demo().map_err(|e| e.to_string())?;
+    let data = BuiltinData::demo()?;
     for name in &tools.builtin {
         let bus_tool = (name == SessionSearchTool::NAME)
             .then(|| Arc::new(SessionSearchTool::new(bus.cloned())) as Arc<dyn Tool>);
         let tool = builtin::builtin(name, &data)
             .or_else(|| builtin::with_stores(name, stores))
             .or(bus_tool)
-            .ok_or_else(|| {
-                format!(
-                    "unknown built-in tool `{name}` in [tools].builtin; built-ins: {}, {}, {}",
+            .ok_or_else(|| ToolSetupError::UnknownBuiltin {
+                name: name.clone(),
+                known: format!(
+                    "{}, {}, {}",
                     builtin::all_names().join(", "),
                     builtin::store_names().join(", "),
                     SessionSearchTool::NAME
-                )
+                ),
             })?;
-        registry.register(tool).map_err(|e| e.to_string())?;
+        registry.register(tool)?;
     }
     let (workers, problems) = worker_definitions(&tools.define, |n| {
         registry.contains(n)
@@ -289,15 +279,15 @@ pub fn build_registry(
             || n == SessionSearchTool::NAME
     });
     match problems.first() {
-        Some(first) => Err(first.clone()),
+        Some(first) => Err(ToolSetupError::Worker(first.clone())),
         None => Ok((registry, workers)),
     }
 }
 
 /// Every definition a configuration yields without a bus: built-ins and worker tools (MCP
 /// tools appear only in a running executor's catalog). For `hermes tools ls|lint`.
-pub fn configured_definitions(tools: &ToolsConfig) -> Result<Vec<ToolDefinition>, String> {
-    let stores = ToolStores::temporary().map_err(|e| e.to_string())?;
+pub fn configured_definitions(tools: &ToolsConfig) -> Result<Vec<ToolDefinition>, StartError> {
+    let stores = ToolStores::temporary()?;
     let (registry, workers) = build_registry(tools, &stores, None)?;
     let mut all = registry.definitions();
     all.extend(workers);

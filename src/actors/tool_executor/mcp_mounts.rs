@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::ToolExecutor;
+use crate::actors::start_error::StartError;
 use crate::actors::ActorDeps;
-use crate::bus::{rpc, Serving};
+use crate::bus::{rpc, BusError, Serving};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::McpCatalogRequest;
 use crate::protocol::subjects;
@@ -28,14 +29,10 @@ pub async fn mount_mcp_tools(
     deps: ActorDeps,
     executor: Arc<ToolExecutor>,
     wait: Duration,
-) -> Result<usize, String> {
+) -> Result<usize, StartError> {
     let registry = executor.core().registry.clone();
     // Subscribe before asking, so no change between the answer and the subscription is lost.
-    let mut changes = deps
-        .bus
-        .subscribe(subjects::MCP_CHANGED)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut changes = deps.bus.subscribe(subjects::MCP_CHANGED).await?;
     let catalog = fetch_mcp_catalog(&deps, wait).await?;
     let mounts = McpMounts {
         deps: deps.clone(),
@@ -64,7 +61,7 @@ pub async fn mount_mcp_tools(
     Ok(mounted)
 }
 
-async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalog, String> {
+async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalog, StartError> {
     let deadline = Instant::now() + wait;
     let request = Envelope::request(McpCatalogRequest);
     loop {
@@ -75,7 +72,12 @@ async fn fetch_mcp_catalog(deps: &ActorDeps, wait: Duration) -> Result<McpCatalo
                 tracing::debug!(error = %e, "MCP bridge not ready yet");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => return Err(format!("MCP bridge did not answer: {e}")),
+            Err(source) => {
+                return Err(StartError::NoCatalog {
+                    waited_secs: wait.as_secs(),
+                    source,
+                })
+            }
         }
     }
 }
@@ -90,7 +92,7 @@ struct McpMounts {
 
 impl McpMounts {
     /// Register `tool` (if new) and serve its subject (once).
-    async fn add(&self, tool: Arc<dyn Tool>) -> Result<bool, String> {
+    async fn add(&self, tool: Arc<dyn Tool>) -> Result<bool, BusError> {
         let name = tool.spec().name;
         if self.registry.contains(&name) {
             return Ok(false);
@@ -105,11 +107,7 @@ impl McpMounts {
             .unwrap_or_else(PoisonError::into_inner)
             .contains_key(&name);
         if !served {
-            let guard = self
-                .executor
-                .serve_tool(&self.deps.bus, &name)
-                .await
-                .map_err(|e| e.to_string())?;
+            let guard = self.executor.serve_tool(&self.deps.bus, &name).await?;
             self.serving
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -120,7 +118,7 @@ impl McpMounts {
 
     /// Mount the tools of every ready server and unmount the ones a ready server no longer
     /// lists. Tools of a server that is down stay mounted: calls fail fast with the reason.
-    async fn sync(&self, catalog: &McpCatalog) -> Result<usize, String> {
+    async fn sync(&self, catalog: &McpCatalog) -> Result<usize, BusError> {
         let mut changed = ToolsChanged::default();
         for server in &catalog.servers {
             if server.status != "ready" {
