@@ -191,7 +191,11 @@ pub fn parse_session_time(text: &str) -> Option<DateTime<Utc>> {
 
 /// The sample's turns in session order. A session without a readable date is placed one day
 /// after the previous one (the first at 2000-01-01).
-pub fn turns(sample: &Sample) -> Result<Vec<Turn>, String> {
+pub fn turns(sample: &Sample) -> Result<Vec<Turn>, EvalError> {
+    let format = |reason: String| EvalError::Format {
+        path: sample.sample_id.clone(),
+        reason,
+    };
     let mut sessions: Vec<(u32, &Value)> = sample
         .conversation
         .iter()
@@ -211,10 +215,10 @@ pub fn turns(sample: &Sample) -> Result<Vec<Turn>, String> {
             .and_then(parse_session_time);
         let at = date
             .or_else(|| previous.map(|p| p + Duration::days(1)))
-            .ok_or("no usable session time")?;
+            .ok_or_else(|| format(format!("session_{n} has no usable date")))?;
         previous = Some(at);
         let raw: Vec<RawTurn> = serde_json::from_value(value.clone())
-            .map_err(|e| format!("session_{n} of {}: {e}", sample.sample_id))?;
+            .map_err(|e| format(format!("session_{n}: {e}")))?;
         out.extend(raw.into_iter().enumerate().map(|(i, t)| Turn {
             dia_id: t.dia_id,
             speaker: t.speaker,
@@ -283,10 +287,7 @@ pub async fn ingest(service: &MemoryService, samples: &[Sample]) -> Result<usize
     let mut count = 0;
     for sample in samples {
         let user = user_of(sample);
-        let turns = turns(sample).map_err(|reason| EvalError::Format {
-            path: sample.sample_id.clone(),
-            reason,
-        })?;
+        let turns = turns(sample)?;
         let records: Vec<MemoryRecord> = turns
             .iter()
             .map(|turn| record_of(&user, &sample.sample_id, turn))
