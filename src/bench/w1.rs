@@ -2,10 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::measure::{per_turn_row, progress, Snapshot, Stats};
 use super::BenchError;
+use crate::bus::nats::MessageTap;
+use crate::bus::BusBackend;
 use crate::client::SessionClient;
 use crate::engine::Engine;
 use crate::store::sessions::SessionStore;
@@ -75,11 +77,62 @@ pub async fn run(
 ) -> Result<Vec<Value>, BenchError> {
     warm_up(engine).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let mut single = single(engine, &run_id, show).await?;
+    if engine.bus.backend() == BusBackend::Nats {
+        let by_kind = messages_by_kind(engine, &run_id).await?;
+        if let Some(row) = single.as_object_mut() {
+            row.insert("bus_msgs_by_kind".into(), by_kind);
+        }
+    }
     Ok(vec![
-        single(engine, &run_id, show).await?,
+        single,
         multi(engine, &run_id, local_sessions, show).await?,
         concurrent(engine, &run_id, local_sessions, show).await?,
     ])
+}
+
+/// Turns of a counted pass (after the timed one: the tap costs the server CPU).
+const COUNTED_TURNS: u64 = 200;
+
+/// Every message the NATS server routes per single-session turn, by kind, over a counted pass
+/// of [`COUNTED_TURNS`] turns: the whole deployment's traffic, JetStream's own included.
+async fn messages_by_kind(engine: &Engine, run_id: &str) -> Result<Value, BenchError> {
+    let config = &engine.config;
+    let credentials = config
+        .bus
+        .auth
+        .resolve()
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let tap = MessageTap::start(&config.bus.url, &credentials)
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let session = format!("w1k-{run_id}");
+    let mut client = open(engine, &session).await?;
+    // The session's first turn opens its log and consumers: not a steady-state turn.
+    turn(&mut client, &session, 1).await?;
+    let before = tap.counts().await;
+    for t in 2..=COUNTED_TURNS + 1 {
+        turn(&mut client, &session, t).await?;
+    }
+    let after = tap.counts().await;
+    let n = COUNTED_TURNS as f64;
+    let mut by_kind = serde_json::Map::new();
+    let mut total = 0u64;
+    for (kind, count) in &after {
+        let delta = count - before.get(kind).copied().unwrap_or(0);
+        if delta > 0 {
+            total += delta;
+            by_kind.insert(
+                kind.clone(),
+                json!((delta as f64 / n * 100.0).round() / 100.0),
+            );
+        }
+    }
+    by_kind.insert(
+        "total".into(),
+        json!((total as f64 / n * 100.0).round() / 100.0),
+    );
+    Ok(Value::Object(by_kind))
 }
 
 async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {

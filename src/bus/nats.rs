@@ -23,7 +23,10 @@ mod local;
 mod log;
 mod permissions;
 mod snapshot;
+mod tap;
 mod trace;
+
+pub use tap::MessageTap;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
