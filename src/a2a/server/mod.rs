@@ -56,7 +56,7 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 #[derive(Debug, thiserror::Error)]
 pub enum A2aServerError {
     #[error("A2A cannot authenticate callers: {0}")]
-    Tokens(String),
+    Tokens(crate::mcp::server::auth::TokenError),
     #[error("[a2a] default_agent = `{0}` is not a served agent; set `a2a = {{ expose = true }}` on it or `[a2a] expose_all = true`")]
     DefaultAgent(String),
     #[error("A2A cannot store push-notification configs: {0}")]

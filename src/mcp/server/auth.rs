@@ -134,29 +134,40 @@ pub struct TokenTable {
     anonymous: Option<Principal>,
 }
 
+/// A `[[mcp.server.tokens]]` entry whose secret cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    #[error(
+        "the MCP token of user `{user}` comes from the environment variable `{variable}`, which \
+         is not set; export it or use token_sha256"
+    )]
+    UnsetVariable { user: String, variable: String },
+    #[error(
+        "the MCP token of user `{user}` has neither token_env nor token_sha256; set one of them"
+    )]
+    NoSecret { user: String },
+}
+
 impl TokenTable {
     /// Resolve `[[mcp.server.tokens]]` (reading `token_env` variables now) and the anonymous
     /// principal. A token variable that is unset is an error naming the variable.
-    pub fn from_config(config: &McpHostConfig) -> Result<Self, String> {
+    pub fn from_config(config: &McpHostConfig) -> Result<Self, TokenError> {
         let mut by_digest = BTreeMap::new();
         for token in &config.tokens {
             let digest = match (&token.token_sha256, &token.token_env) {
                 (Some(hash), _) => hash.to_ascii_lowercase(),
                 (None, Some(variable)) => {
-                    let value = std::env::var(variable).map_err(|_| {
-                        format!(
-                            "the MCP token of user `{}` comes from the environment variable \
-                             `{variable}`, which is not set; export it or use token_sha256",
-                            token.user
-                        )
+                    let value = std::env::var(variable).map_err(|_| TokenError::UnsetVariable {
+                        user: token.user.clone(),
+                        variable: variable.clone(),
                     })?;
                     sha256_hex(&value)
                 }
                 (None, None) => {
-                    return Err(format!(
-                        "the MCP token of user `{}` has neither token_env nor token_sha256",
-                        token.user
-                    ))
+                    return Err(TokenError::NoSecret {
+                        user: token.user.clone(),
+                    })
                 }
             };
             by_digest.insert(
@@ -322,9 +333,13 @@ mod tests {
         config.tokens[0].token_sha256 = None;
         config.tokens[0].token_env = Some("HERMES_TEST_UNSET_TOKEN_VARIABLE".into());
         let error = TokenTable::from_config(&config).unwrap_err();
-        assert!(
-            error.contains("HERMES_TEST_UNSET_TOKEN_VARIABLE"),
-            "{error}"
+        assert_eq!(
+            error,
+            TokenError::UnsetVariable {
+                user: config.tokens[0].user.clone(),
+                variable: "HERMES_TEST_UNSET_TOKEN_VARIABLE".into()
+            }
         );
+        assert!(error.to_string().contains("export it"), "{error}");
     }
 }

@@ -26,7 +26,9 @@ use tracing::Instrument;
 
 use super::agents;
 use super::auth::{Denied, Principal};
-use super::memory::{self, ForgetArgs, MemoryClient, ReadFailure, SearchArgs, WriteArgs};
+use super::memory::{
+    self, ForgetArgs, MemoryArgsError, MemoryClient, ReadFailure, SearchArgs, WriteArgs,
+};
 use super::{exposed, traced, ServerDeps, SERVER_NAME};
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
@@ -122,11 +124,11 @@ impl HermesMcpServer {
     async fn write(
         &self,
         who: &Principal,
-        args: Result<WriteArgs, String>,
+        args: Result<WriteArgs, MemoryArgsError>,
     ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(e.to_string())),
         };
         let user = args.user.clone().unwrap_or_else(|| who.user.clone());
         let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
@@ -139,7 +141,7 @@ impl HermesMcpServer {
                 .await
                 .map(|reply| json!({"changes": reply.changes}))
                 .map_err(|e| e.to_string()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         Ok(outcome)
     }
@@ -147,11 +149,11 @@ impl HermesMcpServer {
     async fn search(
         &self,
         who: &Principal,
-        args: Result<SearchArgs, String>,
+        args: Result<SearchArgs, MemoryArgsError>,
     ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(e.to_string())),
         };
         let user = args.user.clone().unwrap_or_else(|| who.user.clone());
         // Another user's memories are searched in one (granted) namespace only, never across.
@@ -185,11 +187,11 @@ impl HermesMcpServer {
     async fn forget(
         &self,
         who: &Principal,
-        args: Result<ForgetArgs, String>,
+        args: Result<ForgetArgs, MemoryArgsError>,
     ) -> Result<Outcome, Denied> {
         let args = match args {
             Ok(args) => args,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(e.to_string())),
         };
         if args.id.is_none() && args.key.is_none() {
             return Ok(Err(

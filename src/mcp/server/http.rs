@@ -73,6 +73,22 @@ impl Drop for HttpServer {
     }
 }
 
+/// Why Hermes' MCP server cannot serve over HTTP.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpHttpError {
+    #[error(
+        "the MCP HTTP server cannot listen on {listen}: {source}; choose a free port in \
+         [mcp.server] http_listen (or --http)"
+    )]
+    Bind {
+        listen: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tokens(#[from] super::auth::TokenError),
+}
+
 /// Bind `listen` and serve until stopped, at most
 /// [`DEFAULT_MAX_CONNECTIONS`](crate::serving::DEFAULT_MAX_CONNECTIONS) connections at once.
 /// Must run on the I/O runtime.
@@ -80,7 +96,7 @@ pub async fn start(
     listen: &str,
     deps: ServerDeps,
     host: &McpHostConfig,
-) -> Result<HttpServer, String> {
+) -> Result<HttpServer, McpHttpError> {
     start_capped(listen, deps, host, serving::DEFAULT_MAX_CONNECTIONS).await
 }
 
@@ -90,11 +106,13 @@ pub async fn start_capped(
     deps: ServerDeps,
     host: &McpHostConfig,
     max_connections: usize,
-) -> Result<HttpServer, String> {
-    let listener = TcpListener::bind(listen).await.map_err(|e| {
-        format!("the MCP HTTP server cannot listen on {listen}: {e}; choose a free port in [mcp.server] http_listen")
-    })?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+) -> Result<HttpServer, McpHttpError> {
+    let bind = |source| McpHttpError::Bind {
+        listen: listen.to_owned(),
+        source,
+    };
+    let listener = TcpListener::bind(listen).await.map_err(bind)?;
+    let addr = listener.local_addr().map_err(bind)?;
     let mut tokens = TokenTable::from_config(host)?;
     if !addr.ip().is_loopback() {
         if host.anonymous.is_some() {

@@ -86,10 +86,24 @@ pub struct ForgetArgs {
     pub namespace: Option<String>,
 }
 
+/// Arguments of a memory tool that cannot make a request; each message says what to send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryArgsError {
+    #[error("invalid arguments for `{tool}`: {reason}; see the tool's input schema")]
+    Invalid { tool: String, reason: String },
+    #[error("`content` is empty; say what to remember")]
+    EmptyContent,
+    #[error("unknown kind `{0}`; use fact, preference, constraint or event")]
+    UnknownKind(String),
+}
+
 /// Arguments in `Value` form, parsed with a message the caller can act on.
-pub fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, String> {
-    serde_json::from_value(arguments)
-        .map_err(|e| format!("invalid arguments for `{tool}`: {e}; see the tool's input schema"))
+pub fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, MemoryArgsError> {
+    serde_json::from_value(arguments).map_err(|e| MemoryArgsError::Invalid {
+        tool: tool.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// `memory_write` as a [`MemoryWriteRequest`] for `user`.
@@ -98,14 +112,13 @@ pub fn write_request(
     user: &str,
     namespace: &str,
     source: &str,
-) -> Result<MemoryWriteRequest, String> {
+) -> Result<MemoryWriteRequest, MemoryArgsError> {
     if args.content.trim().is_empty() {
-        return Err("`content` is empty; say what to remember".into());
+        return Err(MemoryArgsError::EmptyContent);
     }
     let kind_text = args.kind.as_deref().unwrap_or("fact");
-    let kind = MemoryKind::parse(kind_text).ok_or_else(|| {
-        format!("unknown kind `{kind_text}`; use fact, preference, constraint or event")
-    })?;
+    let kind = MemoryKind::parse(kind_text)
+        .ok_or_else(|| MemoryArgsError::UnknownKind(kind_text.to_owned()))?;
     let key = args.key.unwrap_or_else(|| derived_key(&args.content));
     Ok(MemoryWriteRequest {
         user: user.to_owned(),
@@ -324,9 +337,13 @@ mod tests {
             request.update.importance, 3.0,
             "the store clamps, not the MCP side"
         );
-        assert!(write_request(args("mood", "x"), "a", "default", "s")
-            .unwrap_err()
-            .contains("unknown kind"));
-        assert!(write_request(args("fact", " "), "a", "default", "s").is_err());
+        assert_eq!(
+            write_request(args("mood", "x"), "a", "default", "s").unwrap_err(),
+            MemoryArgsError::UnknownKind("mood".into())
+        );
+        assert_eq!(
+            write_request(args("fact", " "), "a", "default", "s").unwrap_err(),
+            MemoryArgsError::EmptyContent
+        );
     }
 }
