@@ -13,6 +13,9 @@
 //!   (`sh no-run — minutes of load`); `every_block_is_run_loaded_or_says_why_not` fails on a
 //!   block that does neither, and on a document with runnable blocks that no test runs.
 //!
+//! `links_between_the_documents_resolve` keeps the chapter map walkable: every relative link
+//! names a file of the checkout and every `#anchor` a heading of its document.
+//!
 //! How a block runs: `bash -euo pipefail` in a temporary directory that links the checkout's
 //! `clients/`, `config/`, `examples/`, `scripts/`, `schema/` and `tests/`; `hermes` is the
 //! binary under test (first on `PATH`, with `.tools/venv/bin` for `nats-server` and Python
@@ -591,5 +594,80 @@ fn a_block_is_claimed_only_when_a_check_keeps_its_promise() {
         claim(CAPTURE_DOC, &all[8], &[]),
         Ok(Claim::ChatCapture),
         "the capture in its document"
+    );
+}
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || [' ', '-', '_'].contains(c))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a document's headings (outside code blocks).
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The chapter map and the cross-references stay walkable: every relative link of README.md
+/// and docs/ names a file of the checkout, and every `#anchor` a heading of its document.
+#[test]
+fn links_between_the_documents_resolve() {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let mut broken = Vec::new();
+    for doc in all_documents() {
+        let path = repo().join(&doc);
+        let markdown = std::fs::read_to_string(&path).unwrap();
+        for target in link.captures_iter(&markdown).map(|c| c[1].to_string()) {
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let (file, fragment) = target.split_once('#').unwrap_or((&target, ""));
+            let linked = if file.is_empty() {
+                path.clone()
+            } else {
+                path.parent().unwrap().join(file)
+            };
+            if !linked.exists() {
+                broken.push(format!("{doc}: {target}: no such file"));
+                continue;
+            }
+            if !fragment.is_empty() {
+                let text = std::fs::read_to_string(&linked).unwrap_or_default();
+                if !anchors(&text).iter().any(|a| a == fragment) {
+                    broken.push(format!("{doc}: {target}: no heading with that anchor"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    assert_eq!(
+        anchor(" Agents as MCP tools, and a gateway"),
+        "agents-as-mcp-tools-and-a-gateway"
+    );
+    assert_eq!(
+        anchor(" Whole tasks: `hermes eval tasks`"),
+        "whole-tasks-hermes-eval-tasks"
+    );
+    assert_eq!(
+        anchors("# A\n```sh\n# not a heading\n```\n## Remote servers behind OAuth 2.1\n"),
+        ["a", "remote-servers-behind-oauth-21"]
     );
 }
