@@ -1,5 +1,6 @@
-//! README.md and the chapters in docs/, executed: every fenced code block is checked or says
-//! why not, so the documents and the binary cannot drift apart. Each document runs on its own,
+//! README.md and the chapters in docs/ (and clients/python/README.md), executed: every fenced
+//! code block is checked or says why not, so the documents and the binary cannot drift apart.
+//! Each document runs on its own,
 //! its blocks in order, in one working directory — the way a reader follows it:
 //!
 //! - `sh`/`bash` blocks run;
@@ -403,7 +404,7 @@ documents! {
     docs_operations_blocks_run => "docs/operations.md",
 }
 
-/// README.md and every docs/*.md, as paths relative to the checkout.
+/// README.md, every docs/*.md and the Python client's README, as paths relative to the checkout.
 fn all_documents() -> Vec<String> {
     let mut docs: Vec<String> = std::fs::read_dir(repo().join("docs"))
         .unwrap()
@@ -413,6 +414,7 @@ fn all_documents() -> Vec<String> {
         .collect();
     docs.sort();
     docs.insert(0, "README.md".to_string());
+    docs.push("clients/python/README.md".to_string());
     docs
 }
 
