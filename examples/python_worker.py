@@ -2,7 +2,7 @@
 """A Hermes tool worker in Python: serves the `word_count` tool over NATS.
 
 Any process that answers `hermes.tool.<name>` in queue group `tool` is a Hermes tool (the
-protocol is in README.md, "External tool workers"; `hermes_client.ToolWorker` speaks it).
+protocol is in docs/tools.md, "External tool workers"; `hermes_client.ToolWorker` speaks it).
 Declare the tool in the Hermes config so sessions see it in the catalog (the session
 validates arguments against this schema before it sends the call):
 

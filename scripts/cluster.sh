@@ -21,7 +21,7 @@
 # the replicated session log); tool-executors share idempotency records, job records and raw
 # outputs through JetStream KV and run async jobs from a durable queue; memory-extractors share
 # each user's memory through the replicated memory log; MCP-bridges write one shared audit
-# trail (see README "Running a cluster").
+# trail (see docs/clusters.md).
 set -euo pipefail
 
 DIR=${HERMES_CLUSTER_DIR:-.cluster}

@@ -260,8 +260,8 @@ fn render_trigger(out: &mut String, a: &InitAnswers) {
     let Some(subject) = &a.trigger else {
         let _ = writeln!(
             out,
-            "# Events on any NATS subject can start turns: see [[triggers]] in README.md\n\
-             # (\"Agents together, events in\") or run `hermes init` again with --trigger SUBJECT."
+            "# Events on any NATS subject can start turns: see [[triggers]] in docs/agents.md\n\
+             # (\"Events in\") or run `hermes init` again with --trigger SUBJECT."
         );
         return;
     };

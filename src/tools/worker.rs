@@ -1,5 +1,5 @@
 //! Tools served by external worker processes: any process answering `hermes.tool.<name>` in
-//! queue group `tool` (protocol in README, "External tool workers").
+//! queue group `tool` (protocol in docs/tools.md, "External tool workers").
 //!
 //! The tool-executor does not subscribe to a worker's subject (two servers in one queue group
 //! would split the calls between them); it only lists the worker's config definition in the

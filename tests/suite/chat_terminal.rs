@@ -478,7 +478,11 @@ fn slash_agent_talks_to_another_agent_and_cancel_stops_a_waiting_job() {
     leave(&mut pty);
 }
 
-/// The README block a capture goes in: a fence with this info string.
+/// The document whose chat capture is compared with the terminal (`readme.rs` checks that it
+/// holds the only one).
+pub(crate) const CAPTURE_DOC: &str = "docs/using.md";
+
+/// The block a capture goes in: a fence with this info string.
 const CAPTURE_FENCE: &str = "```text chat-capture";
 
 /// Durations vary from run to run (a busy machine turns `3 ms` into `1.2 s`); a capture is
@@ -495,7 +499,7 @@ fn readme_capture(readme: &str) -> Option<(usize, usize)> {
 }
 
 #[test]
-fn the_readme_chat_capture_is_what_the_terminal_shows() {
+fn the_documented_chat_capture_is_what_the_terminal_shows() {
     let world = World::new(Extraction::RemembersOnce, "");
     let mut pty = world.chat("demo", &[]);
     wait_prompts(&mut pty, 1);
@@ -527,9 +531,10 @@ fn the_readme_chat_capture_is_what_the_terminal_shows() {
         "{capture}"
     );
 
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(CAPTURE_DOC);
     let readme = std::fs::read_to_string(&path).unwrap();
-    let (start, end) = readme_capture(&readme).expect("README.md has a ```text chat-capture block");
+    let (start, end) = readme_capture(&readme)
+        .unwrap_or_else(|| panic!("{CAPTURE_DOC} has no ```text chat-capture block"));
     if without_durations(&readme[start..end]) == without_durations(&capture) {
         return;
     }
@@ -539,7 +544,7 @@ fn the_readme_chat_capture_is_what_the_terminal_shows() {
         return;
     }
     panic!(
-        "README.md's chat capture is not what `hermes chat` shows now; rerun with \
+        "{CAPTURE_DOC}'s chat capture is not what `hermes chat` shows now; rerun with \
          HERMES_UPDATE_README=1 to write it. The terminal showed:\n{capture}"
     );
 }

@@ -1,5 +1,5 @@
 """Serve a tool as a worker: any process that answers `hermes.tool.<name>` in queue group
-`tool` is a Hermes tool (README, "External tool workers"). Declare the tool in the Hermes
+`tool` is a Hermes tool (docs/tools.md, "External tool workers"). Declare the tool in the Hermes
 config (`[[tools.define]]` with its input schema) so sessions see and validate it."""
 
 from __future__ import annotations
