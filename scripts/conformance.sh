@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite both ways:
-#   server: `conformance server --url …` against `hermes mcp serve --http` (Streamable HTTP)
+# Runs the official MCP conformance suite (version pinned in scripts/setup-test-deps.sh) both
+# ways, at each requirement set (the scenarios a spec revision requires, run at its wire:
+# 2025-11-25 with the initialize handshake, 2026-07-28 stateless):
+#   server: `conformance server --url …` against `hermes mcp serve --http` (Streamable HTTP),
+#           then the tasks extension's `tasks-*` scenarios, which the requirement sets run
+#           without scoring, one by one so that they count
 #   client: `conformance client --command "hermes mcp probe"` (the suite appends the URL and
-#           sets MCP_CONFORMANCE_SCENARIO)
-# Scenarios that do not apply to Hermes are listed, with reasons, in
-# scripts/conformance-baseline.yml; the run fails on any other failure or a stale entry.
+#           sets MCP_CONFORMANCE_SCENARIO; the probe logs in when a server asks for OAuth)
+# Failures Hermes expects are listed, with reasons, in scripts/conformance-baseline.yml; the
+# run fails on any other failure or a stale entry. Per run it prints the suite's summary and
+# one `figures:` line (scenarios run and passed, by the suite's own count).
 # Needs .tools/conformance (scripts/setup-test-deps.sh); builds hermes as the tests do.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,26 +51,71 @@ for _ in $(seq 1 300); do
 done
 grep -q '^ready' "$work/serve.out" || { cat "$work/serve.err" >&2; echo "conformance: hermes did not start" >&2; exit 1; }
 
-# One direction: the suite's exit code is kept (a summary filter must not hide a crash); on a
+# The suite's log without its colours.
+plain() { sed 's/\x1b\[[0-9;]*m//g' "$work/$1.log"; }
+
+# One run: the suite's exit code is kept (a summary filter must not hide a crash); on a
 # failure the end of the full log is shown too.
 run_suite() {
   local name=$1
   shift
   local rc=0
   "$@" > "$work/$name.log" 2>&1 || rc=$?
-  grep -E '^(✓|✗)|^Total|Baseline|Unexpected|Stale|  [✗~] ' "$work/$name.log" || true
+  plain "$name" | grep -E '^(✓|✗)|^Total|^Baseline|^Unexpected|^Stale|^  [✗~] |^Not scored' || true
+  figures "$name"
   if [ "$rc" -ne 0 ]; then
     echo "conformance $name: failed (exit $rc); end of its log:" >&2
-    tail -n 40 "$work/$name.log" >&2
+    plain "$name" | tail -n 40 >&2
   fi
   return "$rc"
 }
 
+# `figures: <role>-<set>: <n> scored scenarios run, <m> passed`: the summary's ✓/✗ lines of
+# the scenarios the requirement set scores (`conformance list --requirements`), not of those
+# it runs without counting.
+figures() {
+  local role=${1%%-*} set=${1#*-}
+  conformance list --requirements "$set" | awk -v role="$role" '
+    /^Server scenarios/ { in_role = (role == "server"); next }
+    /^Client scenarios/ { in_role = (role == "client"); next }
+    /^Run and reported/ { exit }
+    in_role && /^  - / { print $2 }' > "$work/$1.scored"
+  plain "$1" | awk -v run="$1" -v scored="$work/$1.scored" '
+    BEGIN { while ((getline name < scored) > 0) counted[name] = 1 }
+    /^(✓|✗) / { name = $2; sub(/:$/, "", name); if (name in counted) seen[name] = $1 }
+    END {
+      for (name in seen) { n++; if (seen[name] == "✓") ok++ }
+      printf "figures: %s: %d scored scenarios run, %d passed\n", run, n, ok
+    }'
+}
+
 status=0
-echo "== conformance server (Hermes' Streamable HTTP server at http://127.0.0.1:$port/mcp)"
-run_suite server conformance server --url "http://127.0.0.1:$port/mcp" \
-  --expected-failures "$baseline" || status=1
-echo "== conformance client (hermes mcp probe)"
-run_suite client conformance client --command "$hermes mcp probe" --suite all \
-  --expected-failures "$baseline" || status=1
+url="http://127.0.0.1:$port/mcp"
+for requirements in 2025-11-25 2026-07-28; do
+  echo "== conformance server, requirements $requirements (hermes mcp serve --http at $url)"
+  run_suite "server-$requirements" conformance server --url "$url" \
+    --requirements "$requirements" --expected-failures "$baseline" || status=1
+  echo "== conformance client, requirements $requirements (hermes mcp probe)"
+  run_suite "client-$requirements" conformance client --command "$hermes mcp probe" \
+    --requirements "$requirements" --expected-failures "$baseline" || status=1
+done
+# The tasks extension (SEP-2663): one scenario per run (at the revision it belongs to), so
+# that its failures count.
+tasks=$(conformance list --server | sed -n 's/^  - \(tasks-[a-z0-9-]*\).*/\1/p')
+echo "== conformance server, tasks extension ($(echo $tasks | wc -w) scenarios)"
+ran=0 passed=0
+for scenario in $tasks; do
+  rc=0
+  conformance server --url "$url" --scenario "$scenario" \
+    --expected-failures "$baseline" > "$work/$scenario.log" 2>&1 || rc=$?
+  result=$(plain "$scenario" | sed -n 's/^Passed: //p')
+  echo "$scenario: ${result:-no result}"
+  ran=$((ran + 1))
+  case "$result" in *", 0 failed"*) passed=$((passed + 1)) ;; esac
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    plain "$scenario" | grep -E '^Unexpected|^Stale|^  [✗~] ' >&2 || true
+  fi
+done
+echo "figures: server-tasks: $ran scenarios run, $passed passed"
 exit $status

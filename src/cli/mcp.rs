@@ -1,23 +1,18 @@
 //! `hermes mcp …`: Hermes' own MCP server (`serve --stdio` / `--http`), the status of mounted
-//! servers (`status`), the audit trail (`audit`), a small client (`probe`, used by the
-//! conformance suite) and the demo's catalog server (`catalog-server`).
+//! servers (`status`), the audit trail (`audit`), OAuth logins (`login`, `logout`), a small
+//! client (`probe`, [`super::mcp_probe`]) and the demo's catalog server (`catalog-server`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
 
 use hermes::actors::ActorSet;
 use hermes::bus::SharedBus;
-use hermes::config::{Config, McpServerConfig};
+use hermes::config::Config;
 use hermes::engine::Engine;
 use hermes::mcp::audit::{AuditLog, AuditRecord};
-use hermes::mcp::client::RmcpClient;
 use hermes::mcp::server::{self, Principal, ServerDeps};
-use hermes::mcp::McpClient;
 use hermes::protocol::request::McpCatalogRequest;
 use hermes::protocol::{McpAuditRequest, McpCatalog};
 
@@ -54,7 +49,7 @@ pub enum McpCommand {
     Logout(super::mcp_login::LogoutArgs),
     /// Connect to a Streamable HTTP MCP server, list its tools and call one (the conformance
     /// suite's client: it appends the URL and sets MCP_CONFORMANCE_SCENARIO).
-    Probe(ProbeArgs),
+    Probe(super::mcp_probe::ProbeArgs),
 }
 
 #[derive(Args)]
@@ -106,24 +101,6 @@ pub struct AuditArgs {
     json: bool,
 }
 
-#[derive(Args)]
-pub struct ProbeArgs {
-    /// Tool to call after listing (default from MCP_CONFORMANCE_SCENARIO).
-    #[arg(long)]
-    call: Option<String>,
-    /// Arguments of that call, as a JSON object.
-    #[arg(long, default_value = "{}")]
-    args: String,
-    /// Bearer token sent as `Authorization: Bearer …`.
-    #[arg(long, env = "HERMES_MCP_TOKEN")]
-    token: Option<String>,
-    /// Seconds to keep trying while the server is not up yet.
-    #[arg(long, default_value_t = 10)]
-    wait: u64,
-    /// The server's Streamable HTTP URL.
-    url: String,
-}
-
 pub fn run(config: Vec<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
     match command {
         McpCommand::CatalogServer => io_runtime().and_then(|rt| {
@@ -143,7 +120,7 @@ pub fn run(config: Vec<PathBuf>, command: McpCommand) -> anyhow::Result<()> {
         }
         McpCommand::Login(args) => super::mcp_login::run_login(&Config::load_all(&config)?, args),
         McpCommand::Logout(args) => super::mcp_login::run_logout(&Config::load_all(&config)?, args),
-        McpCommand::Probe(args) => io_runtime()?.block_on(probe(args)),
+        McpCommand::Probe(args) => super::mcp_probe::run(args),
     }
 }
 
@@ -371,68 +348,4 @@ fn print_audit(records: &[AuditRecord], json: bool) {
             r.error.as_deref().unwrap_or("")
         );
     }
-}
-
-/// A connection the server refused: it is not listening yet.
-fn is_refused(error: &dyn std::error::Error) -> bool {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    let text = text.to_lowercase();
-    text.contains("connection refused") || text.contains("error sending request")
-}
-
-/// The conformance client: initialize, list tools, call the scenario's tool.
-async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
-    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let (tool, arguments) = match (args.call, scenario.as_str()) {
-        (Some(tool), _) => (
-            Some(tool),
-            serde_json::from_str::<Value>(&args.args).context("--args is not JSON")?,
-        ),
-        (None, "tools_call") => (Some("add_numbers".to_owned()), json!({"a": 5, "b": 3})),
-        (None, "sse-retry") => (Some("test_reconnection".to_owned()), json!({})),
-        (None, _) => (None, Value::Null),
-    };
-    let mut headers = std::collections::BTreeMap::new();
-    if let Some(token) = &args.token {
-        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
-    }
-    let config = McpServerConfig {
-        name: "probe".into(),
-        url: Some(args.url.clone()),
-        headers,
-        timeout_secs: 20,
-        ..Default::default()
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.wait);
-    let client = loop {
-        match RmcpClient::connect_http(&config, &args.url).await {
-            Ok(client) => break client,
-            Err(e) if tokio::time::Instant::now() < deadline && is_refused(&e) => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let tools = client.list_tools().await?;
-    println!(
-        "tools: {}",
-        tools
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if let Some(tool) = tool {
-        let result = client
-            .call_tool(&tool, arguments, Duration::from_secs(20))
-            .await?;
-        println!("{tool}: {}", result.text);
-    }
-    client.shutdown().await;
-    Ok(())
 }

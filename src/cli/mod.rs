@@ -14,6 +14,7 @@ mod init;
 mod init_template;
 mod mcp;
 mod mcp_login;
+mod mcp_probe;
 mod memory;
 mod memory_print;
 mod print;

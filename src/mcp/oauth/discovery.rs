@@ -86,6 +86,12 @@ pub struct AuthServerMetadata {
     pub client_id_metadata_document_supported: bool,
     #[serde(default)]
     pub scopes_supported: Vec<String>,
+    /// The token endpoint's client authentication methods (`client_secret_basic`, …).
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Vec<String>,
+    /// RFC 9207: every authorization response carries `iss`.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 /// What discovery found for one MCP server.
@@ -135,8 +141,11 @@ pub async fn discover_with(
     let issuer = resource.authorization_servers.first().ok_or_else(|| {
         failed("its protected-resource metadata names no authorization_servers".to_owned())
     })?;
-    let mut as_candidates = well_known(issuer, "oauth-authorization-server").map_err(&failed)?;
-    as_candidates.extend(well_known(issuer, "openid-configuration").map_err(&failed)?);
+    // An issuer with a path has its metadata under that path only (RFC 8414 §3.1): the root's
+    // would be another issuer's.
+    let mut as_candidates =
+        issuer_well_known(issuer, "oauth-authorization-server").map_err(&failed)?;
+    as_candidates.extend(issuer_well_known(issuer, "openid-configuration").map_err(&failed)?);
     as_candidates.push(format!(
         "{}/.well-known/openid-configuration",
         issuer.trim_end_matches('/')
@@ -201,6 +210,15 @@ fn well_known(url: &str, suffix: &str) -> Result<Vec<String>, String> {
         out.push(format!("{origin}/.well-known/{suffix}{path}"));
     }
     out.push(format!("{origin}/.well-known/{suffix}"));
+    Ok(out)
+}
+
+/// [`well_known`] for an authorization server's issuer: path-inserted only when it has a path.
+fn issuer_well_known(issuer: &str, suffix: &str) -> Result<Vec<String>, String> {
+    let mut out = well_known(issuer, suffix)?;
+    if out.len() > 1 {
+        out.truncate(1);
+    }
     Ok(out)
 }
 
@@ -275,6 +293,18 @@ mod tests {
         assert_eq!(
             well_known("https://as.example", "oauth-authorization-server").unwrap(),
             vec!["https://as.example/.well-known/oauth-authorization-server".to_owned()]
+        );
+    }
+
+    #[test]
+    fn an_issuer_with_a_path_is_looked_up_under_its_path_only() {
+        assert_eq!(
+            issuer_well_known("https://as.example/tenant1", "oauth-authorization-server").unwrap(),
+            vec!["https://as.example/.well-known/oauth-authorization-server/tenant1".to_owned()]
+        );
+        assert_eq!(
+            issuer_well_known("https://as.example", "openid-configuration").unwrap(),
+            vec!["https://as.example/.well-known/openid-configuration".to_owned()]
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The token endpoint: the authorization code (with its PKCE verifier), refresh token and
 //! client credentials grants, each with the RFC 8707 `resource`. A client with a secret
-//! authenticates with HTTP Basic (`client_secret_basic`); a public client sends `client_id`.
+//! authenticates with HTTP Basic (`client_secret_basic`), or in the form
+//! (`client_secret_post`) where the server takes only that; a public client sends `client_id`.
 
 use serde::Deserialize;
 
@@ -11,6 +12,28 @@ use super::OAuthError;
 pub struct ClientAuth {
     pub id: String,
     pub secret: Option<String>,
+    /// Send the secret in the form (`client_secret_post`) instead of HTTP Basic: for an
+    /// authorization server that accepts only that.
+    pub secret_in_body: bool,
+}
+
+impl ClientAuth {
+    /// A public client, or one with a secret sent with HTTP Basic.
+    pub fn new(id: String, secret: Option<String>) -> Self {
+        Self {
+            id,
+            secret,
+            secret_in_body: false,
+        }
+    }
+
+    /// This client, sending its secret the way an authorization server that supports only
+    /// `methods` wants it.
+    pub fn for_methods(mut self, methods: &[String]) -> Self {
+        let has = |m: &str| methods.iter().any(|x| x == m);
+        self.secret_in_body = has("client_secret_post") && !has("client_secret_basic");
+        self
+    }
 }
 
 impl std::fmt::Debug for ClientAuth {
@@ -98,6 +121,10 @@ impl TokenEndpoint<'_> {
             }
             form.append_pair("resource", self.resource);
             match &self.client.secret {
+                Some(secret) if self.client.secret_in_body => {
+                    form.append_pair("client_id", &self.client.id);
+                    form.append_pair("client_secret", secret);
+                }
                 Some(secret) => request = request.basic_auth(&self.client.id, Some(secret)),
                 None => {
                     form.append_pair("client_id", &self.client.id);

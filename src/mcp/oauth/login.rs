@@ -79,10 +79,7 @@ pub async fn login(
         .map_err(|e| failed(format!("loopback listener: {e}")))?;
     let redirect_uri = format!("http://127.0.0.1:{}/callback", local.port());
     let client = match &oauth.client_id {
-        Some(id) => ClientAuth {
-            id: id.clone(),
-            secret: None,
-        },
+        Some(id) => ClientAuth::new(id.clone(), None),
         None => match &found.metadata.registration_endpoint {
             Some(endpoint) => register(&http, server, endpoint, &redirect_uri, &scope).await?,
             None if found.metadata.client_id_metadata_document_supported => {
@@ -103,7 +100,8 @@ pub async fn login(
                 ))
             }
         },
-    };
+    }
+    .for_methods(&found.metadata.token_endpoint_auth_methods_supported);
     let pkce = Pkce::new();
     let state = random_token();
     let link = authorization_url(&AuthorizationRequest {
@@ -121,7 +119,13 @@ pub async fn login(
         ))
     })?;
     show_url(&link);
-    let code = tokio::time::timeout(LOGIN_WAIT, wait_for_code(&listener, &state))
+    let issuer = Issuer {
+        recorded: &found.metadata.issuer,
+        always_sent: found
+            .metadata
+            .authorization_response_iss_parameter_supported,
+    };
+    let code = tokio::time::timeout(LOGIN_WAIT, wait_for_code(&listener, &state, &issuer))
         .await
         .map_err(|_| {
             failed(format!(
@@ -180,8 +184,19 @@ fn requested_scope(configured: &[String], extra: &[String], discovered: &str) ->
     }
 }
 
+/// The authorization server's issuer, against which a redirect's `iss` is checked (RFC 9207).
+struct Issuer<'a> {
+    recorded: &'a str,
+    /// The server announced `authorization_response_iss_parameter_supported`.
+    always_sent: bool,
+}
+
 /// Answer requests on the loopback listener until one brings `code` with our `state`.
-async fn wait_for_code(listener: &TcpListener, state: &str) -> Result<String, String> {
+async fn wait_for_code(
+    listener: &TcpListener,
+    state: &str,
+    issuer: &Issuer<'_>,
+) -> Result<String, String> {
     loop {
         let (mut stream, _) = listener
             .accept()
@@ -201,7 +216,7 @@ async fn wait_for_code(listener: &TcpListener, state: &str) -> Result<String, St
             .next()
             .and_then(|line| line.split_whitespace().nth(1))
             .unwrap_or("/");
-        let answer = redirect_answer(target, state);
+        let answer = redirect_answer(target, state, issuer);
         let (status, page) = match &answer {
             Some(Ok(_)) => ("200 OK", "Hermes is authorised. You can close this tab."),
             Some(Err(_)) => (
@@ -223,7 +238,11 @@ async fn wait_for_code(listener: &TcpListener, state: &str) -> Result<String, St
 }
 
 /// What a request to the loopback listener says: `None` when it is not the callback.
-fn redirect_answer(target: &str, state: &str) -> Option<Result<String, String>> {
+fn redirect_answer(
+    target: &str,
+    state: &str,
+    issuer: &Issuer<'_>,
+) -> Option<Result<String, String>> {
     let url = url::Url::parse(&format!("http://127.0.0.1{target}")).ok()?;
     if url.path() != "/callback" {
         return None;
@@ -235,6 +254,26 @@ fn redirect_answer(target: &str, state: &str) -> Option<Result<String, String>> 
              redirect); run the login again"
                 .to_owned(),
         ));
+    }
+    // RFC 9207 §2.4: a present `iss` must be the issuer exactly (no normalisation); a missing
+    // one is refused only from a server that said it always sends it. Either way a mix-up
+    // (a response from another authorization server) stops here.
+    match pairs.get("iss") {
+        Some(iss) if iss != issuer.recorded => {
+            return Some(Err(format!(
+                "the redirect came from the issuer `{iss}`, not `{}` (a mix-up or a forged \
+                 redirect, RFC 9207); run the login again",
+                issuer.recorded
+            )))
+        }
+        None if issuer.always_sent => {
+            return Some(Err(format!(
+                "the redirect carries no `iss` although `{}` announces it always sends one \
+                 (RFC 9207); run the login again",
+                issuer.recorded
+            )))
+        }
+        _ => {}
     }
     if let Some(error) = pairs.get("error") {
         let description = pairs.get("error_description").cloned().unwrap_or_default();
@@ -263,16 +302,46 @@ mod tests {
         assert_eq!(requested_scope(&[], &[], "mcp:read"), "mcp:read");
     }
 
+    const QUIET: Issuer<'static> = Issuer {
+        recorded: "https://as.example",
+        always_sent: false,
+    };
+
     #[test]
     fn redirect_with_a_foreign_state_is_refused() {
         assert_eq!(
-            redirect_answer("/callback?code=c&state=mine", "mine"),
+            redirect_answer("/callback?code=c&state=mine", "mine", &QUIET),
             Some(Ok("c".to_owned()))
         );
         assert!(matches!(
-            redirect_answer("/callback?code=c&state=theirs", "mine"),
+            redirect_answer("/callback?code=c&state=theirs", "mine", &QUIET),
             Some(Err(_))
         ));
-        assert_eq!(redirect_answer("/favicon.ico", "mine"), None);
+        assert_eq!(redirect_answer("/favicon.ico", "mine", &QUIET), None);
+    }
+
+    #[test]
+    fn redirect_iss_must_be_the_issuer_exactly_and_present_when_announced() {
+        let exact = "/callback?code=c&state=s&iss=https%3A%2F%2Fas.example";
+        let slash = "/callback?code=c&state=s&iss=https%3A%2F%2Fas.example%2F";
+        let none = "/callback?code=c&state=s";
+        let announced = Issuer {
+            always_sent: true,
+            ..QUIET
+        };
+        assert_eq!(
+            redirect_answer(exact, "s", &announced),
+            Some(Ok("c".into()))
+        );
+        assert!(matches!(
+            redirect_answer(slash, "s", &announced),
+            Some(Err(_))
+        ));
+        assert!(matches!(redirect_answer(slash, "s", &QUIET), Some(Err(_))));
+        assert!(matches!(
+            redirect_answer(none, "s", &announced),
+            Some(Err(_))
+        ));
+        assert_eq!(redirect_answer(none, "s", &QUIET), Some(Ok("c".into())));
     }
 }

@@ -33,6 +33,8 @@ pub async fn register(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        // A loopback redirect makes Hermes a native application (SEP-837, OIDC registration).
+        "application_type": "native",
     });
     if !scope.is_empty() {
         body["scope"] = json!(scope);
@@ -52,8 +54,8 @@ pub async fn register(
             "`{endpoint}` answered something other than a client: {e}"
         ))
     })?;
-    Ok(ClientAuth {
-        id: registered.client_id,
-        secret: registered.client_secret,
-    })
+    Ok(ClientAuth::new(
+        registered.client_id,
+        registered.client_secret,
+    ))
 }

@@ -249,10 +249,7 @@ impl TokenSource {
 
     async fn refresh(&self, tokens: &StoredTokens) -> Result<StoredTokens, OAuthError> {
         let refresh_token = tokens.refresh_token.clone().unwrap_or_default();
-        let client = ClientAuth {
-            id: tokens.client_id.clone(),
-            secret: tokens.client_secret.clone(),
-        };
+        let client = ClientAuth::new(tokens.client_id.clone(), tokens.client_secret.clone());
         let response = TokenEndpoint {
             http: &self.http,
             server: &self.server,
@@ -355,10 +352,7 @@ impl TokenSource {
                  not set; export it before starting hermes"
             ))
         })?;
-        Ok(Some(ClientAuth {
-            id,
-            secret: Some(secret),
-        }))
+        Ok(Some(ClientAuth::new(id, Some(secret))))
     }
 }
 

@@ -198,14 +198,15 @@ pub enum ReadFailure {
 }
 
 impl ReadFailure {
-    /// The MCP error that fits: a malformed URI is the caller's (invalid params), a missing
-    /// record is `resource_not_found`, a memory service that does not answer is an internal
-    /// error (retry later) — never "not found".
+    /// The MCP error that fits: a malformed URI or a missing record is invalid params with
+    /// the URI in `data` (SEP-2164: -32602, not the older -32002), a memory service that does
+    /// not answer is an internal error (retry later) — never "not found".
     pub fn to_error_data(&self) -> rmcp::ErrorData {
         let message = self.to_string();
         match self {
-            ReadFailure::NotAMemoryUri(_) => rmcp::ErrorData::invalid_params(message, None),
-            ReadFailure::NotFound(_) => rmcp::ErrorData::resource_not_found(message, None),
+            ReadFailure::NotAMemoryUri(uri) | ReadFailure::NotFound(uri) => {
+                rmcp::ErrorData::invalid_params(message, Some(serde_json::json!({"uri": uri})))
+            }
             ReadFailure::Service(_) => rmcp::ErrorData::internal_error(message, None),
         }
     }
@@ -271,7 +272,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_memory_service_that_does_not_answer_is_an_internal_error_not_resource_not_found() {
+    fn a_missing_memory_is_invalid_params_naming_its_uri_and_a_silent_service_an_internal_error() {
         let silent = ReadFailure::Service(MemoryServiceError::Unreachable {
             subject: "hermes.memory.list".into(),
             reason: "timeout".into(),
@@ -280,10 +281,11 @@ mod tests {
             silent.to_error_data().code,
             rmcp::model::ErrorCode::INTERNAL_ERROR
         );
-        let missing = ReadFailure::NotFound("memory://a/m-1".into());
+        let missing = ReadFailure::NotFound("memory://a/m-1".into()).to_error_data();
+        assert_eq!(missing.code, rmcp::model::ErrorCode::INVALID_PARAMS);
         assert_eq!(
-            missing.to_error_data().code,
-            rmcp::model::ErrorCode::RESOURCE_NOT_FOUND
+            missing.data,
+            Some(serde_json::json!({"uri": "memory://a/m-1"}))
         );
         let malformed = ReadFailure::NotAMemoryUri("file:///x".into());
         assert_eq!(
