@@ -7,9 +7,10 @@ use serde_json::json;
 async fn main() -> Result<(), hermes_client::ClientError> {
     let url = std::env::args()
         .nth(1)
-        .unwrap_or("nats://127.0.0.1:4222".into());
-    let hermes = Hermes::connect(&url, &ConnectOptions::default()).await?; // user, token, nkey…
-                                                                           // A tool served from this process: declared in [[tools.define]], called by the agent.
+        .unwrap_or_else(|| "nats://127.0.0.1:4222".into());
+    // ConnectOptions: user and password, token, NKey seed, credentials file, inbox prefix.
+    let hermes = Hermes::connect(&url, &ConnectOptions::default()).await?;
+    // A tool served from this process: declared in [[tools.define]], called by the agent.
     let _worker = hermes
         .serve_tool("word_count", |call| async move {
             let text = call.arguments["text"].as_str().unwrap_or_default();
