@@ -18,7 +18,9 @@ pub mod http;
 pub mod llm;
 pub mod mcp;
 pub mod memory;
-pub mod protocol;
+/// The wire, from its own crate (`crates/hermes-protocol`), under the path the engine has
+/// always used for it.
+pub use hermes_protocol as protocol;
 pub mod runtime;
 pub mod serving;
 pub mod store;

@@ -421,6 +421,12 @@ pub trait Bus: Send + Sync + 'static {
         None
     }
 
+    /// The NATS connection under this bus, for a client of Hermes in this process
+    /// (`hermes-client`, as `hermes send` uses it) to share; `None` off NATS.
+    fn nats_client(&self) -> Option<async_nats::Client> {
+        None
+    }
+
     /// The JetStream streams behind this bus, read and written whole (`hermes backup` /
     /// `hermes restore`); `None` on the embedded bus.
     fn snapshots(&self) -> Option<Arc<dyn snapshot::Snapshots>> {

@@ -455,6 +455,10 @@ impl Bus for NatsBus {
         self.identity.as_deref()
     }
 
+    fn nats_client(&self) -> Option<async_nats::Client> {
+        Some(self.client.clone())
+    }
+
     fn snapshots(&self) -> Option<Arc<dyn crate::bus::snapshot::Snapshots>> {
         Some(Arc::new(snapshot::NatsSnapshots::new(
             self.jetstream.clone(),

@@ -150,7 +150,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let back = Envelope::<RecallReply>::decode_typed(&reply, 1024, "memory.recalled").unwrap();
+        let back = Envelope::<RecallReply>::decode_reply(&reply, 1024).unwrap();
         assert_eq!(back.trace_id, sent.trace_id);
 
         let refused = handler

@@ -9,10 +9,11 @@ use clap::Args;
 
 use hermes::actors::ActorSet;
 use hermes::bus::SharedBus;
-use hermes::client::SessionClient;
+use hermes::client::transport::BusTransport;
 use hermes::config::Config;
 use hermes::engine::Engine;
 use hermes::protocol::TurnEvent;
+use hermes_client::{Hermes, SessionClient};
 
 use super::print::Printer;
 use super::runtime::with_engine_runtime;
@@ -101,10 +102,12 @@ pub(crate) fn apply(mut config: Config, target: &Target) -> Arc<Config> {
     Arc::new(config)
 }
 
-/// A client of `agent`/`session` as `user`. A process with a NATS identity reads only the
-/// events for the session's reader (`hermes.out.<agent>.<session>.<reader>`, the reader
-/// computed from `[bus.publishers]` as the engine does): that is what a person's or a
-/// publisher's credential may subscribe to. Without one (no permissions), any reader's.
+/// A client of `agent`/`session` as `user`: `hermes-client`, over the NATS connection of
+/// `bus` when it has one, else over the in-process bus. A process with a NATS identity sends
+/// as it and reads only the events for the session's reader
+/// (`hermes.out.<agent>.<session>.<reader>`, the reader computed from `[bus.publishers]` as
+/// the engine does): that is what a person's or a publisher's credential may subscribe to.
+/// Without one (no permissions), any reader's.
 pub(super) async fn open_client(
     bus: SharedBus,
     config: &Config,
@@ -112,10 +115,18 @@ pub(super) async fn open_client(
     session: &str,
     user: &str,
 ) -> anyhow::Result<SessionClient> {
-    let reader = bus
-        .identity()
+    let identity = bus.identity().map(str::to_string);
+    let reader = identity
+        .as_ref()
         .map(|_| hermes::config::publishers::reader_of(&config.bus.publishers, Some(user)));
-    Ok(SessionClient::open_reading(bus, agent, session, user, reader.as_deref()).await?)
+    let transport: Arc<dyn hermes_client::Transport> = match bus.nats_client() {
+        Some(nats) => Arc::new(hermes_client::nats::Nats::from_client(nats)),
+        None => Arc::new(BusTransport::new(bus)),
+    };
+    let hermes = Hermes::over(transport)
+        .as_publisher(identity)
+        .reading(reader);
+    Ok(hermes.session(agent, session, user).await?)
 }
 
 pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
@@ -135,7 +146,9 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
             }
         };
         if args.cancel {
-            let stopped = client.cancel(timeout).await?;
+            let stopped = client
+                .cancel("cancelled with hermes send --cancel", timeout)
+                .await?;
             match &stopped.turn_id {
                 Some(turn) => println!(
                     "cancelled turn {turn}{}",

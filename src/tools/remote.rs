@@ -209,7 +209,9 @@ fn mcp_failure(failure: Option<McpFailure>, message: String) -> ToolError {
             ToolErrorCode::InvalidArguments,
             "no MCP server of that name is mounted: use one the message lists",
         ),
-        McpFailure::Unavailable => (
+        // `Unavailable`, and a kind of a newer bridge (the enum is the protocol crate's, open
+        // to additions): the server is out of reach as far as this build can tell.
+        _ => (
             ToolErrorCode::Unavailable,
             "the MCP server is down: do not retry at once, tell the user",
         ),

@@ -35,6 +35,7 @@ mod python_client;
 mod readme;
 mod real_model_cli;
 mod responses_provider;
+mod rust_client;
 mod scale_out;
 mod sessions;
 mod shared_tool_state;

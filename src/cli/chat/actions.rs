@@ -214,7 +214,7 @@ impl Chat {
     async fn cancel(&mut self) -> anyhow::Result<()> {
         let stopped = self
             .client
-            .cancel_because("cancelled with /cancel in hermes chat", self.timeout)
+            .cancel("cancelled with /cancel in hermes chat", self.timeout)
             .await?;
         match stopped.turn_id {
             // Its `error` event says so.

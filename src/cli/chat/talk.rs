@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes::bus::SharedBus;
-use hermes::client::{event_turn, PendingCall, SessionClient};
 use hermes::config::Config;
 use hermes::protocol::TurnEvent;
+use hermes_client::{event_turn, PendingCall, SessionClient};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::commands::Line;
@@ -343,7 +343,7 @@ impl Chat {
         );
         tokio::select! {
             _ = sigint.recv() => true,
-            stopped = self.client.cancel_because("cancelled with Ctrl-C in hermes chat", self.timeout) => {
+            stopped = self.client.cancel("cancelled with Ctrl-C in hermes chat", self.timeout) => {
                 match stopped {
                     Ok(s) if s.turn_id.is_none() => {
                         // It ended on its own meanwhile; its last events say how.

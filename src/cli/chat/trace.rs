@@ -4,7 +4,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use hermes::client::{SessionClient, TurnTrace};
+use hermes_client::{SessionClient, TurnTrace};
 
 use super::talk::Who;
 use crate::cli::print::Printer;

@@ -7,10 +7,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use hermes::client::event_turn;
 use hermes::protocol::{
     AppliedOp, MemoryChange, RecalledMemory, ToolCallResult, ToolStatus, TurnEvent,
 };
+use hermes_client::event_turn;
 use indicatif::ProgressBar;
 use serde_json::Value;
 

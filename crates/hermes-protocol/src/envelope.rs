@@ -20,7 +20,7 @@ pub struct Envelope<B = Value> {
     pub v: u32,
     pub id: String,
     pub kind: String,
-    #[serde(with = "crate::protocol::timestamp")]
+    #[serde(with = "crate::timestamp")]
     #[schemars(with = "chrono::DateTime<chrono::Utc>")]
     pub ts: DateTime<Utc>,
     pub trace_id: String,

@@ -3,7 +3,7 @@
 //!
 //! chrono serialises through `collect_str`, which made serde_json escape every character
 //! separately: a twelfth of the CPU of a turn went into writing timestamps. Use as
-//! `#[serde(with = "crate::protocol::timestamp")]` (or [`option`] for `Option`s); the text is
+//! `#[serde(with = "crate::timestamp")]` (or [`option`] for `Option`s); the text is
 //! byte for byte chrono's, and anything this fast path does not cover (years outside
 //! 0000–9999, leap seconds, offsets other than `Z`) goes through chrono itself.
 

@@ -1,7 +1,12 @@
-//! A publisher's view of Hermes: send a message to a session and follow its events.
+//! A session seen from inside the process that runs the engine: send a message and follow its
+//! events over the in-process bus, handing envelopes over as values where the bus allows.
 //!
-//! Used by `hermes send`, `hermes chat`, `hermes demo`, the benchmarks and the tests; any
-//! other NATS client can do the same with the subjects and envelopes of [`crate::bus`].
+//! Used by `hermes demo`, the benchmarks, evals, A2A and the tests. A process outside the
+//! engine — `hermes send` and `hermes chat` among them — uses `hermes-client`
+//! (`crates/hermes-client`), over NATS or over the engine's bus ([`transport`]); the turn's
+//! trace and the event helpers are that crate's.
+
+pub mod transport;
 
 use std::time::Duration;
 
@@ -12,6 +17,7 @@ use crate::protocol::subjects;
 use crate::protocol::{
     Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
 };
+pub use hermes_client::{event_turn, PendingCall, TurnTrace};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -40,28 +46,6 @@ pub struct SessionClient {
     user: String,
     inbound: String,
     events: Subscription,
-}
-
-/// How a followed turn ended — with an answer, an error, or paused for a confirmation.
-#[derive(Debug, Clone)]
-pub struct TurnTrace {
-    /// The message that started the turn (a confirmation resumes a turn: then it is the
-    /// turn's id with `seq` 0).
-    pub accepted: Accepted,
-    pub events: Vec<TurnEvent>,
-    pub answer: Option<String>,
-    pub error: Option<String>,
-    /// The turn waits for the user to confirm this call (`confirmation.required`); decide
-    /// with [`SessionClient::confirm`].
-    pub needs_confirmation: Option<PendingCall>,
-}
-
-/// A high-risk call a paused turn waits on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PendingCall {
-    pub call_id: String,
-    pub name: String,
-    pub message: String,
 }
 
 impl SessionClient {
@@ -305,24 +289,5 @@ pub fn event_of(msg: &crate::bus::Message) -> Option<TurnEvent> {
             tracing::warn!(error = %e, "unreadable event skipped");
             None
         }
-    }
-}
-
-/// The turn an event belongs to.
-pub fn event_turn(event: &TurnEvent) -> Option<&str> {
-    match event {
-        TurnEvent::TurnStarted { turn_id, .. }
-        | TurnEvent::MemoryRecalled { turn_id, .. }
-        | TurnEvent::Delta { turn_id, .. }
-        | TurnEvent::ToolCall { turn_id, .. }
-        | TurnEvent::ToolResult { turn_id, .. }
-        | TurnEvent::ConfirmationRequired { turn_id, .. }
-        | TurnEvent::JobWaiting { turn_id, .. }
-        | TurnEvent::AgentDelegated { turn_id, .. }
-        | TurnEvent::TurnResumed { turn_id, .. }
-        | TurnEvent::Handoff { turn_id, .. }
-        | TurnEvent::Answer { turn_id, .. }
-        | TurnEvent::MemoryWritten { turn_id, .. } => Some(turn_id),
-        TurnEvent::Error { turn_id, .. } => turn_id.as_deref(),
     }
 }

@@ -140,7 +140,7 @@ pub struct PlanReply {
     /// What the provider needs back with this reply on its next request (kept beside the
     /// stored message).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<crate::protocol::chat::ProviderPart>,
+    pub parts: Vec<crate::chat::ProviderPart>,
     /// The reasoning text the provider showed, when it reported no reasoning tokens.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reasoning: String,
@@ -254,6 +254,25 @@ impl TurnEvent {
             TurnEvent::Answer { .. } => "answer",
             TurnEvent::MemoryWritten { .. } => "memory.written",
             TurnEvent::Error { .. } => "error",
+        }
+    }
+
+    /// The turn the event belongs to (an `error` may come before any turn started).
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            TurnEvent::TurnStarted { turn_id, .. }
+            | TurnEvent::MemoryRecalled { turn_id, .. }
+            | TurnEvent::Delta { turn_id, .. }
+            | TurnEvent::ToolCall { turn_id, .. }
+            | TurnEvent::ToolResult { turn_id, .. }
+            | TurnEvent::ConfirmationRequired { turn_id, .. }
+            | TurnEvent::JobWaiting { turn_id, .. }
+            | TurnEvent::AgentDelegated { turn_id, .. }
+            | TurnEvent::TurnResumed { turn_id, .. }
+            | TurnEvent::Handoff { turn_id, .. }
+            | TurnEvent::Answer { turn_id, .. }
+            | TurnEvent::MemoryWritten { turn_id, .. } => Some(turn_id),
+            TurnEvent::Error { turn_id, .. } => turn_id.as_deref(),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The protocol: the bottom layer every other module builds on. It imports nothing else from
-//! the crate.
+//! Hermes' protocol: the bottom layer every other crate builds on (the engine, `hermes-client`).
+//! It depends on nothing else of Hermes and on no async runtime — serde, and schemars for the
+//! JSON Schema.
 //!
 //! - [`envelope`]: the versioned JSON envelope every payload travels in, and its checks.
 //! - [`subjects`]: every subject name and the id rules that keep subjects safe.

@@ -450,9 +450,9 @@ mod tests {
         use super::super::envelope::Envelope;
         let body = |status: &str| serde_json::json!({"job_id": "j", "tool": "t", "call_id": "c", "status": status});
         let raw = |kind: &str, status: &str| Envelope::new(kind, body(status));
-        assert!(crate::protocol::JobEvent::from_envelope(raw("job.done", "done")).is_ok());
-        assert!(crate::protocol::JobEvent::from_envelope(raw("job.bogus", "done")).is_err());
-        assert!(crate::protocol::JobEvent::from_envelope(raw("job.done", "failed")).is_err());
+        assert!(crate::JobEvent::from_envelope(raw("job.done", "done")).is_ok());
+        assert!(crate::JobEvent::from_envelope(raw("job.bogus", "done")).is_err());
+        assert!(crate::JobEvent::from_envelope(raw("job.done", "failed")).is_err());
     }
 }
 

@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use super::file_name;
-use crate::protocol::envelope::{ENVELOPE_VERSION, ERROR_KIND};
-use crate::protocol::{kinds, subjects};
+use crate::envelope::{ENVELOPE_VERSION, ERROR_KIND};
+use crate::{kinds, subjects};
 
 /// How a subject is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,7 @@ pub struct Source {
     pub session: String,
     pub message_id: String,
     /// When the user said it (not when it was stored): newer source time wins a conflict.
-    #[serde(with = "crate::protocol::timestamp")]
+    #[serde(with = "crate::timestamp")]
     #[schemars(with = "chrono::DateTime<chrono::Utc>")]
     pub source_time: DateTime<Utc>,
 }

@@ -262,7 +262,7 @@ impl<R: Request> Envelope<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::envelope::error_envelope;
+    use crate::envelope::error_envelope;
 
     #[test]
     fn request_names_its_subject_and_reply_kind() {

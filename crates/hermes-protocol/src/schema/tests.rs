@@ -26,8 +26,11 @@ fn every_kind_of_the_index_has_its_document() {
 
 #[test]
 fn a_real_user_message_envelope_validates_and_a_wrong_one_does_not() {
-    let envelope = crate::protocol::envelope::Envelope::request(UserMessage::text("hi"))
-        .for_session("assistant", "s1", Some("u-1"));
+    let envelope = crate::envelope::Envelope::request(UserMessage::text("hi")).for_session(
+        "assistant",
+        "s1",
+        Some("u-1"),
+    );
     let value = serde_json::to_value(&envelope).unwrap();
     validates(kinds::USER_MESSAGE, &value).unwrap();
     let mut wrong = value.clone();
@@ -55,7 +58,7 @@ fn turn_events_of_every_type_validate() {
         },
     ];
     for event in events {
-        let envelope = crate::protocol::envelope::Envelope::event(event);
+        let envelope = crate::envelope::Envelope::event(event);
         let value = serde_json::to_value(&envelope).unwrap();
         validates(kinds::TURN_EVENT, &value).unwrap();
     }
@@ -64,7 +67,7 @@ fn turn_events_of_every_type_validate() {
 /// `schema/` holds exactly what the types generate; `HERMES_UPDATE_SCHEMA=1` rewrites it.
 #[test]
 fn the_committed_schema_matches_the_protocol_types() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema");
     let generated = files();
     if std::env::var_os("HERMES_UPDATE_SCHEMA").is_some() {
         std::fs::create_dir_all(&dir).unwrap();
