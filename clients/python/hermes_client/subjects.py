@@ -1,6 +1,6 @@
 """Every subject this client uses, and the id rule that keeps subjects safe.
 
-Mirrors `src/protocol/subjects.rs`; `schema/index.json` lists the same subjects.
+Mirrors `crates/hermes-protocol/src/subjects.rs`; `schema/index.json` lists the same subjects.
 """
 
 from __future__ import annotations
