@@ -421,6 +421,13 @@ pub trait Bus: Send + Sync + 'static {
         None
     }
 
+    /// What the server refused this connection so far, each explained (what, and the fix);
+    /// empty off NATS and on a server without permissions. A client whose request went
+    /// unanswered reads it: a refused publish looks like silence from the other side.
+    fn refusals(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The NATS connection under this bus, for a client of Hermes in this process
     /// (`hermes-client`, as `hermes send` uses it) to share; `None` off NATS.
     fn nats_client(&self) -> Option<async_nats::Client> {

@@ -455,6 +455,14 @@ impl Bus for NatsBus {
         self.identity.as_deref()
     }
 
+    fn refusals(&self) -> Vec<String> {
+        self.violations
+            .all()
+            .iter()
+            .map(|denial| permissions::explain(self.violations.who(), denial))
+            .collect()
+    }
+
     fn nats_client(&self) -> Option<async_nats::Client> {
         Some(self.client.clone())
     }

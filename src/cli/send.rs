@@ -121,12 +121,31 @@ pub(super) async fn open_client(
         .map(|_| hermes::config::publishers::reader_of(&config.bus.publishers, Some(user)));
     let transport: Arc<dyn hermes_client::Transport> = match bus.nats_client() {
         Some(nats) => Arc::new(hermes_client::nats::Nats::from_client(nats)),
-        None => Arc::new(BusTransport::new(bus)),
+        None => Arc::new(BusTransport::new(bus.clone())),
     };
     let hermes = Hermes::over(transport)
         .as_publisher(identity)
         .reading(reader);
-    Ok(hermes.session(agent, session, user).await?)
+    hermes
+        .session(agent, session, user)
+        .await
+        .map_err(|e| explained(&bus, e))
+}
+
+/// A client error; when nothing answered and the NATS server refused this connection
+/// something (a publish, the reply inbox), the refusal and its fix too: on a server with
+/// permissions a refused request looks like silence.
+pub(super) fn explained(bus: &SharedBus, error: hermes_client::ClientError) -> anyhow::Error {
+    use hermes_client::ClientError;
+    let refusals = bus.refusals();
+    match error {
+        ClientError::Timeout(_) | ClientError::Transport(_) | ClientError::Closed
+            if !refusals.is_empty() =>
+        {
+            anyhow::anyhow!("{error}; {}", refusals.join("; "))
+        }
+        error => error.into(),
+    }
 }
 
 pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
@@ -134,7 +153,7 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
     let t = args.target;
     with_engine_runtime(|io| async move {
         let (bus, engine) = connect(config.clone(), io).await?;
-        let mut client = open_client(bus, &config, &t.agent, &t.session, &t.user).await?;
+        let mut client = open_client(bus.clone(), &config, &t.agent, &t.session, &t.user).await?;
         let mut printer = Printer::default();
         let json = args.json;
         let timeout = Duration::from_secs(t.timeout);
@@ -148,7 +167,8 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
         if args.cancel {
             let stopped = client
                 .cancel("cancelled with hermes send --cancel", timeout)
-                .await?;
+                .await
+                .map_err(|e| explained(&bus, e))?;
             match &stopped.turn_id {
                 Some(turn) => println!(
                     "cancelled turn {turn}{}",
@@ -172,12 +192,16 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         let trace = match &args.text {
-            Some(text) => client.turn(text, timeout, on_event).await?,
+            Some(text) => client
+                .turn(text, timeout, on_event)
+                .await
+                .map_err(|e| explained(&bus, e))?,
             None => {
                 let call = args.call_id.as_deref();
                 client
                     .confirm_and_follow(args.confirm, call, timeout, on_event)
-                    .await?
+                    .await
+                    .map_err(|e| explained(&bus, e))?
             }
         };
         if let Some(pending) = &trace.needs_confirmation {

@@ -539,6 +539,32 @@ fn every_service_runs_under_its_role_and_each_refusal_holds() {
         "hermes send as alice: {text}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // An agent outside her rules: the server refuses the publish, and the CLI says so and how
+    // to fix it, instead of a bare "no answer".
+    let output = hermes()
+        .envs(role_env("alice"))
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "send",
+            "--bus",
+            &url,
+            "--agent",
+            "triage",
+            "--session",
+            "a-3",
+        ])
+        .args(["--user", "alice", "--timeout", "3", "--text", "hello"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success()
+            && err
+                .lines()
+                .any(|l| l.contains("no answer") && l.contains("nats-server does not let")),
+        "hermes send as alice to triage: {err}"
+    );
     let audit = ops(&["mcp", "audit", "--bus", &url, "--limit", "5"]);
     assert!(audit.contains("search_products"), "{audit}");
     let mounted = ops(&["mcp", "status", "--bus", &url]);

@@ -107,6 +107,21 @@ impl Violations {
             })
     }
 
+    /// Every refusal the server reported so far (publishes and subscriptions), in order of
+    /// subject.
+    pub fn all(&self) -> Vec<Denial> {
+        let logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<Denial> = logged
+            .iter()
+            .map(|(operation, subject)| Denial {
+                operation: *operation,
+                subject: subject.clone(),
+            })
+            .collect();
+        all.sort_by(|a, b| a.subject.cmp(&b.subject));
+        all
+    }
+
     /// The subscriptions the server refused so far.
     pub fn denied(&self) -> Vec<Denial> {
         self.subscriptions
