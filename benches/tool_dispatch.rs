@@ -29,7 +29,7 @@ use hermes::tools::metrics::ExecutorMetrics;
 use hermes::tools::stores::ToolStores;
 
 fn config(url: &str, dir: &std::path::Path) -> Config {
-    let mut c = Config::embedded().unwrap();
+    let mut c = Config::demo().unwrap();
     c.bus.url = url.to_string();
     c.engine.data_dir = dir.to_path_buf();
     c.mcp.servers = Vec::new();
@@ -120,7 +120,7 @@ fn bench_dispatch(
 }
 
 fn validation(c: &mut Criterion) {
-    let cfg = Config::embedded().unwrap();
+    let cfg = Config::demo().unwrap();
     let stores = ToolStores::temporary().unwrap();
     let (registry, _) = build_registry(&cfg.tools, &stores, None).unwrap();
     c.bench_function("validate/add_valid", |b| {
