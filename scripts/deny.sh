@@ -15,6 +15,11 @@ if [ ! -x "$deny" ]; then
   echo "deny: $deny is missing; run scripts/setup-test-deps.sh" >&2
   exit 1
 fi
+# The offline check reads `cargo metadata`, which needs every locked package in the cargo
+# cache — those of other platforms too, which a build never downloads.
+if ! cargo fetch --locked >/dev/null 2>&1; then
+  echo "deny: cargo fetch failed (no registry?); checking with what the cargo cache holds" >&2
+fi
 # Where cargo-deny 0.20 keeps the database of github.com/rustsec/advisory-db under db-path
 # (deny.toml); the name is derived from the URL, so it changes only with cargo-deny.
 dbs="$root/target/advisory-dbs"
