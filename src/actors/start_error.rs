@@ -25,7 +25,10 @@ pub enum StartError {
          from a path it can read"
     )]
     SelfExe(#[source] std::io::Error),
-    #[error("the I/O runtime stopped while the actor started (is the process shutting down?)")]
+    #[error(
+        "its start on the I/O runtime did not finish ({0}): the process is shutting down, or \
+         the start panicked (the log above says where)"
+    )]
     Runtime(#[from] tokio::task::JoinError),
     #[error(
         "the MCP bridge did not answer for its catalog within {waited_secs} s: {source}; start a \

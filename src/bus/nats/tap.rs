@@ -29,7 +29,11 @@ impl MessageTap {
             url: url.to_string(),
             reason,
         };
-        let servers: Vec<&str> = url.split(',').map(str::trim).collect();
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         let options = async_nats::ConnectOptions::new()
             .name("hermes-tap")
             .connection_timeout(super::CONNECT_TIMEOUT);
