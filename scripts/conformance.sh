@@ -96,7 +96,10 @@ for requirements in 2025-11-25 2026-07-28; do
   run_suite "server-$requirements" conformance server --url "$url" \
     --requirements "$requirements" --expected-failures "$baseline" || status=1
   echo "== conformance client, requirements $requirements (hermes mcp probe)"
-  run_suite "client-$requirements" conformance client --command "$hermes mcp probe" \
+  # The metadata document URL is the one the suite's client-ID-metadata scenario expects (its
+  # authorization server never fetches it); the probe offers it only to servers that accept one.
+  run_suite "client-$requirements" conformance client \
+    --command "$hermes mcp probe --client-metadata-url https://conformance-test.local/client-metadata.json" \
     --requirements "$requirements" --expected-failures "$baseline" || status=1
 done
 # The tasks extension (SEP-2663): one scenario per run (at the revision it belongs to), so

@@ -15,12 +15,22 @@ use super::link::{HttpLink, Link};
 use super::oauth_http::OAuthHttp;
 use super::RmcpClient;
 use crate::config::McpServerConfig;
-use crate::mcp::oauth::TokenSource;
+use crate::mcp::oauth::{Reauthorize, TokenSource};
 use crate::mcp::McpError;
 
 impl RmcpClient {
     /// Open `url` with Streamable HTTP and complete the handshake within `config.timeout_secs`.
     pub async fn connect_http(config: &McpServerConfig, url: &str) -> Result<Self, McpError> {
+        Self::connect_http_with(config, url, None).await
+    }
+
+    /// [`RmcpClient::connect_http`], with someone who can log in again mid-session (a wider
+    /// scope on `insufficient_scope`, a server that moved to another authorization server).
+    pub async fn connect_http_with(
+        config: &McpServerConfig,
+        url: &str,
+        reauthorize: Option<Reauthorize>,
+    ) -> Result<Self, McpError> {
         let headers = headers(config)?;
         let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
             .custom_headers(headers)
@@ -33,13 +43,15 @@ impl RmcpClient {
             reason: error.to_string(),
         };
         let reading = config.clone();
-        let tokens = tokio::task::spawn_blocking(move || TokenSource::for_server(&reading))
-            .await
-            .map_err(|e| McpError::Handshake {
-                server: config.name.clone(),
-                reason: format!("reading its OAuth tokens failed: {e}"),
-            })?
-            .map_err(unauthorised)?;
+        let tokens = tokio::task::spawn_blocking(move || {
+            TokenSource::for_server_with(&reading, reauthorize)
+        })
+        .await
+        .map_err(|e| McpError::Handshake {
+            server: config.name.clone(),
+            reason: format!("reading its OAuth tokens failed: {e}"),
+        })?
+        .map_err(unauthorised)?;
         if let Some(tokens) = &tokens {
             // Fail with the fix (log in, set the secret) before the handshake hides it.
             tokens.bearer().await.map_err(unauthorised)?;
