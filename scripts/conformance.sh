@@ -98,8 +98,10 @@ for requirements in 2025-11-25 2026-07-28; do
   echo "== conformance client, requirements $requirements (hermes mcp probe)"
   # The metadata document URL is the one the suite's client-ID-metadata scenario expects (its
   # authorization server never fetches it); the probe offers it only to servers that accept one.
+  # --accept-defaults: the probe answers questions as the suite's scenarios expect a client
+  # with a person behind it to (accept, with the schema's defaults).
   run_suite "client-$requirements" conformance client \
-    --command "$hermes mcp probe --client-metadata-url https://conformance-test.local/client-metadata.json" \
+    --command "$hermes mcp probe --accept-defaults --client-metadata-url https://conformance-test.local/client-metadata.json" \
     --requirements "$requirements" --expected-failures "$baseline" || status=1
 done
 # The tasks extension (SEP-2663): one scenario per run (at the revision it belongs to), so

@@ -10,6 +10,7 @@
 //! redirect to its loopback listener — and the tokens live in a directory that is removed
 //! afterwards.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,7 +18,8 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use hermes::config::{McpOAuthConfig, McpRevision, McpServerConfig, OAuthGrant};
-use hermes::mcp::client::RmcpClient;
+use hermes::mcp::client::{ConnectOptions, RmcpClient};
+use hermes::mcp::elicit::{AcceptDefaults, Elicitor};
 use hermes::mcp::oauth::discovery::discover;
 use hermes::mcp::oauth::login::{login, LoginOptions};
 use hermes::mcp::oauth::token_store::TokenStore;
@@ -49,6 +51,10 @@ pub struct ProbeArgs {
     /// examples or placeholders of the declared type: a smoke test of a whole server.
     #[arg(long, conflicts_with = "call")]
     call_each: bool,
+    /// Answer the server's questions (elicitation, `input_required`) by accepting each form
+    /// with the defaults its schema declares; without it, Hermes announces no elicitation.
+    #[arg(long)]
+    accept_defaults: bool,
     /// The https URL of a client ID metadata document to offer as the client id when the
     /// server asks for OAuth and its authorization server accepts such documents.
     #[arg(long)]
@@ -78,8 +84,14 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
         _ if context.get("toolCalls").is_some() => Calls::These(context_calls(&context)?),
         (None, "tools_call") => Calls::These(vec![("add_numbers".into(), json!({"a": 5, "b": 3}))]),
         (None, "sse-retry") => Calls::These(vec![("test_reconnection".into(), json!({}))]),
-        // The scenario checks which of the tools it lists a client keeps (SEP-2243).
-        (None, "http-invalid-tool-headers") => Calls::Each,
+        // The scenario checks which of the tools it lists a client keeps (SEP-2243); the
+        // others' tools ask questions, whose answers they check (SEP-1034, SEP-2322).
+        (
+            None,
+            "http-invalid-tool-headers"
+            | "elicitation-sep1034-client-defaults"
+            | "sep-2322-client-request-state",
+        ) => Calls::Each,
         // The authorization scenarios check what a call carries, whatever the tool.
         (None, auth) if auth.starts_with("auth/") => {
             Calls::These(vec![(FIRST_TOOL.into(), json!({}))])
@@ -285,7 +297,13 @@ async fn connect(
 ) -> anyhow::Result<RmcpClient> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.wait);
     loop {
-        match RmcpClient::connect_http_with(config, &args.url, reauthorize.clone()).await {
+        let options = ConnectOptions {
+            reauthorize: reauthorize.clone(),
+            elicitor: args
+                .accept_defaults
+                .then(|| Arc::new(AcceptDefaults) as Arc<dyn Elicitor>),
+        };
+        match RmcpClient::connect_http_with(config, &args.url, options).await {
             Ok(client) => return Ok(client),
             Err(e) if tokio::time::Instant::now() < deadline && is_refused(&e) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -8,6 +8,7 @@
 mod convert;
 mod handler;
 mod http;
+mod input;
 mod link;
 mod oauth_http;
 mod process;
@@ -35,6 +36,8 @@ use tracing::Instrument;
 use self::handler::{lifecycle, Notifier};
 use self::link::Link;
 use self::process::{ChildProcess, Launch};
+use super::elicit::Elicitor;
+use super::oauth::Reauthorize;
 use super::{
     McpCallOutcome, McpClient, McpError, McpPrompt, McpPromptResult, McpResource,
     McpResourceContent, McpTaskState, McpTool, McpToolResult,
@@ -67,7 +70,17 @@ pub struct RmcpClient {
     link: Link,
     changed: watch::Receiver<u64>,
     tasks: tokio::sync::broadcast::Sender<super::McpTaskState>,
+    /// Who answers the server's questions; none = an `input_required` call fails.
+    elicitor: Option<Arc<dyn Elicitor>>,
     shut_down: AtomicBool,
+}
+
+/// Who acts for the user on one connection: logs in again mid-session, answers questions.
+/// The engine's bridge has neither (nobody is at a terminal); `hermes mcp probe` has both.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    pub reauthorize: Option<Reauthorize>,
+    pub elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 impl RmcpClient {
@@ -107,7 +120,7 @@ impl RmcpClient {
             pid = ?process.pid(),
             "MCP server started"
         );
-        let (notifier, changed) = Notifier::new();
+        let (notifier, changed) = Notifier::new(None);
         let session = handshake(
             &config.name,
             &command_line,
@@ -157,6 +170,7 @@ impl RmcpClient {
             link,
             changed: heard.changed,
             tasks: heard.tasks,
+            elicitor: heard.elicitor,
             shut_down: AtomicBool::new(false),
         }
     }
@@ -311,25 +325,53 @@ impl McpClient for RmcpClient {
         let span = traced::span(&self.server, "tools/call", tool);
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         traced::carry(&mut params, &span);
-        let response = self
-            .request("tools/call", timeout, self.peer.call_tool_once(params))
-            .instrument(span.clone())
-            .await;
-        traced::record(&span, &response);
-        match response? {
-            CallToolResponse::Complete(result) => {
-                Ok(McpCallOutcome::Done(convert::result_from_rmcp(result)))
-            }
-            CallToolResponse::Task(created) => Ok(McpCallOutcome::Task(tasks::created(created))),
-            // `input_required` (2026-07-28 multi-round-trip) is not answered yet.
-            _ => Err(McpError::Protocol {
-                server: self.server.clone(),
-                method: "tools/call".to_owned(),
-                reason: "the server asked for input (`input_required`), which Hermes does not \
-                         answer yet; use a tool that does not ask the user for input"
-                    .to_owned(),
-            }),
+        let refused = |reason: String| McpError::Protocol {
+            server: self.server.clone(),
+            method: "tools/call".to_owned(),
+            reason,
+        };
+        // A 2026-07-28 server may answer with questions (`input_required`): each round's
+        // answers go back in a new request carrying the server's `requestState` unchanged.
+        for _round in 0..input::MAX_ROUNDS {
+            let response = self
+                .request(
+                    "tools/call",
+                    timeout,
+                    self.peer.call_tool_once(params.clone()),
+                )
+                .instrument(span.clone())
+                .await;
+            traced::record(&span, &response);
+            let asked = match response? {
+                CallToolResponse::Complete(result) => {
+                    return Ok(McpCallOutcome::Done(convert::result_from_rmcp(result)))
+                }
+                CallToolResponse::Task(created) => {
+                    return Ok(McpCallOutcome::Task(tasks::created(created)))
+                }
+                CallToolResponse::InputRequired(asked) => asked,
+                _ => {
+                    return Err(refused(
+                        "the server answered with an unknown result type".into(),
+                    ))
+                }
+            };
+            let Some(elicitor) = &self.elicitor else {
+                return Err(refused(
+                    "the server asked for the user's input (`input_required`), and nobody \
+                     answers questions on this connection; use a tool that does not ask for \
+                     input"
+                        .to_owned(),
+                ));
+            };
+            let (responses, state) = input::retry(elicitor, asked).await.map_err(refused)?;
+            params.input_responses = responses;
+            params.request_state = state;
         }
+        Err(refused(format!(
+            "the server still asked for input after {} rounds of answers; giving up",
+            input::MAX_ROUNDS
+        )))
     }
 
     async fn get_task(&self, task_id: &str, timeout: Duration) -> Result<McpTaskState, McpError> {
@@ -635,7 +677,9 @@ mod tests {
 
     #[test]
     fn client_announces_hermes_on_the_handshake_protocol() {
-        let config = client_config();
+        let config = client_config(false);
+        assert!(config.capabilities.elicitation.is_none());
+        assert!(client_config(true).capabilities.elicitation.is_some());
         assert_eq!(config.client_info.name, "hermes");
         assert_eq!(
             config.protocol_version,
