@@ -92,6 +92,11 @@ async fn probe(args: ProbeArgs) -> anyhow::Result<()> {
             | "elicitation-sep1034-client-defaults"
             | "sep-2322-client-request-state",
         ) => Calls::Each,
+        // SEP-1613 / SEP-2106: the schema comes back as the client read it.
+        (None, "json-schema-2020-12-preservation") => Calls::EchoSchema {
+            echo: "json_schema_echo".into(),
+            of: "json_schema_2020_12_tool".into(),
+        },
         // The authorization scenarios check what a call carries, whatever the tool.
         (None, auth) if auth.starts_with("auth/") => {
             Calls::These(vec![(FIRST_TOOL.into(), json!({}))])
@@ -173,6 +178,9 @@ enum Calls {
     These(Vec<(String, Value)>),
     /// Every tool listed, with arguments from its schema.
     Each,
+    /// `echo` with `{"schema": <the input schema of `of`, as Hermes read it>}`: shows whether
+    /// Hermes keeps a tool's schema intact (the schema a model is given).
+    EchoSchema { echo: String, of: String },
 }
 
 /// Connect, list the tools, make `calls` and disconnect. With several calls, one that fails
@@ -197,6 +205,12 @@ async fn session(
         Calls::Each => tools
             .iter()
             .map(|t| (t.name.clone(), example_arguments(&t.input_schema)))
+            .collect(),
+        Calls::EchoSchema { echo, of } => tools
+            .iter()
+            .find(|t| &t.name == of)
+            .map(|t| (echo.clone(), json!({"schema": t.input_schema})))
+            .into_iter()
             .collect(),
         Calls::These(calls) => calls
             .iter()
