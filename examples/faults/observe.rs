@@ -45,8 +45,17 @@ impl Observer {
         let seen = observer.seen.clone();
         tokio::spawn(async move {
             while let Some(message) = out.next().await {
-                if let Ok(event) = serde_json::from_slice::<Value>(&message.payload) {
-                    fold(&mut lock(&seen), &event);
+                if let Ok(envelope) = serde_json::from_slice::<Value>(&message.payload) {
+                    let id = envelope["id"].as_str().unwrap_or_default();
+                    // One event (`turn.event`), or several that left together (`turn.events`).
+                    match envelope["body"]["events"].as_array() {
+                        Some(events) => {
+                            for body in events {
+                                fold(&mut lock(&seen), id, body);
+                            }
+                        }
+                        None => fold(&mut lock(&seen), id, &envelope["body"]),
+                    }
                 }
             }
         });
@@ -63,8 +72,9 @@ fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
     seen.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn fold(seen: &mut Seen, event: &Value) {
-    let body = &event["body"];
+/// One event `body` of the envelope `id` (the answer's envelope id is the answer's, see
+/// `hermes::bus::events::answer_event_id`).
+fn fold(seen: &mut Seen, id: &str, body: &Value) {
     let turn = body["turn_id"].as_str().unwrap_or_default().to_string();
     match body["type"].as_str().unwrap_or_default() {
         "turn.started" => {
@@ -72,7 +82,7 @@ fn fold(seen: &mut Seen, event: &Value) {
             seen.message_of.insert(turn, message.to_string());
         }
         "answer" => {
-            let id = event["id"].as_str().unwrap_or_default().to_string();
+            let id = id.to_string();
             let text = body["text"].as_str().unwrap_or_default().to_string();
             if let Some(tag) = crate::model::find_tag(&format!("turn {}", answer_tag(&text))) {
                 seen.answers_by_tag

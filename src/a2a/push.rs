@@ -19,7 +19,7 @@ use super::sessions::Sessions;
 use super::tasks;
 use super::wire::{StreamResponse, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState};
 use crate::bus::{BusError, SharedBus};
-use crate::client::event_of;
+use crate::client::events_of;
 use crate::config::A2aConfig;
 use crate::protocol::{subjects, TurnEvent};
 
@@ -96,7 +96,7 @@ impl Notifier {
                         continue;
                     };
                     let session = address.session;
-                    if let Some(event) = event_of(&msg) {
+                    for event in events_of(&msg) {
                         this.on_event(&session, &event).await;
                     }
                 }

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::Bus;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
-use crate::protocol::TurnEvent;
+use crate::protocol::{TurnEvent, TurnEvents};
 
 /// Whose events these are: the session, its user and the trace they belong to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,17 +34,10 @@ pub fn answer_event_id(turn_id: &str) -> String {
 }
 
 pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
-    let subject = match subjects::outbound(&scope.agent, &scope.session, &scope.reader) {
-        Ok(subject) => subject,
-        Err(e) => {
-            tracing::warn!(error = %e, "turn event for an unaddressable session dropped");
-            return;
-        }
+    let Some(subject) = subject_of(scope) else {
+        return;
     };
-    let answer_id = match &event {
-        TurnEvent::Answer { turn_id, .. } => Some(answer_event_id(turn_id)),
-        _ => None,
-    };
+    let answer_id = answer_id_in(std::slice::from_ref(&event));
     let mut envelope = Envelope::event(event)
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id);
@@ -56,6 +49,51 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
     if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
         tracing::warn!(%subject, error = %e, "turn event not published");
     }
+}
+
+/// Publish a turn's `events` for `scope` as one message: a `turn.events` envelope (one event
+/// alone goes as its `turn.event`). A batch that carries the turn's answer has the answer's
+/// envelope id ([`answer_event_id`]), so the answer sent again after a crash is still known
+/// by its id. A failure is logged, never fatal.
+pub async fn publish_all(bus: &dyn Bus, scope: &EventScope, mut events: Vec<TurnEvent>) {
+    if events.len() <= 1 {
+        if let Some(event) = events.pop() {
+            publish(bus, scope, event).await;
+        }
+        return;
+    }
+    let Some(subject) = subject_of(scope) else {
+        return;
+    };
+    let answer_id = answer_id_in(&events);
+    let mut envelope = Envelope::event(TurnEvents { events })
+        .for_session(&scope.agent, &scope.session, scope.user.as_deref())
+        .in_trace(&scope.trace_id);
+    if let Some(id) = answer_id {
+        envelope.id = id;
+    }
+    if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
+        tracing::warn!(%subject, error = %e, "turn events not published");
+    }
+}
+
+/// Where `scope`'s events go; none (and a warning) for an unaddressable session.
+fn subject_of(scope: &EventScope) -> Option<String> {
+    match subjects::outbound(&scope.agent, &scope.session, &scope.reader) {
+        Ok(subject) => Some(subject),
+        Err(e) => {
+            tracing::warn!(error = %e, "turn event for an unaddressable session dropped");
+            None
+        }
+    }
+}
+
+/// The answer's envelope id, when `events` carry a turn's answer.
+fn answer_id_in(events: &[TurnEvent]) -> Option<String> {
+    events.iter().find_map(|e| match e {
+        TurnEvent::Answer { turn_id, .. } => Some(answer_event_id(turn_id)),
+        _ => None,
+    })
 }
 
 tokio::task_local! {

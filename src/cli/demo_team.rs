@@ -151,9 +151,10 @@ async fn follow(
         tokio::select! {
             message = events.next() => {
                 let Some(message) = message else { return (seen, None) };
-                let Some(item) = decode(&message.subject, &message.payload, start) else { continue };
-                print_line(&item);
-                seen.push(item);
+                for item in decode(&message.subject, &message.payload, start) {
+                    print_line(&item);
+                    seen.push(item);
+                }
             }
             reply = replies.next() => {
                 let text = reply.and_then(|m| {
@@ -167,7 +168,7 @@ async fn follow(
                 // A moment for the events published just before the reply.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(50), events.next()).await {
-                    if let Some(item) = decode(&message.subject, &message.payload, start) {
+                    for item in decode(&message.subject, &message.payload, start) {
                         print_line(&item);
                         seen.push(item);
                     }
@@ -179,23 +180,27 @@ async fn follow(
     }
 }
 
-fn decode(subject: &str, payload: &[u8], start: Instant) -> Option<Seen> {
-    let address = hermes::protocol::subjects::parse_outbound(subject).ok()?;
-    let (agent, session) = (address.agent, address.session);
-    let envelope = Envelope::decode(payload, usize::MAX).ok()?;
-    let event = envelope
-        .into_typed::<TurnEvent>(kinds::TURN_EVENT)
-        .ok()?
-        .body;
-    if matches!(event, TurnEvent::Delta { .. }) {
-        return None;
-    }
-    Some(Seen {
-        at: start.elapsed(),
-        agent,
-        session,
-        event,
-    })
+/// The events (deltas left out) a message on `hermes.out…` carries: one, or several that left
+/// together.
+fn decode(subject: &str, payload: &[u8], start: Instant) -> Vec<Seen> {
+    let Ok(address) = hermes::protocol::subjects::parse_outbound(subject) else {
+        return Vec::new();
+    };
+    let Ok(envelope) = Envelope::decode_events(payload, usize::MAX) else {
+        return Vec::new();
+    };
+    envelope
+        .body
+        .events
+        .into_iter()
+        .filter(|event| !matches!(event, TurnEvent::Delta { .. }))
+        .map(|event| Seen {
+            at: start.elapsed(),
+            agent: address.agent.clone(),
+            session: address.session.clone(),
+            event,
+        })
+        .collect()
 }
 
 fn print_line(item: &Seen) {

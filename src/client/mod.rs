@@ -8,6 +8,7 @@
 
 pub mod transport;
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::bus::{rpc, SharedBus, Subscription};
@@ -15,7 +16,8 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::request::Request;
 use crate::protocol::subjects;
 use crate::protocol::{
-    Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, TurnEvent, UserMessage,
+    Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, TurnEvent, TurnEvents,
+    UserMessage,
 };
 pub use hermes_client::{event_turn, PendingCall, TurnTrace};
 
@@ -46,6 +48,8 @@ pub struct SessionClient {
     user: String,
     inbound: String,
     events: Subscription,
+    /// Events that arrived together with the one last returned, not yet read.
+    pending: VecDeque<TurnEvent>,
 }
 
 impl SessionClient {
@@ -85,6 +89,7 @@ impl SessionClient {
             user: user.into(),
             inbound,
             events,
+            pending: VecDeque::new(),
         })
     }
 
@@ -163,14 +168,15 @@ impl SessionClient {
         timeout: Duration,
     ) -> Result<Option<TurnEvent>, ClientError> {
         loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Ok(Some(event));
+            }
             let msg = match tokio::time::timeout(timeout, self.events.next()).await {
                 Err(_) => return Ok(None),
                 Ok(None) => return Err(ClientError::Closed),
                 Ok(Some(m)) => m,
             };
-            if let Some(event) = event_of(&msg) {
-                return Ok(Some(event));
-            }
+            self.pending.extend(events_of(&msg));
         }
     }
 
@@ -273,21 +279,22 @@ impl SessionClient {
     }
 }
 
-/// The turn event a message on `hermes.out.<agent>.<session>.<reader>` carries; none (and a warning)
-/// when it is unreadable.
-pub fn event_of(msg: &crate::bus::Message) -> Option<TurnEvent> {
-    if let Some(env) = msg
-        .local
-        .as_ref()
-        .and_then(|v| v.as_any().downcast_ref::<Envelope<TurnEvent>>())
-    {
-        return Some(env.body.clone());
+/// The turn events a message on `hermes.out.<agent>.<session>.<reader>` carries, in order
+/// (one, or several that left together); none (and a warning) when it is unreadable.
+pub fn events_of(msg: &crate::bus::Message) -> Vec<TurnEvent> {
+    if let Some(local) = msg.local.as_ref().map(|v| v.as_any()) {
+        if let Some(env) = local.downcast_ref::<Envelope<TurnEvents>>() {
+            return env.body.events.clone();
+        }
+        if let Some(env) = local.downcast_ref::<Envelope<TurnEvent>>() {
+            return vec![env.body.clone()];
+        }
     }
-    match Envelope::<TurnEvent>::decode_event(&msg.payload, usize::MAX) {
-        Ok(env) => Some(env.body),
+    match Envelope::decode_events(&msg.payload, usize::MAX) {
+        Ok(env) => env.body.events,
         Err(e) => {
             tracing::warn!(error = %e, "unreadable event skipped");
-            None
+            Vec::new()
         }
     }
 }

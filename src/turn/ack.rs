@@ -1,4 +1,5 @@
-//! A user message's acknowledgement that waits for its flush without holding up the turn.
+//! A user message's acknowledgement that waits for its flush without holding up the turn, and
+//! the turn's events that leave together.
 //!
 //! In `sync` mode a message is acknowledged only once it is on disk. Rather than a flush of
 //! its own, the acknowledgement waits for the first flush that covers it: the turn's next
@@ -9,6 +10,12 @@
 //! that may act on the world first flushes and waits for it ([`AckSlot::sent`]). Should that
 //! flush fail (a full disk), the publisher hears `store_failed`, and the turn's own next
 //! commit fails the same way.
+//!
+//! Events are batched as well: an event waits at most [`EVENTS_WITHIN`] for the ones after it,
+//! and the turn sends what it holds when it answers, pauses or fails ([`AckSlot::flush`]). A
+//! step's events thus leave as one message (one hand-off to an in-process subscriber), and a
+//! quick turn's as one or two, while a slow step (a long tool, a streaming model) still shows
+//! its events within [`EVENTS_WITHIN`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +30,12 @@ use crate::protocol::TurnEvent;
 /// of its own.
 pub const ACK_FLUSH_WITHIN: Duration = Duration::from_millis(2);
 
+/// Longest a turn's event waits for those after it before they leave together: short enough
+/// that streamed text still looks live, long enough to cover a quick step.
+pub const EVENTS_WITHIN: Duration = Duration::from_millis(20);
+
 /// The acknowledgement of a session's last message while it is on its way, and the turn's
-/// events held for it. One per session actor; clones share it.
+/// events held for it or for the ones after them. One per session actor; clones share it.
 #[derive(Clone, Default)]
 pub struct AckSlot(Arc<Mutex<Held>>);
 
@@ -33,6 +44,8 @@ struct Held {
     /// Set while an acknowledgement is on its way.
     gate: Option<watch::Receiver<bool>>,
     events: Vec<(EventScope, TurnEvent)>,
+    /// A timer will send the events held (set only while no acknowledgement is on its way).
+    timer: bool,
 }
 
 /// Opens an [`AckSlot`] once the acknowledgement has left.
@@ -57,15 +70,33 @@ impl AckSlot {
         self.0.lock().await.gate.is_some()
     }
 
-    /// Publish `event` now, or right after the acknowledgement on its way.
-    pub async fn emit(&self, ports: &dyn TurnPorts, scope: &EventScope, event: TurnEvent) {
+    /// Publish `event` with the events after it — within [`EVENTS_WITHIN`], or at the turn's
+    /// next [`AckSlot::flush`] — and after the acknowledgement on its way, if any.
+    pub async fn emit(&self, ports: &Arc<dyn TurnPorts>, scope: &EventScope, event: TurnEvent) {
         let mut held = self.0.lock().await;
-        if held.gate.is_some() {
-            held.events.push((scope.clone(), event));
+        held.events.push((scope.clone(), event));
+        if held.gate.is_some() || held.timer {
             return;
         }
-        // Published under the lock, so no event overtakes those the opener publishes.
-        ports.emit(scope, event).await;
+        held.timer = true;
+        let (slot, ports) = (self.clone(), ports.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(EVENTS_WITHIN).await;
+            let mut held = slot.0.lock().await;
+            held.timer = false;
+            if held.gate.is_none() {
+                publish_held(&mut held, ports.as_ref()).await;
+            }
+        });
+    }
+
+    /// Publish the events held now — or, while an acknowledgement is on its way, right after
+    /// it.
+    pub async fn flush(&self, ports: &dyn TurnPorts) {
+        let mut held = self.0.lock().await;
+        if held.gate.is_none() {
+            publish_held(&mut held, ports).await;
+        }
     }
 
     /// Wait until the acknowledgement on its way, if any, has left with the events held for
@@ -79,14 +110,31 @@ impl AckSlot {
     }
 }
 
+/// Publish the events `held`, in order: each run of one scope (one turn's trace) as one
+/// message. Called under the slot's lock, so no event overtakes another.
+async fn publish_held(held: &mut Held, ports: &dyn TurnPorts) {
+    let mut run: Vec<TurnEvent> = Vec::new();
+    let mut run_scope: Option<EventScope> = None;
+    for (scope, event) in std::mem::take(&mut held.events) {
+        if let Some(current) = run_scope.as_ref().filter(|s| **s != scope) {
+            ports.emit_all(current, std::mem::take(&mut run)).await;
+        }
+        if run_scope.as_ref() != Some(&scope) {
+            run_scope = Some(scope);
+        }
+        run.push(event);
+    }
+    if let Some(scope) = run_scope {
+        ports.emit_all(&scope, run).await;
+    }
+}
+
 impl AckOpener {
     /// The acknowledgement has left: publish the events held for it, in order, and let the
-    /// turn's events go straight out again.
+    /// turn's events go out again as they come.
     pub async fn open(self, ports: &dyn TurnPorts) {
         let mut held = self.slot.0.lock().await;
-        for (scope, event) in std::mem::take(&mut held.events) {
-            ports.emit(&scope, event).await;
-        }
+        publish_held(&mut held, ports).await;
         if held
             .gate
             .as_ref()
@@ -124,23 +172,72 @@ mod tests {
         }
     }
 
+    fn texts(ports: &FakePorts) -> Vec<String> {
+        emitted(ports)
+            .into_iter()
+            .map(|e| match e {
+                TurnEvent::Delta { text, .. } => text,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn fake() -> (Arc<FakePorts>, Arc<dyn TurnPorts>) {
+        let ports = Arc::new(FakePorts::default());
+        (ports.clone(), ports)
+    }
+
     #[tokio::test]
-    async fn events_go_straight_out_without_an_acknowledgement_on_its_way() {
-        let ports = FakePorts::default();
+    async fn events_leave_together_at_a_flush() {
+        let (ports, dyn_ports) = fake();
         let slot = AckSlot::default();
-        slot.emit(&ports, &scope(), event(1)).await;
-        assert_eq!(emitted(&ports).len(), 1);
+        slot.emit(&dyn_ports, &scope(), event(1)).await;
+        slot.emit(&dyn_ports, &scope(), event(2)).await;
+        assert!(emitted(&ports).is_empty(), "held for the events after them");
+        slot.flush(dyn_ports.as_ref()).await;
+        assert_eq!(texts(&ports), ["1", "2"]);
+        assert_eq!(ports.seen().event_messages, [2], "one message");
         slot.sent().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_events_leave_by_themselves_within_the_batching_window() {
+        let (ports, dyn_ports) = fake();
+        let slot = AckSlot::default();
+        slot.emit(&dyn_ports, &scope(), event(1)).await;
+        tokio::time::sleep(EVENTS_WITHIN / 2).await;
+        slot.emit(&dyn_ports, &scope(), event(2)).await;
+        assert!(emitted(&ports).is_empty());
+        tokio::time::sleep(EVENTS_WITHIN).await;
+        assert_eq!(texts(&ports), ["1", "2"]);
+        assert_eq!(ports.seen().event_messages, [2], "one message");
+    }
+
+    #[tokio::test]
+    async fn events_of_two_traces_leave_as_two_messages_in_order() {
+        let (ports, dyn_ports) = fake();
+        let slot = AckSlot::default();
+        let other = EventScope {
+            trace_id: "t2".into(),
+            ..scope()
+        };
+        slot.emit(&dyn_ports, &scope(), event(1)).await;
+        slot.emit(&dyn_ports, &other, event(2)).await;
+        slot.emit(&dyn_ports, &other, event(3)).await;
+        slot.flush(dyn_ports.as_ref()).await;
+        assert_eq!(texts(&ports), ["1", "2", "3"]);
+        assert_eq!(ports.seen().event_messages, [1, 2]);
     }
 
     #[tokio::test]
     async fn events_wait_for_the_acknowledgement_and_keep_their_order() {
-        let ports = FakePorts::default();
+        let (ports, dyn_ports) = fake();
         let slot = AckSlot::default();
         let opener = slot.hold().await;
         assert!(slot.pending().await);
-        slot.emit(&ports, &scope(), event(1)).await;
-        slot.emit(&ports, &scope(), event(2)).await;
+        slot.emit(&dyn_ports, &scope(), event(1)).await;
+        slot.emit(&dyn_ports, &scope(), event(2)).await;
+        slot.flush(dyn_ports.as_ref()).await;
         assert!(emitted(&ports).is_empty(), "held until the acknowledgement");
         let waiter = tokio::spawn({
             let slot = slot.clone();
@@ -148,17 +245,16 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
-        opener.open(&ports).await;
+        opener.open(dyn_ports.as_ref()).await;
         waiter.await.unwrap();
-        slot.emit(&ports, &scope(), event(3)).await;
-        let texts: Vec<String> = emitted(&ports)
-            .into_iter()
-            .map(|e| match e {
-                TurnEvent::Delta { text, .. } => text,
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(texts, ["1", "2", "3"]);
+        assert_eq!(
+            ports.seen().event_messages,
+            [2],
+            "one message after the ack"
+        );
+        slot.emit(&dyn_ports, &scope(), event(3)).await;
+        slot.flush(dyn_ports.as_ref()).await;
+        assert_eq!(texts(&ports), ["1", "2", "3"]);
         assert!(!slot.pending().await);
     }
 

@@ -1,5 +1,6 @@
 //! A turn's events: every event of a turn goes out through its [`Emitter`], to the ports,
-//! after the acknowledgement of the turn's message ([`super::ack`]).
+//! after the acknowledgement of the turn's message and together with the events near it
+//! ([`super::ack`]).
 
 use std::sync::Arc;
 
@@ -32,10 +33,17 @@ impl Emitter {
         &self.scope
     }
 
-    /// Publish `event`, after the acknowledgement of the turn's message if that is still on
-    /// its way.
+    /// Publish `event` with the events after it (within [`super::ack::EVENTS_WITHIN`] or at
+    /// the next [`Emitter::flush`]), after the acknowledgement of the turn's message if that
+    /// is still on its way.
     pub async fn emit(&self, event: TurnEvent) {
-        self.ack.emit(self.ports.as_ref(), &self.scope, event).await;
+        self.ack.emit(&self.ports, &self.scope, event).await;
+    }
+
+    /// Send the events held now: the turn answered, paused or failed, and nothing follows
+    /// them soon.
+    pub async fn flush(&self) {
+        self.ack.flush(self.ports.as_ref()).await;
     }
 }
 

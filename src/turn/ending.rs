@@ -31,6 +31,7 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
             message: e.to_string(),
         })
         .await;
+    state.emitter.flush().await;
     let current = state.record().clone();
     delegation::cancel_children(state.env, state.meta, &current, &e.to_string()).await;
     if let Some(parent) = &current.parent {
@@ -47,13 +48,15 @@ pub async fn tell_unservable(env: &TurnEnv, meta: &SessionMeta, task: &TaskState
         return;
     };
     tracing::error!(session = %meta.session, turn = %record.turn_id, cause, "turn cannot go on: its session log keeps failing; the user is told");
-    Emitter::new(env, meta, &record.trace_id)
+    let emitter = Emitter::new(env, meta, &record.trace_id);
+    emitter
         .emit(TurnEvent::Error {
             turn_id: Some(record.turn_id.clone()),
             code: UNSERVABLE.into(),
             message: format!("this turn stopped: its session cannot be stored ({cause}); fix the cause and send the message again"),
         })
         .await;
+    emitter.flush().await;
 }
 
 /// The error code of a message or turn whose session cannot be served (see
@@ -217,6 +220,7 @@ async fn deliver(
         text: text.to_string(),
     };
     emitter.emit(answer.clone()).await;
+    emitter.flush().await;
     if let Some(to) = &record.answer_to {
         answer_elsewhere(env, emitter, to, answer).await;
     }

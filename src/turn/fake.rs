@@ -54,6 +54,8 @@ pub struct Seen {
     pub recalls: usize,
     /// What left the turn, in order: `reply`, `call` (a tool call) or an event's kind.
     pub out: Vec<String>,
+    /// How many events each message of events carried, in order.
+    pub event_messages: Vec<usize>,
 }
 
 impl FakePorts {
@@ -148,10 +150,17 @@ impl TurnPorts for FakePorts {
         Ok("earlier turns, summarised".into())
     }
 
-    async fn emit(&self, _: &EventScope, event: TurnEvent) {
+    async fn emit(&self, scope: &EventScope, event: TurnEvent) {
+        self.emit_all(scope, vec![event]).await;
+    }
+
+    async fn emit_all(&self, _: &EventScope, events: Vec<TurnEvent>) {
         let mut seen = self.seen();
-        seen.out.push(event.type_name().to_string());
-        seen.events.push(event);
+        seen.event_messages.push(events.len());
+        for event in events {
+            seen.out.push(event.type_name().to_string());
+            seen.events.push(event);
+        }
     }
 
     async fn enqueue_extraction(&self, _: &EventScope, job: ExtractJob) -> bool {

@@ -191,6 +191,8 @@ pub async fn run_turn(
             tracing::error!(session = %state.meta.session, error = %e, "the turn's last steps were not stored; it resumes from the step before them");
         }
     }
+    // The turn answered, paused or failed: what it still holds leaves now.
+    state.emitter.flush().await;
     // Reading the turn's messages costs a copy: only when this process records metrics.
     if crate::telemetry::metrics::enabled() {
         if let Some(outcome) = observe::outcome(state.task, &record.turn_id, error.as_ref()) {

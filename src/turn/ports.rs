@@ -58,6 +58,13 @@ pub trait TurnPorts: Send + Sync {
     ) -> Result<String, PortError>;
     /// Publish a turn event.
     async fn emit(&self, scope: &EventScope, event: TurnEvent);
+    /// Publish a turn's events that leave together, in order (one message where the bus
+    /// carries them).
+    async fn emit_all(&self, scope: &EventScope, events: Vec<TurnEvent>) {
+        for event in events {
+            self.emit(scope, event).await;
+        }
+    }
     /// Put a finished turn on the extraction queue; false when it could not be queued.
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool;
     /// Answer the publisher of an inbound message on its reply subject.
@@ -280,6 +287,10 @@ impl TurnPorts for BusPorts {
 
     async fn emit(&self, scope: &EventScope, event: TurnEvent) {
         events::publish(self.bus.as_ref(), scope, event).await;
+    }
+
+    async fn emit_all(&self, scope: &EventScope, events: Vec<TurnEvent>) {
+        events::publish_all(self.bus.as_ref(), scope, events).await;
     }
 
     async fn reply(&self, to: &str, payload: bytes::Bytes) {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hermes::bus::SharedBus;
 use hermes::config::Config;
 use hermes::protocol::envelope::Envelope;
-use hermes::protocol::{kinds, TurnEvent};
+use hermes::protocol::TurnEvent;
 
 use crate::common::engine::with_engine;
 use crate::common::hermes_proc::{hermes, Serve};
@@ -48,16 +48,22 @@ fn event(event_id: &str) -> Bytes {
     .into()
 }
 
-/// A turn event from a `hermes.out.<agent>.<session>` message: (agent, session, event).
-fn turn_event(subject: &str, payload: &[u8]) -> Option<(String, String, TurnEvent)> {
+/// The turn events of a `hermes.out.<agent>.<session>` message (one, or several that left
+/// together): (agent, session, event) each.
+fn turn_events(subject: &str, payload: &[u8]) -> Vec<(String, String, TurnEvent)> {
     let mut tokens = subject.split('.').skip(2);
-    let (agent, session) = (tokens.next()?.to_string(), tokens.next()?.to_string());
-    let envelope = Envelope::decode(payload, usize::MAX).ok()?;
-    let event = envelope
-        .into_typed::<TurnEvent>(kinds::TURN_EVENT)
-        .ok()?
-        .body;
-    Some((agent, session, event))
+    let (Some(agent), Some(session)) = (tokens.next(), tokens.next()) else {
+        return Vec::new();
+    };
+    let Ok(envelope) = Envelope::decode_events(payload, usize::MAX) else {
+        return Vec::new();
+    };
+    envelope
+        .body
+        .events
+        .into_iter()
+        .map(|event| (agent.to_string(), session.to_string(), event))
+        .collect()
 }
 
 #[test]
@@ -249,7 +255,7 @@ async fn until_delegated(
             .await
             .expect("the triage turn delegates")
             .unwrap();
-        if let Some(e) = turn_event(&m.subject, &m.payload) {
+        for e in turn_events(&m.subject, &m.payload) {
             delegated +=
                 usize::from(e.1 == session && matches!(e.2, TurnEvent::AgentDelegated { .. }));
             events.push(e);
@@ -284,9 +290,7 @@ async fn crash_mid_delegation(
         tokio::select! {
             m = out.next() => {
                 let m = m.unwrap();
-                if let Some(e) = turn_event(&m.subject, &m.payload) {
-                    events.push(e);
-                }
+                events.extend(turn_events(&m.subject, &m.payload));
             }
             r = replies.next() => {
                 r.unwrap();
@@ -467,12 +471,14 @@ async fn cancel_mid_delegation(bus: SharedBus) {
     let mut triage_answered = false;
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
     while let Ok(Some(m)) = tokio::time::timeout_at(until, out.next()).await {
-        match turn_event(&m.subject, &m.payload) {
-            Some((a, _, TurnEvent::Error { code, .. })) if a == "logistics" => {
-                child_cancelled |= code == "cancelled";
+        for event in turn_events(&m.subject, &m.payload) {
+            match event {
+                (a, _, TurnEvent::Error { code, .. }) if a == "logistics" => {
+                    child_cancelled |= code == "cancelled";
+                }
+                (a, _, TurnEvent::Answer { .. }) if a == "triage" => triage_answered = true,
+                _ => {}
             }
-            Some((a, _, TurnEvent::Answer { .. })) if a == "triage" => triage_answered = true,
-            _ => {}
         }
     }
     assert!(

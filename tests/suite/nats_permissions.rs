@@ -146,15 +146,17 @@ async fn turn_events(events: &mut async_nats::Subscriber, session: &str) -> Vec<
             .await
             .expect("the turn goes on")
             .expect("the subscription is open");
-        let envelope = Envelope::<TurnEvent>::decode_event(&message.payload, MAX).unwrap();
+        // One event, or several of the turn that left together.
+        let envelope = Envelope::decode_events(&message.payload, MAX).unwrap();
         if envelope.session.as_deref() != Some(session) {
             continue;
         }
-        let event = envelope.body;
-        let last = matches!(event, TurnEvent::Answer { .. } | TurnEvent::Error { .. });
-        seen.push(event);
-        if last {
-            return seen;
+        for event in envelope.body.events {
+            let last = matches!(event, TurnEvent::Answer { .. } | TurnEvent::Error { .. });
+            seen.push(event);
+            if last {
+                return seen;
+            }
         }
     }
 }

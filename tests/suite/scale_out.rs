@@ -322,11 +322,17 @@ async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
             let Ok(v) = serde_json::from_slice::<Value>(&message.payload) else {
                 continue;
             };
-            if v["body"]["type"] == "answer" {
+            // An answer alone (`turn.event`), or with the events before it (`turn.events`,
+            // whose envelope id is then the answer's).
+            let answer = match v["body"]["events"].as_array() {
+                Some(events) => events.iter().find(|e| e["type"] == "answer").cloned(),
+                None => Some(v["body"].clone()).filter(|e| e["type"] == "answer"),
+            };
+            if let Some(answer) = answer {
                 let session = hermes::protocol::subjects::parse_outbound(&message.subject)
                     .unwrap()
                     .session;
-                let text = v["body"]["text"].as_str().unwrap_or_default().to_string();
+                let text = answer["text"].as_str().unwrap_or_default().to_string();
                 let id = v["id"].as_str().unwrap_or_default().to_string();
                 let mut seen = seen.lock().unwrap();
                 if seen.fault_at.is_some() && seen.first_answer_after_fault.is_none() {

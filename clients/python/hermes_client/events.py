@@ -1,4 +1,5 @@
-"""Turn events (`turn.event` envelopes on `hermes.out.<agent>.<session>`), typed.
+"""Turn events (`turn.event` envelopes on `hermes.out.<agent>.<session>`, or several in one
+`turn.events` envelope), typed.
 
 Each event has a `type` and the `turn_id` of the turn it belongs to; `parse_event` turns an
 envelope body into one of the classes below (`Other` for a type this version does not know,

@@ -62,6 +62,11 @@ class Session:
             conn.seen("received", msg.subject, envelope)
             if envelope.kind == "turn.event" and isinstance(envelope.body, dict):
                 await self._events.put(parse_event(envelope.body))
+            elif envelope.kind == "turn.events" and isinstance(envelope.body, dict):
+                # Several events of a turn that left together, in order.
+                for body in envelope.body.get("events", []):
+                    if isinstance(body, dict):
+                        await self._events.put(parse_event(body))
 
         self._sub = await conn.nc.subscribe(subjects.outbound(agent, session, conn.reader), cb=on_event)
         await conn.nc.flush()

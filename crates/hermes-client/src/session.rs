@@ -3,6 +3,7 @@
 //! `hermes.out.<agent>.<session>.<reader>`, as a typed stream or collected into a
 //! [`TurnTrace`].
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -29,6 +30,8 @@ pub struct SessionClient {
     session: String,
     user: String,
     events: Inbox,
+    /// Events that arrived together with the one last returned, not yet read.
+    pending: VecDeque<TurnEvent>,
 }
 
 /// How a followed turn ended — with an answer, an error, or paused for a confirmation.
@@ -76,6 +79,7 @@ impl Hermes {
             session: session.into(),
             user: user.into(),
             events,
+            pending: VecDeque::new(),
         })
     }
 }
@@ -149,13 +153,17 @@ impl SessionClient {
         timeout: Duration,
     ) -> Result<Option<TurnEvent>, ClientError> {
         loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Ok(Some(event));
+            }
             let msg = match tokio::time::timeout(timeout, self.events.next()).await {
                 Err(_) => return Ok(None),
                 Ok(None) => return Err(ClientError::Closed),
                 Ok(Some(m)) => m,
             };
-            match Envelope::<TurnEvent>::decode_event(&msg.payload, MAX_EVENT_BYTES) {
-                Ok(env) => return Ok(Some(env.body)),
+            // One event, or several of a turn that left together (`turn.events`).
+            match Envelope::decode_events(&msg.payload, MAX_EVENT_BYTES) {
+                Ok(env) => self.pending.extend(env.body.events),
                 Err(e) => {
                     tracing::warn!(error = %e, subject = %msg.subject, "unreadable event skipped")
                 }

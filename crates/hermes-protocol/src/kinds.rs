@@ -51,5 +51,7 @@ pub const MCP_AUDIT_REQUEST: &str = "mcp.audit.request";
 pub const MCP_AUDIT: &str = "mcp.audit";
 pub const AUDIT_EVENT: &str = "audit.event";
 pub const TURN_EVENT: &str = "turn.event";
+/// Several events of one turn in one message ([`crate::TurnEvents`]).
+pub const TURN_EVENTS: &str = "turn.events";
 pub const STATUS_REQUEST: &str = "status.request";
 pub const PROCESS_STATUS: &str = "status.process";

@@ -25,7 +25,7 @@ use super::memory::{
 use super::session::{
     Accepted, Cancel, CancelAccepted, Confirmation, ConfirmationAccepted, PlanReply, PlanRequest,
     SessionSearchReply, SessionSearchRequest, SummariseReply, SummariseRequest, TurnEvent,
-    UserMessage,
+    TurnEvents, UserMessage,
 };
 use super::session_view::{
     SessionListReply, SessionListRequest, SessionShowReply, SessionShowRequest,
@@ -206,6 +206,7 @@ macro_rules! event {
 
 event! {
     TurnEvent => kinds::TURN_EVENT,
+    TurnEvents => kinds::TURN_EVENTS,
     McpCatalog => kinds::MCP_CATALOG,
     ToolsChanged => kinds::TOOLS_CHANGED,
     ExtractJob => kinds::EXTRACT_JOB,
@@ -228,6 +229,69 @@ impl<B: Event> Envelope<B> {
     /// Decode a payload that must be a `B` event.
     pub fn decode_event(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
         Envelope::decode_typed(payload, max_bytes, B::KIND)
+    }
+}
+
+/// Just the kind of an envelope, to pick the body type before decoding it.
+#[derive(Deserialize)]
+struct KindOf<'a> {
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+}
+
+impl Envelope<TurnEvents> {
+    /// The events a message on `hermes.out.<agent>.<session>.<reader>` carries, in order: the
+    /// several of a `turn.events` envelope, or the one of a `turn.event` envelope (its id and
+    /// addressing kept).
+    pub fn decode_events(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
+        let single =
+            serde_json::from_slice::<KindOf>(payload).is_ok_and(|k| k.kind == kinds::TURN_EVENT);
+        if !single {
+            return Envelope::decode_event(payload, max_bytes);
+        }
+        let one = Envelope::<TurnEvent>::decode_event(payload, max_bytes)?;
+        Ok(Envelope {
+            v: one.v,
+            id: one.id,
+            kind: one.kind,
+            ts: one.ts,
+            trace_id: one.trace_id,
+            agent: one.agent,
+            session: one.session,
+            user: one.user,
+            body: TurnEvents {
+                events: vec![one.body],
+            },
+        })
+    }
+
+    /// Each event in an envelope of its own, addressed and timed like this one.
+    pub fn into_each(self) -> Vec<Envelope<TurnEvent>> {
+        let Envelope {
+            v,
+            id,
+            kind: _,
+            ts,
+            trace_id,
+            agent,
+            session,
+            user,
+            body,
+        } = self;
+        body.events
+            .into_iter()
+            .map(|event| Envelope {
+                v,
+                id: id.clone(),
+                kind: kinds::TURN_EVENT.to_string(),
+                ts,
+                trace_id: trace_id.clone(),
+                agent: agent.clone(),
+                session: session.clone(),
+                user: user.clone(),
+                body: event,
+            })
+            .collect()
     }
 }
 
@@ -300,5 +364,29 @@ mod tests {
         let err = error_envelope("nope", "bad").encode().unwrap();
         let e = Envelope::<ToolsListRequest>::decode_request(&err, 1024).unwrap_err();
         assert!(e.to_string().contains("nope: bad"), "{e}");
+    }
+
+    #[test]
+    fn decode_events_reads_one_event_or_several_in_order() {
+        let started = TurnEvent::TurnStarted {
+            turn_id: "t".into(),
+            message_id: "m".into(),
+        };
+        let answer = TurnEvent::Answer {
+            turn_id: "t".into(),
+            text: "4".into(),
+        };
+        let one = Envelope::event(answer.clone()).for_session("a", "s", Some("u"));
+        let read = Envelope::decode_events(&one.encode().unwrap(), 1024).unwrap();
+        assert_eq!(read.body.events, std::slice::from_ref(&answer));
+        assert_eq!((read.id, read.session), (one.id, Some("s".to_string())));
+        let both = Envelope::event(TurnEvents {
+            events: vec![started.clone(), answer.clone()],
+        });
+        assert_eq!(both.kind, kinds::TURN_EVENTS);
+        let read = Envelope::decode_events(&both.encode().unwrap(), 1024).unwrap();
+        assert_eq!(read.body.events, [started, answer]);
+        let other = Envelope::request(ToolsListRequest).encode().unwrap();
+        assert!(Envelope::decode_events(&other, 1024).is_err());
     }
 }

@@ -277,6 +277,16 @@ impl TurnEvent {
     }
 }
 
+/// Several events of one turn that left together — a step's, or those held for the turn's
+/// `accepted` — as the body of one `turn.events` envelope on
+/// `hermes.out.<agent>.<session>.<reader>`: one message instead of one per event. A subscriber
+/// reads them in order, as if each had come in a `turn.event` envelope of its own
+/// ([`crate::envelope::Envelope::decode_events`] reads either kind).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnEvents {
+    pub events: Vec<TurnEvent>,
+}
+
 /// Fold older turns into the running summary, on `hermes.summarise`.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummariseRequest {

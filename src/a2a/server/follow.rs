@@ -18,7 +18,7 @@ use crate::a2a::wire::{
     TaskStatusUpdateEvent,
 };
 use crate::bus::Subscription;
-use crate::client::{event_of, event_turn};
+use crate::client::{event_turn, events_of};
 use crate::protocol::TurnEvent;
 
 /// How often a followed turn is read back while no event arrives.
@@ -96,10 +96,17 @@ impl Target<'_> {
             }
             let waited = tokio::time::timeout(left.min(POLL_EVERY), events.next()).await;
             let updates = match waited {
-                Ok(Some(msg)) => match event_of(&msg) {
-                    Some(event) if event_turn(&event) == Some(self.turn_id) => self.updates(&event),
-                    _ => continue,
-                },
+                Ok(Some(msg)) => {
+                    let updates: Vec<StreamResponse> = events_of(&msg)
+                        .iter()
+                        .filter(|event| event_turn(event) == Some(self.turn_id))
+                        .flat_map(|event| self.updates(event))
+                        .collect();
+                    if updates.is_empty() {
+                        continue;
+                    }
+                    updates
+                }
                 // The subscription ended (the bus closed): read the turn back instead.
                 Ok(None) => {
                     tokio::time::sleep(left.min(POLL_EVERY)).await;

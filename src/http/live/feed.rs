@@ -15,7 +15,6 @@ use crate::actors::status;
 use crate::bus::{rpc, SharedBus, Subscription};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::request::McpCatalogRequest;
-use crate::protocol::TurnEvent;
 
 /// How often the processes are asked for their status (and the charts get a point).
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
@@ -70,9 +69,12 @@ async fn run(
                     tracing::warn!("status page: the bus ended the event subscription; the page stops updating until the process restarts");
                     return;
                 };
-                match Envelope::<TurnEvent>::decode_event(&message.payload, max_payload) {
-                    Ok(event) => {
-                        state.apply(&event);
+                // One event, or several of a turn that left together (`turn.events`).
+                match Envelope::decode_events(&message.payload, max_payload) {
+                    Ok(events) => {
+                        for event in events.into_each() {
+                            state.apply(&event);
+                        }
                         dirty = true;
                     }
                     Err(error) => tracing::debug!(%error, "status page: unreadable event skipped"),

@@ -30,7 +30,7 @@ use super::{
     RecallRequest, SessionListReply, SessionListRequest, SessionSearchReply, SessionSearchRequest,
     SessionShowReply, SessionShowRequest, StatusRequest, SummariseReply, SummariseRequest,
     ToolCallRequest, ToolCallResult, ToolMetrics, ToolsCatalog, ToolsChanged, TurnEvent,
-    UserMessage,
+    TurnEvents, UserMessage,
 };
 
 /// The JSON Schema dialect of every document.
@@ -76,6 +76,11 @@ fn bodies() -> Vec<(&'static str, &'static str, Value)> {
             kinds::TURN_EVENT,
             "one event of a turn (`type` says which)",
             of::<TurnEvent>(),
+        ),
+        (
+            kinds::TURN_EVENTS,
+            "several events of one turn that left together, in order",
+            of::<TurnEvents>(),
         ),
         (
             kinds::PLAN_REQUEST,

@@ -62,7 +62,7 @@ pub fn subjects() -> Vec<SubjectEntry> {
         entry(
             "hermes.out.<agent>.<session>.<reader>",
             Publish,
-            &[kinds::TURN_EVENT],
+            &[kinds::TURN_EVENT, kinds::TURN_EVENTS],
             &[],
         ),
         entry(
