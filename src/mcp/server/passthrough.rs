@@ -28,7 +28,7 @@ use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RequestContext, Run
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientServiceExt, ErrorData, RoleClient, RoleServer, ServiceError};
-use tokio::sync::OnceCell;
+use tokio::sync::Mutex;
 
 use self::relay::{Relay, Routes};
 use crate::config::McpServerConfig;
@@ -36,10 +36,11 @@ use crate::config::McpServerConfig;
 /// The name Hermes gives the mounted server in `initialize`.
 const CLIENT_NAME: &str = "hermes-passthrough";
 
-/// One client session's way to the mounted server: connected at its first request.
+/// One client session's way to the mounted server: connected at its first request, and
+/// again at the next request after that session was lost (the server restarted).
 pub(super) struct Passthrough {
     config: Arc<McpServerConfig>,
-    upstream: OnceCell<Upstream>,
+    upstream: Mutex<Option<Arc<Upstream>>>,
 }
 
 /// A live session with the mounted server and the relay's routing tables.
@@ -61,7 +62,7 @@ impl Passthrough {
     pub(super) fn new(config: Arc<McpServerConfig>) -> Self {
         Self {
             config,
-            upstream: OnceCell::new(),
+            upstream: Mutex::new(None),
         }
     }
 
@@ -74,14 +75,21 @@ impl Passthrough {
         Duration::from_secs(self.config.timeout_secs.max(1))
     }
 
-    async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<&Upstream, ErrorData> {
-        self.upstream
-            .get_or_try_init(|| self.connect(ctx))
-            .await
-            .map_err(|error| {
-                tracing::warn!(%error, "passthrough server unreachable");
-                ErrorData::internal_error(error.to_string(), None)
-            })
+    async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, ErrorData> {
+        let mut upstream = self.upstream.lock().await;
+        if let Some(live) = upstream
+            .as_ref()
+            .filter(|u| !u.session.peer().is_transport_closed())
+        {
+            return Ok(live.clone());
+        }
+        let connected = self.connect(ctx).await.map_err(|error| {
+            tracing::warn!(%error, "passthrough server unreachable");
+            ErrorData::internal_error(error.to_string(), None)
+        })?;
+        let connected = Arc::new(connected);
+        *upstream = Some(connected.clone());
+        Ok(connected)
     }
 
     async fn connect(&self, ctx: &RequestContext<RoleServer>) -> Result<Upstream, ConnectError> {
