@@ -1,8 +1,10 @@
 //! What [`HermesMcpServer`] answers through the [`Passthrough`](super::passthrough): the
 //! mounted server's lists merged after Hermes' own (on the first page; the server's cursor,
 //! `ttlMs` and `cacheScope` pass through), and its tool calls, resource reads, prompts,
-//! completions, logging level and subscriptions forwarded. A tool call is authorised for
-//! the caller's roles like Hermes' own tools; calls and reads are audited.
+//! completions, logging level, subscriptions and the tasks of the tasks extension
+//! (`tasks/get`, `tasks/update`, `tasks/cancel` for a task the server answered a call with)
+//! forwarded. A tool call is authorised for the caller's roles like Hermes' own tools; calls,
+//! reads and task changes are audited.
 
 // Logging and resources/subscribe are deprecated by SEP-2577 but are what 2025-11-25 clients
 // and servers speak; forwarding them is the point.
@@ -19,6 +21,10 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerResult,
     SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
     UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use rmcp::model::{
+    CancelTaskParams, CancelTaskRequest, GetTaskParams, GetTaskRequest, GetTaskResult,
+    UpdateTaskParams, UpdateTaskRequest,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -265,6 +271,54 @@ impl HermesMcpServer {
     ) -> Result<(), ErrorData> {
         let unsubscribe = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request));
         self.forward(ctx, unsubscribe, None).await.map(|_| ())
+    }
+}
+
+/// The mounted server's tasks (a call it answered with a task).
+impl HermesMcpServer {
+    pub(super) async fn passed_get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.principal(ctx)?;
+        let get = ClientRequest::GetTaskRequest(GetTaskRequest::new(request));
+        match self.forward(ctx, get, None).await? {
+            (ServerResult::GetTaskResult(result), _) => Ok(result),
+            (_, server) => Err(unexpected(server, "tasks/get")),
+        }
+    }
+
+    pub(super) async fn passed_update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let who = self.principal(ctx)?;
+        let started = Instant::now();
+        let id = request.task_id.clone();
+        let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(request));
+        let answer = self.forward(ctx, update, None).await.map(|_| ());
+        let error = answer.as_ref().err().map(|e| e.message.to_string());
+        self.audited(&who, "tasks/update", &id, started, error)
+            .await;
+        answer
+    }
+
+    pub(super) async fn passed_cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let who = self.principal(ctx)?;
+        let started = Instant::now();
+        let id = request.task_id.clone();
+        let cancel = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(request));
+        let answer = self.forward(ctx, cancel, None).await.map(|_| ());
+        let error = answer.as_ref().err().map(|e| e.message.to_string());
+        self.audited(&who, "tasks/cancel", &id, started, error)
+            .await;
+        answer
     }
 }
 

@@ -367,8 +367,9 @@ impl ServerHandler for HermesMcpServer {
                 .enable_tools()
                 .build()
         };
-        if !self.deps.expose_agents.is_empty() {
-            // Calls to agents may be answered as tasks.
+        if !self.deps.expose_agents.is_empty() || self.passes_through() {
+            // Calls to agents (and to a passthrough server that has tasks) may be answered
+            // as tasks.
             capabilities
                 .extensions
                 .get_or_insert_with(Default::default)
@@ -611,6 +612,9 @@ impl ServerHandler for HermesMcpServer {
         request: GetTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_get_task(request, &ctx).await;
+        }
         self.answer_get_task(request, ctx).await
     }
 
@@ -619,6 +623,9 @@ impl ServerHandler for HermesMcpServer {
         request: UpdateTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_update_task(request, &ctx).await;
+        }
         self.answer_update_task(request, ctx).await
     }
 
@@ -627,12 +634,22 @@ impl ServerHandler for HermesMcpServer {
         request: CancelTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_cancel_task(request, &ctx).await;
+        }
         self.answer_cancel_task(request, ctx).await
     }
 }
 
 /// The answers behind the traced [`ServerHandler`] methods.
 impl HermesMcpServer {
+    /// Whether `task_id` is a task of the passthrough server rather than of an exposed agent.
+    fn passed_task(&self, task_id: &str) -> bool {
+        self.passes_through()
+            && !agents::parse_task_id(task_id)
+                .is_some_and(|(agent, _, _)| agents::offered(&self.deps, agent))
+    }
+
     async fn answer_call_tool(
         &self,
         request: CallToolRequestParams,

@@ -14,6 +14,7 @@
 //! It connects with rmcp directly rather than through the MCP-bridge: a bus hop would lose
 //! the per-client relay. OAuth-protected servers are not supported here (static headers are).
 
+mod ordered;
 mod relay;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientServiceExt, ErrorData, RoleClient, RoleServer, ServiceError};
 use tokio::sync::Mutex;
 
+use self::ordered::Ordered;
 use self::relay::{Relay, Routes};
 use crate::config::McpServerConfig;
 
@@ -104,9 +106,8 @@ impl Passthrough {
         // A stateless (2026-07-28) request names its revision and capabilities in `_meta`.
         let capabilities = ctx.meta.client_capabilities().unwrap_or(capabilities);
         let version = ctx.meta.protocol_version().or(version);
-        // Mirror what the client can answer; tasks stay between Hermes and the client.
-        let mut capabilities = capabilities;
-        capabilities.extensions = None;
+        // Mirror what the client can answer (and whether it takes tasks), so the server asks
+        // and answers only as the client can follow.
         let mut info = ClientConfig::new(
             capabilities,
             Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
@@ -130,8 +131,11 @@ impl Passthrough {
         };
         let started = match &self.config.url {
             Some(url) => {
-                let transport =
-                    StreamableHttpClientTransport::from_config(http_config(&self.config, url)?);
+                let (transport, taken) = Ordered::new(
+                    StreamableHttpClientTransport::from_config(http_config(&self.config, url)?),
+                    routes.clone(),
+                );
+                tokio::spawn(routes.clone().relay(taken));
                 tokio::time::timeout(
                     self.timeout(),
                     relay.serve_with_lifecycle(transport, lifecycle),
@@ -146,6 +150,8 @@ impl Passthrough {
                         server: server.clone(),
                         reason: e.to_string(),
                     })?;
+                let (transport, taken) = Ordered::new(transport, routes.clone());
+                tokio::spawn(routes.clone().relay(taken));
                 tokio::time::timeout(
                     self.timeout(),
                     relay.serve_with_lifecycle(transport, lifecycle),

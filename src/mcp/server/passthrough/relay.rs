@@ -1,8 +1,8 @@
-//! The passthrough's client side towards the mounted server ([`Relay`]): what the server
-//! sends during a forwarded request goes on to Hermes' own client — its log messages, its
-//! progress (under the client's progress token), resource updates and list changes, and its
-//! sampling, elicitation and roots requests (on the stream of the client request they belong
-//! to), whose answers go back to the server.
+//! The passthrough's client side towards the mounted server: what the server sends goes on
+//! to Hermes' own client — its notifications ([`Routes::relay`], in arrival order: log
+//! messages, progress under the client's progress token, resource updates, list changes,
+//! task states) and its sampling, elicitation and roots requests ([`Relay`], on the stream of
+//! the client request they belong to), whose answers go back to the server.
 //!
 //! [`Routes`] maps each request in flight to the mounted server back to the client request
 //! it forwards, and the progress token rmcp gave it to the client's own.
@@ -17,32 +17,20 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions,
-    ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    ListRootsRequest, ListRootsResult, ProgressToken, RequestId, ServerNotification, ServerRequest,
 };
-use rmcp::service::{
-    InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext,
-};
+use rmcp::service::{InboundStreamOrigin, OriginatingRequestId, RequestContext};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServiceError};
+use tokio::sync::mpsc;
 
 /// Where the mounted server's traffic goes back to: the client's peer, and the requests in
 /// flight.
 pub(super) struct Routes {
     downstream: Peer<RoleServer>,
     inner: Mutex<Tables>,
-    /// Notifications being relayed now. rmcp hands each notification to its own task, so a
-    /// request's answer may overtake the notifications sent before it; a forwarded request
-    /// waits for these before answering (a stateless client's stream ends with the answer).
-    relaying: tokio::sync::watch::Sender<usize>,
-}
-
-/// Counts one notification as being relayed until dropped.
-struct Relaying<'a>(&'a tokio::sync::watch::Sender<usize>);
-
-impl Drop for Relaying<'_> {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
+    /// Notifications taken off the wire but not yet sent on. A forwarded request waits for
+    /// these before answering (a stateless client's stream ends with the answer).
+    pending: tokio::sync::watch::Sender<usize>,
 }
 
 #[derive(Default)]
@@ -66,24 +54,57 @@ impl Routes {
         Self {
             downstream,
             inner: Mutex::new(Tables::default()),
-            relaying: tokio::sync::watch::Sender::new(0),
+            pending: tokio::sync::watch::Sender::new(0),
         }
     }
 
-    fn relaying(&self) -> Relaying<'_> {
-        self.relaying.send_modify(|n| *n += 1);
-        Relaying(&self.relaying)
+    /// Count a notification taken off the wire; [`Routes::relay`] sends it on.
+    pub(super) fn taken(&self) {
+        self.pending.send_modify(|n| *n += 1);
+    }
+
+    /// Uncount a notification that could not be queued.
+    pub(super) fn dropped(&self) {
+        self.pending.send_modify(|n| *n = n.saturating_sub(1));
     }
 
     /// Let the notifications the mounted server sent before its answer reach the client
-    /// first: give their tasks a turn to start, then wait (briefly) for them to finish.
+    /// first (they were taken off the wire before the answer, so they are counted).
     pub(super) async fn settle(&self) {
-        for _ in 0..8 {
-            tokio::task::yield_now().await;
+        let mut pending = self.pending.subscribe();
+        let drained = pending.wait_for(|n| *n == 0);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drained).await;
+    }
+
+    /// Send the mounted server's notifications on to the client, one at a time in the order
+    /// they arrived, until the session with the server ends.
+    pub(super) async fn relay(
+        self: Arc<Self>,
+        mut taken: mpsc::UnboundedReceiver<ServerNotification>,
+    ) {
+        while let Some(notification) = taken.recv().await {
+            self.send_on(notification).await;
+            self.pending.send_modify(|n| *n = n.saturating_sub(1));
         }
-        let mut relaying = self.relaying.subscribe();
-        let drained = relaying.wait_for(|n| *n == 0);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drained).await;
+    }
+
+    async fn send_on(&self, notification: ServerNotification) {
+        let sent = match notification {
+            ServerNotification::ProgressNotification(mut progress) => {
+                // Progress of a request the client gave no token for has nowhere to go.
+                let Some(token) = self.client_token(&progress.params.progress_token) else {
+                    return;
+                };
+                progress.params.progress_token = token;
+                self.downstream
+                    .send_notification(ServerNotification::ProgressNotification(progress))
+                    .await
+            }
+            other => self.downstream.send_notification(other).await,
+        };
+        if let Err(error) = sent {
+            tracing::debug!(%error, "passthrough: a notification did not reach the client");
+        }
     }
 
     fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -171,13 +192,6 @@ impl Relay {
     pub(super) fn new(info: ClientConfig, routes: Arc<Routes>) -> Self {
         Self { info, routes }
     }
-
-    /// Send a notification on; a client that went away is not the server's problem.
-    fn notified(&self, what: &str, sent: Result<(), ServiceError>) {
-        if let Err(error) = sent {
-            tracing::debug!(%error, what, "passthrough: a notification did not reach the client");
-        }
-    }
 }
 
 impl ClientHandler for Relay {
@@ -218,59 +232,5 @@ impl ClientHandler for Relay {
             ClientResult::ListRootsResult(result) => Ok(result),
             _ => Err(unexpected("roots/list")),
         }
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        let _relaying = self.routes.relaying();
-        // Progress of a request the client gave no token for has nowhere to go.
-        match self.routes.client_token(&params.progress_token) {
-            Some(token) => {
-                let mut params = params;
-                params.progress_token = token;
-                let sent = self.routes.downstream.notify_progress(params).await;
-                self.notified("progress", sent);
-            }
-            None => {
-                tracing::debug!(token = ?params.progress_token, "passthrough: progress of a request without a client token dropped")
-            }
-        }
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        let _relaying = self.routes.relaying();
-        let sent = self.routes.downstream.notify_logging_message(params).await;
-        self.notified("message", sent);
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        let sent = self.routes.downstream.notify_resource_updated(params).await;
-        self.notified("resources/updated", sent);
-    }
-
-    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        let sent = self.routes.downstream.notify_resource_list_changed().await;
-        self.notified("resources/list_changed", sent);
-    }
-
-    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        let sent = self.routes.downstream.notify_tool_list_changed().await;
-        self.notified("tools/list_changed", sent);
-    }
-
-    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        let sent = self.routes.downstream.notify_prompt_list_changed().await;
-        self.notified("prompts/list_changed", sent);
     }
 }
