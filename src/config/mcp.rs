@@ -167,6 +167,13 @@ pub struct McpHostConfig {
     /// negotiate tasks, seconds; default 600. Then it answers that the agent is still working.
     #[serde(default)]
     pub agent_call_timeout_secs: Option<u64>,
+    /// One mounted server ([[mcp.servers]] name) served through this server under its own
+    /// names: its tools, resources, resource templates, prompts, completions, logging level
+    /// and subscriptions, beside Hermes' memory, behind these tokens, roles and the audit.
+    /// Each client session gets its own session with that server, so the server's
+    /// notifications and its sampling and elicitation requests reach the client.
+    #[serde(default)]
+    pub passthrough: Option<String>,
     /// Bearer tokens and the principal each one stands for.
     #[serde(default)]
     pub tokens: Vec<McpTokenConfig>,
