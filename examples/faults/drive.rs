@@ -209,6 +209,7 @@ impl Confirmer {
         let envelope = Envelope::request(Confirmation {
             approve: true,
             call_id: None,
+            content: None,
         })
         .for_session(AGENT, &turn.session, Some(&turn.user));
         Self {

@@ -68,7 +68,8 @@ impl Sessions {
         self.to_session(agent, session, user, Some(id), body).await
     }
 
-    /// Approve or decline the calls the session's paused turn waits on.
+    /// Approve or decline the calls the session's paused turn waits on; `content` answers what
+    /// an MCP server asked (see [`Confirmation::content`]).
     pub async fn confirm(
         &self,
         agent: &str,
@@ -76,10 +77,12 @@ impl Sessions {
         user: &str,
         id: &str,
         approve: bool,
+        content: Option<serde_json::Value>,
     ) -> Result<ConfirmationAccepted, SessionsError> {
         let body = Confirmation {
             approve,
             call_id: None,
+            content,
         };
         self.to_session(agent, session, user, Some(id), body).await
     }

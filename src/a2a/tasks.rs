@@ -238,9 +238,22 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
                 .filter(|c| c.decision.is_none())
                 .map(|c| (c.call_id.clone(), c.tool.clone()))
                 .collect();
+            let asked: Vec<String> = record
+                .confirmations
+                .iter()
+                .filter(|c| c.decision.is_none())
+                .flat_map(|c| c.questions.iter().map(move |q| (c, q)))
+                .map(|(c, q)| format!("`{}` (call {}) asks: {}", c.tool, c.call_id, q.message))
+                .collect();
             if task.pending.is_empty() {
                 // Decided, and about to go on.
                 task.state = TaskState::Working;
+            } else if !asked.is_empty() {
+                task.status_text = Some(format!(
+                    "{}. Reply in this task with a data part {{\"answer\": {{…the form's \
+                     fields…}}}}, \"yes\" to send the form's defaults, or \"no\" to decline.",
+                    asked.join("; ")
+                ));
             } else {
                 task.status_text = Some(confirmation_question(&task.pending));
             }
@@ -263,9 +276,22 @@ pub fn confirmation_question(pending: &[(String, String)]) -> String {
     )
 }
 
+/// The answer to an MCP server's question in a reply to an `INPUT_REQUIRED` task: a data
+/// part's `answer` (it approves the call).
+pub fn answer_of(message: &Message) -> Option<serde_json::Value> {
+    message.parts.iter().find_map(|part| match &part.content {
+        super::wire::PartContent::Data(data) => data.get("answer").cloned(),
+        _ => None,
+    })
+}
+
 /// The user's decision in a reply to an `INPUT_REQUIRED` task: a data part `{"approve":
-/// bool}`, or a text part that says yes or no; none when it says neither.
+/// bool}` (or `{"answer": …}`, which approves), or a text part that says yes or no; none when
+/// it says neither.
 pub fn decision_of(message: &Message) -> Option<bool> {
+    if answer_of(message).is_some() {
+        return Some(true);
+    }
     for part in &message.parts {
         if let super::wire::PartContent::Data(data) = &part.content {
             if let Some(b) = data.get("approve").and_then(|v| v.as_bool()) {

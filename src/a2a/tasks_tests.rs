@@ -98,6 +98,7 @@ fn a_turn_waiting_for_a_confirmation_asks_for_input_and_a_decided_one_works() {
         call_id: "c1".into(),
         tool: "add".into(),
         decision: None,
+        questions: Vec::new(),
     });
     let s = snapshot(
         vec![message(0, "m1", "t1", ChatMessage::user("add it"))],
@@ -153,4 +154,12 @@ fn a_reply_says_yes_or_no_in_words_or_data() {
         Some(false)
     );
     assert_eq!(decision_of(&reply(Part::text("maybe later"))), None);
+    // An answer to an MCP server's question approves, and is the content sent back.
+    let answered = reply(Part::data(serde_json::json!({"answer": {"name": "Ada"}})));
+    assert_eq!(decision_of(&answered), Some(true));
+    assert_eq!(
+        answer_of(&answered),
+        Some(serde_json::json!({"name": "Ada"}))
+    );
+    assert_eq!(answer_of(&reply(Part::text("yes"))), None);
 }

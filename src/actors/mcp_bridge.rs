@@ -356,15 +356,12 @@ impl CallContext<'_> {
         match outcome {
             Ok(result) => McpCallReply {
                 result: Some(result),
-                error: None,
-                failure: None,
-                task: None,
+                ..McpCallReply::default()
             },
             Err(e) => McpCallReply {
-                result: None,
                 error: Some(e.to_string()),
                 failure: Some(e.failure()),
-                task: None,
+                ..McpCallReply::default()
             },
         }
     }

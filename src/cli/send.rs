@@ -63,9 +63,22 @@ pub struct SendArgs {
     /// call the turn waits on.
     #[arg(long, requires = "decision")]
     call_id: Option<String>,
+    /// With --confirm and --call-id, for a call whose MCP server asked a question (`confirmation.required`
+    /// with questions): the answer, as the JSON the question's form describes, e.g.
+    /// --answer '{"name": "Ada"}'. Without it the form's defaults are sent; a URL question
+    /// needs none (visit the page, then --confirm).
+    #[arg(long, requires_all = ["confirm", "call_id"], value_parser = parse_answer)]
+    answer: Option<serde_json::Value>,
     /// Print each event as one JSON line instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `--answer`: a JSON value (the form's fields as an object).
+fn parse_answer(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!("not JSON ({e}); give the form's fields as an object, e.g. '{{\"name\": \"Ada\"}}'")
+    })
 }
 
 /// Connect to the bus; on the embedded bus, start every actor here.
@@ -198,13 +211,33 @@ pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
                 .map_err(|e| explained(&bus, e))?,
             None => {
                 let call = args.call_id.as_deref();
-                client
-                    .confirm_and_follow(args.confirm, call, timeout, on_event)
-                    .await
-                    .map_err(|e| explained(&bus, e))?
+                let followed = match (&args.answer, call) {
+                    (Some(answer), Some(call)) => {
+                        client
+                            .answer_and_follow(call, answer.clone(), timeout, on_event)
+                            .await
+                    }
+                    _ => {
+                        client
+                            .confirm_and_follow(args.confirm, call, timeout, on_event)
+                            .await
+                    }
+                };
+                followed.map_err(|e| explained(&bus, e))?
             }
         };
-        if let Some(pending) = &trace.needs_confirmation {
+        if let Some(pending) = trace
+            .needs_confirmation
+            .as_ref()
+            .filter(|p| !p.questions.is_empty())
+        {
+            eprintln!(
+                "hermes: the turn is paused until you answer what `{}` asks (call {}): run the \
+                 same command with --confirm --call-id {} [--answer '<JSON>'] or --deny \
+                 instead of --text",
+                pending.name, pending.call_id, pending.call_id
+            );
+        } else if let Some(pending) = &trace.needs_confirmation {
             eprintln!(
                 "hermes: the turn is paused until you decide on `{}` (call {}): run the same \
                  command with --confirm or --deny instead of --text",

@@ -107,9 +107,33 @@ impl SessionClient {
         call_id: Option<&str>,
         timeout: Duration,
     ) -> Result<ConfirmationAccepted, ClientError> {
+        self.decide(approve, call_id, None, timeout).await
+    }
+
+    /// Answer what the MCP server of the call `call_id` asked (`confirmation.required` with
+    /// `questions`): `content` is the form's answer (an object keyed by question for several
+    /// questions); returns once the answer is persisted and the call goes on.
+    pub async fn answer(
+        &mut self,
+        call_id: &str,
+        content: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<ConfirmationAccepted, ClientError> {
+        self.decide(true, Some(call_id), Some(content), timeout)
+            .await
+    }
+
+    async fn decide(
+        &mut self,
+        approve: bool,
+        call_id: Option<&str>,
+        content: Option<serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<ConfirmationAccepted, ClientError> {
         let body = Confirmation {
             approve,
             call_id: call_id.map(str::to_string),
+            content,
         };
         self.request(body, timeout).await
     }
@@ -200,7 +224,28 @@ impl SessionClient {
         timeout: Duration,
         on_event: impl FnMut(&TurnEvent),
     ) -> Result<TurnTrace, ClientError> {
-        let decided = self.confirm(approve, call_id, timeout).await?;
+        let decided = self.decide(approve, call_id, None, timeout).await?;
+        self.follow_decided(decided, timeout, on_event).await
+    }
+
+    /// [`SessionClient::answer`] and follow the turn from there.
+    pub async fn answer_and_follow(
+        &mut self,
+        call_id: &str,
+        content: serde_json::Value,
+        timeout: Duration,
+        on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
+        let decided = self.answer(call_id, content, timeout).await?;
+        self.follow_decided(decided, timeout, on_event).await
+    }
+
+    async fn follow_decided(
+        &mut self,
+        decided: ConfirmationAccepted,
+        timeout: Duration,
+        on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
         let accepted = Accepted {
             message_id: decided.turn_id.clone(),
             session: self.session.clone(),
@@ -260,12 +305,14 @@ impl SessionClient {
                     call_id,
                     name,
                     message,
+                    questions,
                     ..
                 } => {
                     trace.needs_confirmation = Some(PendingCall {
                         call_id: call_id.clone(),
                         name: name.clone(),
                         message: message.clone(),
+                        questions: questions.clone(),
                     });
                     true
                 }

@@ -40,7 +40,7 @@ use self::link::Link;
 use super::elicit::Elicitor;
 use super::oauth::Reauthorize;
 use super::{
-    McpCallOutcome, McpClient, McpError, McpPrompt, McpPromptResult, McpResource,
+    McpCallOutcome, McpClient, McpError, McpInputAnswers, McpPrompt, McpPromptResult, McpResource,
     McpResourceContent, McpTaskState, McpTool, McpToolResult,
 };
 use crate::config::McpServerConfig;
@@ -236,6 +236,10 @@ impl RmcpClient {
     }
 }
 
+/// Why a caller that cannot ask its user fails a call the server answered with questions.
+const NOBODY_ANSWERS: &str = "the server asked for the user's input (`input_required`), and \
+    nobody answers questions on this connection; use a tool that does not ask for input";
+
 #[async_trait]
 impl McpClient for RmcpClient {
     fn server(&self) -> &str {
@@ -260,9 +264,19 @@ impl McpClient for RmcpClient {
         timeout: Duration,
     ) -> Result<McpToolResult, McpError> {
         let until = tokio::time::Instant::now() + timeout;
-        let task = match self.call_tool_or_task(tool, arguments, timeout).await? {
+        let task = match self
+            .call_tool_or_task(tool, arguments, None, timeout)
+            .await?
+        {
             McpCallOutcome::Done(result) => return Ok(result),
             McpCallOutcome::Task(task) => task,
+            McpCallOutcome::InputRequired(_) => {
+                return Err(McpError::Protocol {
+                    server: self.server.clone(),
+                    method: "tools/call".to_owned(),
+                    reason: NOBODY_ANSWERS.to_owned(),
+                })
+            }
         };
         // This caller cannot wait for a task: follow it here, within the call's timeout.
         let state = super::tasks::follow(self, task, until, self.request_timeout).await?;
@@ -273,6 +287,7 @@ impl McpClient for RmcpClient {
         &self,
         tool: &str,
         arguments: Value,
+        input: Option<McpInputAnswers>,
         timeout: Duration,
     ) -> Result<McpCallOutcome, McpError> {
         let arguments = convert::arguments_object(&self.server, tool, "tools/call", arguments)?;
@@ -284,8 +299,14 @@ impl McpClient for RmcpClient {
             method: "tools/call".to_owned(),
             reason,
         };
+        if let Some(input) = input {
+            let (responses, state) = input::answered(input).map_err(refused)?;
+            params.input_responses = responses;
+            params.request_state = state;
+        }
         // A 2026-07-28 server may answer with questions (`input_required`): each round's
         // answers go back in a new request carrying the server's `requestState` unchanged.
+        // Without an elicitor here, the caller asks its user and calls again.
         for _round in 0..input::MAX_ROUNDS {
             let response = self
                 .request(
@@ -311,12 +332,8 @@ impl McpClient for RmcpClient {
                 }
             };
             let Some(elicitor) = &self.elicitor else {
-                return Err(refused(
-                    "the server asked for the user's input (`input_required`), and nobody \
-                     answers questions on this connection; use a tool that does not ask for \
-                     input"
-                        .to_owned(),
-                ));
+                let questions = input::to_ask(&asked).map_err(refused)?;
+                return Ok(McpCallOutcome::InputRequired(questions));
             };
             let (responses, state) = input::retry(elicitor, asked).await.map_err(refused)?;
             params.input_responses = responses;

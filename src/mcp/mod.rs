@@ -17,8 +17,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use crate::protocol::mcp::{
-    McpFailure, McpPrompt, McpPromptArgument, McpPromptMessage, McpPromptResult, McpResource,
-    McpResourceContent, McpTaskState, McpTaskStatus, McpTool, McpToolHints, McpToolResult,
+    McpAnswer, McpFailure, McpInputAnswers, McpInputRequired, McpPrompt, McpPromptArgument,
+    McpPromptMessage, McpPromptResult, McpQuestion, McpResource, McpResourceContent, McpTaskState,
+    McpTaskStatus, McpTool, McpToolHints, McpToolResult,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +99,10 @@ impl McpError {
 pub enum McpCallOutcome {
     Done(McpToolResult),
     Task(McpTaskState),
+    /// The server asks the user first (2026-07-28 `input_required`) and nobody on this
+    /// connection answers: the caller puts the questions to the user and calls again with
+    /// the answers.
+    InputRequired(McpInputRequired),
 }
 
 /// A connected MCP server.
@@ -112,14 +117,25 @@ pub trait McpClient: Send + Sync {
         arguments: Value,
         timeout: Duration,
     ) -> Result<McpToolResult, McpError>;
-    /// [`McpClient::call_tool`], letting the server answer with a task. A client that does
-    /// not speak the tasks extension answers like `call_tool`.
+    /// [`McpClient::call_tool`], letting the server answer with a task or with questions for
+    /// the user; `input` answers the questions of the call's previous round. A client that
+    /// speaks neither the tasks extension nor 2026-07-28 answers like `call_tool`.
     async fn call_tool_or_task(
         &self,
         tool: &str,
         arguments: Value,
+        input: Option<McpInputAnswers>,
         timeout: Duration,
     ) -> Result<McpCallOutcome, McpError> {
+        if input.is_some() {
+            return Err(McpError::Protocol {
+                server: self.server().to_owned(),
+                method: "tools/call".to_owned(),
+                reason: "answers to a server's questions came for a client that never asks \
+                         them; call the tool again without them"
+                    .to_owned(),
+            });
+        }
         self.call_tool(tool, arguments, timeout)
             .await
             .map(McpCallOutcome::Done)

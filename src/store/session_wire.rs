@@ -102,6 +102,11 @@ fn turn(t: &TurnRecord) -> TurnView {
                     }
                     .to_owned()
                 }),
+                questions: c
+                    .input
+                    .as_ref()
+                    .map(|i| i.asked.questions.clone())
+                    .unwrap_or_default(),
             })
             .collect(),
     }

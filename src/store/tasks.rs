@@ -151,6 +151,25 @@ pub struct PendingConfirmation {
     /// again is acknowledged again, not refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// Set when the call's MCP server asked the user something (`input_required`): the
+    /// decision answers it (approved: with `content`), and the call runs again with that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<PendingInput>,
+    /// The approving user's answer to `input` (none: each form's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}
+
+/// What a call's MCP server asked the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingInput {
+    pub asked: crate::protocol::McpInputRequired,
+    /// The rounds of questions this call has had, this one included.
+    pub round: u32,
+    /// The envelopes that answered earlier rounds: one sent again is acknowledged again, not
+    /// taken for this round's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answered_by: Vec<String>,
 }
 
 /// An async job a call submitted; the turn continues when every such job has a result.

@@ -100,6 +100,9 @@ pub enum CallOutcome {
     Done(Value),
     /// The work goes on elsewhere; the handle is what [`Tool::follow`] needs.
     Deferred(Value),
+    /// The tool's MCP server asks the user first; the call is made again with the answers
+    /// (injected as `_input`).
+    InputRequired(crate::mcp::McpInputRequired),
 }
 
 /// Where a running job reports progress; [`Progress::none`] discards reports.

@@ -32,6 +32,9 @@ use crate::tools::definition::ApplyConfig;
 pub const INJECTED_PREFIX: char = '_';
 /// The injected key holding the id of the user on whose behalf the call runs.
 pub const USER_ARG: &str = "_user";
+/// Injected argument: the user's answers to what an MCP tool's server asked at the call's
+/// previous round (`input_required`), for the round that sends them back.
+pub const INPUT_ARG: &str = "_input";
 /// At most this many similar names are suggested for an unknown tool.
 const MAX_SUGGESTIONS: usize = 5;
 /// Up to this many tools, an unknown-tool message lists every name.
@@ -192,13 +195,23 @@ impl ToolRegistry {
 
     /// Add `_user` to a prepared call if the tool's schema declares it; returns whether it did.
     pub fn inject_user(&self, name: &str, call: &mut PreparedCall, user: &str) -> bool {
+        self.inject(name, call, USER_ARG, Value::String(user.to_string()))
+    }
+
+    /// Add [`INPUT_ARG`] (answers for the tool's MCP server) to a prepared call, if the tool
+    /// declares it.
+    pub fn inject_input(&self, name: &str, call: &mut PreparedCall, input: Value) -> bool {
+        self.inject(name, call, INPUT_ARG, input)
+    }
+
+    fn inject(&self, name: &str, call: &mut PreparedCall, key: &str, value: Value) -> bool {
         let wanted = self
             .read()
             .get(name)
-            .is_some_and(|e| e.injected.iter().any(|k| k == USER_ARG));
+            .is_some_and(|e| e.injected.iter().any(|k| k == key));
         match call.arguments.as_object_mut() {
             Some(map) if wanted => {
-                map.insert(USER_ARG.to_string(), Value::String(user.to_string()));
+                map.insert(key.to_string(), value);
                 true
             }
             _ => false,

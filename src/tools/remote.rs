@@ -14,12 +14,12 @@ use serde_json::Value;
 use super::{CallOutcome, Progress, Tool, ToolError, ToolErrorCode};
 use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
-use crate::mcp::{McpFailure, McpTool, McpToolHints};
+use crate::mcp::{McpFailure, McpInputAnswers, McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{McpCallReply, McpCallRequest, McpReadRequest};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolRisk};
-use crate::tools::registry::USER_ARG;
+use crate::tools::registry::{INPUT_ARG, USER_ARG};
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
 pub const MCP_SEPARATOR: &str = "__";
@@ -107,7 +107,10 @@ impl Tool for McpProxyTool {
             .get(USER_ARG)
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let reply = self.request(arguments, true).await?;
+        let mut reply = self.request(arguments, true).await?;
+        if let Some(asked) = reply.input_required.take() {
+            return Ok(CallOutcome::InputRequired(asked));
+        }
         match &reply.task {
             Some(task) => Ok(CallOutcome::Deferred(super::remote_task::handle(
                 &self.server,
@@ -122,9 +125,7 @@ impl Tool for McpProxyTool {
         let result = super::remote_task::follow(self.bus.as_ref(), handle, progress).await?;
         self.output_of(McpCallReply {
             result: Some(result),
-            error: None,
-            failure: None,
-            task: None,
+            ..McpCallReply::default()
         })
     }
 
@@ -134,12 +135,14 @@ impl Tool for McpProxyTool {
 }
 
 impl McpProxyTool {
-    /// Send the call to the MCP-bridge; `accept_task`: a task comes back as it is.
+    /// Send the call to the MCP-bridge; `accept_task`: a task (or the server's questions for
+    /// the user) comes back as it is.
     async fn request(
         &self,
         mut arguments: Value,
         accept_task: bool,
     ) -> Result<McpCallReply, ToolError> {
+        let input = take_input(&mut arguments)?;
         let user = take_user(&mut arguments);
         let request = Envelope::request(McpCallRequest {
             server: self.server.clone(),
@@ -147,6 +150,7 @@ impl McpProxyTool {
             arguments,
             user,
             accept_task,
+            input,
         });
         let reply = rpc::request(
             self.bus.as_ref(),
@@ -219,8 +223,8 @@ fn mcp_failure(failure: Option<McpFailure>, message: String) -> ToolError {
     ToolError::new(code, message).with_hint(hint)
 }
 
-/// Declare the injected `_user` in an object schema with properties (so the registry fills it
-/// in and hides it from the model).
+/// Declare the injected `_user` and `_input` in an object schema with properties (so the
+/// registry fills them in and hides them from the model).
 fn declare_user(schema: &mut Value) {
     let Some(object) = schema.as_object_mut() else {
         return;
@@ -230,7 +234,21 @@ fn declare_user(schema: &mut Value) {
         .or_insert_with(|| serde_json::json!({}));
     if let Some(properties) = properties.as_object_mut() {
         properties.insert(USER_ARG.to_owned(), serde_json::json!({"type": "string"}));
+        properties.insert(INPUT_ARG.to_owned(), serde_json::json!({"type": "object"}));
     }
+}
+
+/// Take out the injected answers to the server's questions of the call's previous round.
+fn take_input(arguments: &mut Value) -> Result<Option<McpInputAnswers>, ToolError> {
+    let Some(input) = arguments.as_object_mut().and_then(|o| o.remove(INPUT_ARG)) else {
+        return Ok(None);
+    };
+    serde_json::from_value(input).map(Some).map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::InvalidArguments,
+            format!("the answers to the MCP server's questions are malformed: {e}"),
+        )
+    })
 }
 
 /// Remove every injected (`_`) key and return the user, if one was injected.

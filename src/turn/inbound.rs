@@ -1,9 +1,10 @@
 //! What arrives for a session before a turn runs: a user message, accepted by persisting it
 //! with a new turn (on disk before the acknowledgement leaves, which in `sync` mode shares
 //! the turn's next flush: [`super::ack`]), and the user's decision on a paused turn's
-//! high-risk calls. Replies to the publisher go through the ports.
+//! high-risk calls and answers to its MCP servers' questions. Replies to the publisher go through the ports.
 
 use chrono::Utc;
+use serde_json::Value;
 
 use super::ack::ACK_FLUSH_WITHIN;
 use super::{goal_tokens, new_stored, TurnEnv};
@@ -77,6 +78,13 @@ pub async fn decide(
         reply(env, to, &Refusal::NothingToConfirm.answer(text)).await;
         return false;
     }
+    let content = msg.envelope.body.content.as_ref().filter(|_| approve);
+    if let Some(content) = content {
+        if let Err(text) = fits(turn, &chosen, content) {
+            reply(env, to, &Refusal::InvalidAnswer.answer(text)).await;
+            return false;
+        }
+    }
     let decision = if approve {
         Decision::Approved
     } else {
@@ -86,6 +94,7 @@ pub async fn decide(
         if chosen.contains(&c.call_id) {
             c.decision = Some(decision);
             c.decided_by = Some(msg.envelope.id.clone());
+            c.content = content.cloned();
         }
     }
     turn.updated_at = Utc::now();
@@ -97,6 +106,7 @@ pub async fn decide(
                 if chosen.contains(&c.call_id) {
                     c.decision = None;
                     c.decided_by = None;
+                    c.content = None;
                 }
             }
         }
@@ -113,6 +123,27 @@ pub async fn decide(
     true
 }
 
+/// Whether `content` answers the chosen calls: each must be a server's question (a
+/// confirmation has nothing to fill in) and the content must fit its forms.
+fn fits(turn: &TurnRecord, chosen: &[String], content: &Value) -> Result<(), String> {
+    for c in turn
+        .confirmations
+        .iter()
+        .filter(|c| chosen.contains(&c.call_id))
+    {
+        let Some(input) = &c.input else {
+            return Err(format!(
+                "call `{}` ({}) asks for a confirmation, not an answer: approve or deny it \
+                 without content",
+                c.call_id, c.tool
+            ));
+        };
+        super::questions::check_answer(input, content)
+            .map_err(|problem| format!("{problem}; send a corrected answer"))?;
+    }
+    Ok(())
+}
+
 /// The acknowledgement the decision `envelope_id` got when it was taken: a publisher that
 /// lost `confirmation.accepted` and sends the same envelope again hears it again.
 fn decided_already(
@@ -121,10 +152,16 @@ fn decided_already(
     approve: bool,
 ) -> Option<ConfirmationAccepted> {
     let turn = task.turn.as_ref()?;
+    // A call whose server asked again keeps the envelopes that answered its earlier rounds.
     let call_ids: Vec<String> = turn
         .confirmations
         .iter()
-        .filter(|c| c.decided_by.as_deref() == Some(envelope_id))
+        .filter(|c| {
+            c.decided_by.as_deref() == Some(envelope_id)
+                || c.input
+                    .as_ref()
+                    .is_some_and(|i| i.answered_by.iter().any(|by| by == envelope_id))
+        })
         .map(|c| c.call_id.clone())
         .collect();
     (!call_ids.is_empty()).then(|| ConfirmationAccepted {

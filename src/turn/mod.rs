@@ -21,6 +21,7 @@ mod observe;
 mod port_error;
 pub mod ports;
 pub mod prefetch;
+mod questions;
 mod state;
 mod tool_calls;
 mod tool_step;

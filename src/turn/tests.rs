@@ -123,6 +123,7 @@ impl Session {
             envelope: Envelope::request(Confirmation {
                 approve,
                 call_id: None,
+                content: None,
             }),
             user: self.meta.user.clone(),
             reply: None,
@@ -279,6 +280,7 @@ async fn a_decision_sent_again_gets_the_same_acknowledgement_and_runs_nothing_tw
         envelope: Envelope::request(Confirmation {
             approve: true,
             call_id: None,
+            content: None,
         }),
         user: "u1".to_string(),
         reply: Some(reply.to_string()),

@@ -8,13 +8,21 @@ use serde_json::json;
 use super::{Emitter, TurnEnv};
 use crate::llm::ToolCall;
 use crate::protocol::tool::tool_reply_wait;
-use crate::protocol::{ToolCallRequest, ToolCallResult, TurnEvent};
+use crate::protocol::{McpInputAnswers, ToolCallRequest, ToolCallResult, TurnEvent};
 use crate::store::sessions::SessionMeta;
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode};
 use crate::tools::registry::closest_names;
 use crate::tools::transform::{self, DEFAULT_DETAIL_CHARS};
 use crate::tools::worker;
 use crate::tools::{ToolError, ToolErrorCode};
+
+/// What the user gave a call before it runs: a confirmation of a high-risk call, answers to
+/// what the tool's MCP server asked at the call's previous round.
+#[derive(Debug, Clone, Default)]
+pub(super) struct UserGrant {
+    pub confirmed: bool,
+    pub input: Option<McpInputAnswers>,
+}
 
 pub(super) async fn execute(
     env: &TurnEnv,
@@ -23,7 +31,7 @@ pub(super) async fn execute(
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
-    confirmed: bool,
+    grant: &UserGrant,
 ) -> ToolCallResult {
     emitter
         .emit(TurnEvent::ToolCall {
@@ -42,7 +50,7 @@ pub(super) async fn execute(
                     repaired.arguments = prepared.arguments;
                     let wait = tool_reply_wait(def.timeout());
                     let mut result =
-                        dispatch(env, emitter, meta, turn_id, &repaired, confirmed, wait).await;
+                        dispatch(env, emitter, meta, turn_id, &repaired, grant, wait).await;
                     result.auto_corrected |= !prepared.corrections.is_empty();
                     result.corrections.extend(prepared.corrections);
                     result
@@ -50,26 +58,18 @@ pub(super) async fn execute(
                 Err(e) => failed(call, e),
             }
         }
-        Some(def) => {
-            dispatch(
-                env,
-                emitter,
-                meta,
-                turn_id,
-                call,
-                confirmed,
-                wait_for(env, def),
-            )
-            .await
-        }
+        Some(def) => dispatch(env, emitter, meta, turn_id, call, grant, wait_for(env, def)).await,
         None => failed(call, unknown_tool(&call.name, tools)),
     };
-    emitter
-        .emit(TurnEvent::ToolResult {
-            turn_id: turn_id.to_string(),
-            result: result.clone(),
-        })
-        .await;
+    // A server's questions are announced as `confirmation.required` once they are stored.
+    if super::questions::asked(&result).is_none() {
+        emitter
+            .emit(TurnEvent::ToolResult {
+                turn_id: turn_id.to_string(),
+                result: result.clone(),
+            })
+            .await;
+    }
     result
 }
 
@@ -100,7 +100,7 @@ pub(super) async fn dispatch(
     meta: &SessionMeta,
     turn_id: &str,
     call: &ToolCall,
-    confirmed: bool,
+    grant: &UserGrant,
     timeout: Duration,
 ) -> ToolCallResult {
     let request = ToolCallRequest {
@@ -110,7 +110,8 @@ pub(super) async fn dispatch(
         user: Some(meta.user.clone()),
         turn_id: Some(turn_id.to_string()),
         session: Some(meta.session.clone()),
-        confirmed,
+        confirmed: grant.confirmed,
+        input: grant.input.clone(),
     };
     env.ports.call_tool(emitter.scope(), request, timeout).await
 }

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 
 use chrono::Utc;
 
-use super::{delegation, handoff, tool_calls, waiting, TurnError, TurnState};
+use super::tool_calls::UserGrant;
+use super::{delegation, handoff, questions, tool_calls, waiting, TurnError, TurnState};
 use crate::config::AgentConfig;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::protocol::{ToolCallResult, TurnEvent};
@@ -97,7 +98,15 @@ pub(super) async fn run(
         }
     }
     let mut submitted = Vec::new();
+    let mut questioned = Vec::new();
     for (call, result) in execute(state, tools, &plan.to_run, turn_id).await {
+        if let Some(asked) = questions::asked(&result) {
+            match questions::record(state.record(), &call, asked) {
+                Ok(()) => questioned.push(call),
+                Err(failed) => ready.push((call, *failed, true)),
+            }
+            continue;
+        }
         match waiting::submitted_job(tools, &result) {
             Some(job_id) => {
                 state.record().jobs.push(AwaitedJob {
@@ -140,8 +149,19 @@ pub(super) async fn run(
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
                 message: waiting::confirmation_message(&call),
+                questions: Vec::new(),
             })
             .await;
+    }
+    for call in questioned {
+        let input = state
+            .record()
+            .confirmation(&call.id)
+            .and_then(|c| c.input.clone());
+        if let Some(input) = input {
+            let event = questions::event(turn_id, &call, &input);
+            state.emitter.emit(event).await;
+        }
     }
     for (call, job_id) in submitted {
         state
@@ -232,8 +252,8 @@ async fn send_tasks(
 
 /// Calls sorted by what happens to them now.
 struct Classified {
-    /// Calls to execute, with whether the user confirmed them.
-    to_run: Vec<(ToolCall, bool)>,
+    /// Calls to execute, with what the user gave them (a confirmation, answers).
+    to_run: Vec<(ToolCall, UserGrant)>,
     /// Results that exist without executing (declined calls, finished jobs), and whether
     /// they still need a `tool.result` event.
     ready: Vec<(ToolCall, ToolCallResult, bool)>,
@@ -284,8 +304,21 @@ fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> C
             out.handoffs.push(call.clone());
             continue;
         }
-        if !waiting::needs_confirmation(tools, call) {
-            out.to_run.push((call.clone(), false));
+        let confirmed = waiting::needs_confirmation(tools, call);
+        if let Some(pending) = record.confirmation(&call.id) {
+            if let Some(input) = &pending.input {
+                // The server's questions: once answered, the call runs again with the answers
+                // (a high-risk call asks only after its confirmation let it run).
+                if pending.decision.is_some() {
+                    let input = Some(questions::answers(pending, input));
+                    out.to_run
+                        .push((call.clone(), UserGrant { confirmed, input }));
+                }
+                continue;
+            }
+        }
+        if !confirmed {
+            out.to_run.push((call.clone(), UserGrant::default()));
             continue;
         }
         match record.confirmation(&call.id).map(|c| c.decision) {
@@ -297,11 +330,19 @@ fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> C
                     asked_at: Utc::now(),
                     decision: None,
                     decided_by: None,
+                    input: None,
+                    content: None,
                 });
                 out.asked.push(call.clone());
             }
             Some(None) => {}
-            Some(Some(Decision::Approved)) => out.to_run.push((call.clone(), true)),
+            Some(Some(Decision::Approved)) => {
+                let grant = UserGrant {
+                    confirmed: true,
+                    input: None,
+                };
+                out.to_run.push((call.clone(), grant));
+            }
             Some(Some(Decision::Denied)) => {
                 out.ready
                     .push((call.clone(), waiting::declined(call), true));
@@ -315,22 +356,21 @@ fn classify(state: &mut TurnState<'_>, step: &Step<'_>, open: &[&ToolCall]) -> C
 async fn execute(
     state: &TurnState<'_>,
     tools: &[ToolDefinition],
-    to_run: &[(ToolCall, bool)],
+    to_run: &[(ToolCall, UserGrant)],
     turn_id: &str,
 ) -> Vec<(ToolCall, ToolCallResult)> {
     let (env, emitter, meta) = (state.env, &state.emitter, &*state.meta);
     let calls: Vec<ToolCall> = to_run.iter().map(|(c, _)| c.clone()).collect();
     let results = if tool_calls::all_reads(tools, &calls) {
-        futures::future::join_all(to_run.iter().map(|(call, confirmed)| {
-            tool_calls::execute(env, emitter, tools, meta, turn_id, call, *confirmed)
+        futures::future::join_all(to_run.iter().map(|(call, grant)| {
+            tool_calls::execute(env, emitter, tools, meta, turn_id, call, grant)
         }))
         .await
     } else {
         let mut results = Vec::with_capacity(to_run.len());
-        for (call, confirmed) in to_run {
-            results.push(
-                tool_calls::execute(env, emitter, tools, meta, turn_id, call, *confirmed).await,
-            );
+        for (call, grant) in to_run {
+            results
+                .push(tool_calls::execute(env, emitter, tools, meta, turn_id, call, grant).await);
         }
         results
     };

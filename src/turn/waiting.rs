@@ -130,7 +130,16 @@ pub(super) async fn poll(
         arguments: json!({"job_id": job.job_id}),
     };
     let wait = super::tool_calls::default_wait(env);
-    let reply = super::tool_calls::dispatch(env, emitter, meta, turn_id, &call, false, wait).await;
+    let reply = super::tool_calls::dispatch(
+        env,
+        emitter,
+        meta,
+        turn_id,
+        &call,
+        &super::tool_calls::UserGrant::default(),
+        wait,
+    )
+    .await;
     if let Some(e) = &reply.error {
         tracing::warn!(job = %job.job_id, error = %e, "job state not readable now; waiting for its completion event");
         return None;

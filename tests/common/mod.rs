@@ -4,6 +4,7 @@
 //! OTLP trace receiver, the engine in-process and `hermes` as a child process.
 
 pub mod a2a_sdk;
+pub mod asking_mcp;
 pub mod dynamic_mcp;
 pub mod engine;
 pub mod fake_anthropic;

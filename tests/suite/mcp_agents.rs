@@ -107,12 +107,12 @@ pub fn config(dir: &Path) -> Config {
 
 async fn task_of(client: &dyn McpClient, arguments: Value) -> McpTaskState {
     match client
-        .call_tool_or_task("assistant", arguments, WAIT)
+        .call_tool_or_task("assistant", arguments, None, WAIT)
         .await
         .unwrap()
     {
         McpCallOutcome::Task(task) => task,
-        McpCallOutcome::Done(result) => panic!("a tasks client got no task: {result:?}"),
+        other => panic!("a tasks client got no task: {other:?}"),
     }
 }
 

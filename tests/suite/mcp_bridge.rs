@@ -40,6 +40,7 @@ pub async fn call_tool(bus: &dyn Bus, name: &str, arguments: Value, user: &str) 
         turn_id: None,
         session: None,
         confirmed: false,
+        input: None,
     });
     rpc::request(bus, request.clone(), Duration::from_secs(40))
         .await

@@ -80,6 +80,7 @@ fn refund(call_id: &str) -> ToolCallRequest {
         turn_id: Some("turn-1".into()),
         session: Some("s1".into()),
         confirmed: false,
+        input: None,
     }
 }
 

@@ -54,6 +54,9 @@ pub struct PendingCall {
     pub call_id: String,
     pub name: String,
     pub message: String,
+    /// What the call's MCP server asks the user (empty for a high-risk call's confirmation):
+    /// answer with [`SessionClient::answer`].
+    pub questions: Vec<hermes_protocol::McpQuestion>,
 }
 
 impl Hermes {
@@ -101,6 +104,24 @@ impl SessionClient {
         let body = Confirmation {
             approve,
             call_id: call_id.map(str::to_string),
+            content: None,
+        };
+        self.request(body, timeout).await
+    }
+
+    /// Answer what the MCP server of the call `call_id` asked (`confirmation.required` with
+    /// `questions`): `content` is the form's answer (an object keyed by question for several
+    /// questions); returns once the answer is persisted and the call goes on.
+    pub async fn answer(
+        &mut self,
+        call_id: &str,
+        content: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<ConfirmationAccepted, ClientError> {
+        let body = Confirmation {
+            approve: true,
+            call_id: Some(call_id.to_string()),
+            content: Some(content),
         };
         self.request(body, timeout).await
     }
@@ -247,6 +268,27 @@ impl SessionClient {
         on_event: impl FnMut(&TurnEvent),
     ) -> Result<TurnTrace, ClientError> {
         let decided = self.confirm(approve, call_id, timeout).await?;
+        self.follow_decided(decided, timeout, on_event).await
+    }
+
+    /// [`SessionClient::answer`] and follow the turn from there.
+    pub async fn answer_and_follow(
+        &mut self,
+        call_id: &str,
+        content: serde_json::Value,
+        timeout: Duration,
+        on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
+        let decided = self.answer(call_id, content, timeout).await?;
+        self.follow_decided(decided, timeout, on_event).await
+    }
+
+    async fn follow_decided(
+        &mut self,
+        decided: ConfirmationAccepted,
+        timeout: Duration,
+        on_event: impl FnMut(&TurnEvent),
+    ) -> Result<TurnTrace, ClientError> {
         let accepted = Accepted {
             message_id: decided.turn_id.clone(),
             session: self.session.clone(),
@@ -283,12 +325,14 @@ impl SessionClient {
                     call_id,
                     name,
                     message,
+                    questions,
                     ..
                 } => {
                     trace.needs_confirmation = Some(PendingCall {
                         call_id: call_id.clone(),
                         name: name.clone(),
                         message: message.clone(),
+                        questions: questions.clone(),
                     })
                 }
                 _ => {}

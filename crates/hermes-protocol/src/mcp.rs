@@ -110,6 +110,65 @@ pub struct McpCallRequest {
     /// and replies with its final result.
     #[serde(default)]
     pub accept_task: bool,
+    /// The user's answers to the questions the server asked at the previous round of this
+    /// call (`input_required`); the bridge sends them back with the server's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<McpInputAnswers>,
+}
+
+/// A server asked for the user's input before it completes a call (a 2026-07-28
+/// `input_required` result, SEP-2322): the questions to put to the user, and the server's
+/// result as it was sent, which goes back unchanged with the answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpInputRequired {
+    /// The questions, in the server's order.
+    pub questions: Vec<McpQuestion>,
+    /// The server's `input_required` result as received (opaque to everyone but the bridge).
+    pub asked: Value,
+}
+
+impl McpInputRequired {
+    /// The questions' messages, one per line, for the person who answers.
+    pub fn message(&self) -> String {
+        let lines: Vec<&str> = self.questions.iter().map(|q| q.message.as_str()).collect();
+        lines.join("\n")
+    }
+}
+
+/// One question of an [`McpInputRequired`]: a form (its answer must match `schema`) or a URL
+/// the user visits (`url`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpQuestion {
+    /// The server's key for the answer.
+    pub key: String,
+    pub message: String,
+    /// The JSON Schema of a form's answer (an object of flat properties).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// The page a URL question sends the user to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// The user's answers to an [`McpInputRequired`], for the next round of the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpInputAnswers {
+    /// [`McpInputRequired::asked`], unchanged.
+    pub asked: Value,
+    /// Per question key; a question without an answer is cancelled.
+    pub answers: std::collections::BTreeMap<String, McpAnswer>,
+}
+
+/// The user's answer to one [`McpQuestion`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum McpAnswer {
+    /// Accepted, with the form's content (`{}` for a URL question).
+    Accept {
+        content: Value,
+    },
+    Decline,
+    Cancel,
 }
 
 /// Read a mounted server's resource, on `hermes.mcp.read`.
@@ -164,7 +223,7 @@ pub struct McpAuditReply {
 }
 
 /// The bridge's answer: the server's result, or why there is none.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpCallReply {
     #[serde(default)]
     pub result: Option<McpToolResult>,
@@ -177,6 +236,10 @@ pub struct McpCallReply {
     /// for a request with `accept_task`.
     #[serde(default)]
     pub task: Option<McpTaskState>,
+    /// The server asks the user first (only for a request with `accept_task`: other callers
+    /// get an error saying nobody can answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_required: Option<McpInputRequired>,
 }
 
 /// What kind of failure an MCP operation ended in, classified once by the bridge (from the

@@ -20,16 +20,19 @@ pub enum Refusal {
     NothingToConfirm,
     /// The message or decision could not be stored; send it again.
     StoreFailed,
+    /// An answer to an MCP server's question that does not fit what it asked.
+    InvalidAnswer,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 6] = [
+    const ALL: [Refusal; 7] = [
         Self::Busy,
         Self::AwaitingJob,
         Self::AwaitingConfirmation,
         Self::WrongUser,
         Self::NothingToConfirm,
         Self::StoreFailed,
+        Self::InvalidAnswer,
     ];
 
     /// The code on the wire.
@@ -41,6 +44,7 @@ impl Refusal {
             Self::WrongUser => "wrong_user",
             Self::NothingToConfirm => "nothing_to_confirm",
             Self::StoreFailed => "store_failed",
+            Self::InvalidAnswer => "invalid_answer",
         }
     }
 

@@ -104,6 +104,11 @@ pub struct Confirmation {
     /// The call to decide; absent decides every call the turn waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// For a call whose MCP server asked a question (`confirmation.required` with
+    /// `questions`): the answer to send with the approval — the form's content for one
+    /// question, an object keyed by question for several. Absent: each form's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
 }
 
 /// The reply to a `user.confirmation`: the decision is persisted and the turn resumes.
@@ -190,6 +195,10 @@ pub enum TurnEvent {
         arguments: Value,
         /// What will happen, for the person who decides.
         message: String,
+        /// Set when the call's MCP server asks the user something before it goes on: answer
+        /// with a `user.confirmation` that approves with the `content`, or declines.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        questions: Vec<super::mcp::McpQuestion>,
     },
     /// An async tool's job runs; the turn is in `waiting_job` and continues by itself when
     /// the job's completion arrives on `hermes.job.<id>`.

@@ -198,7 +198,8 @@ pub struct ChildView {
     pub deadline: DateTime<Utc>,
 }
 
-/// A high-risk call and the user's decision.
+/// A high-risk call, or a call whose MCP server asked the user something, and the user's
+/// decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfirmationView {
     pub call_id: String,
@@ -206,6 +207,9 @@ pub struct ConfirmationView {
     /// `approved`, `denied`, or none while the user has not decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
+    /// What the call's MCP server asks (empty for a high-risk call's confirmation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<super::mcp::McpQuestion>,
 }
 
 /// One stored message.

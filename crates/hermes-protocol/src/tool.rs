@@ -26,6 +26,9 @@ pub enum ToolErrorCode {
     ConfirmationRequired,
     /// The user was asked to confirm a `risk = high` call and said no; it was not run.
     DeclinedByUser,
+    /// The tool's MCP server asks the user something before it goes on (the result's
+    /// `output` holds the questions); the turn waits for the answer and calls again with it.
+    InputRequired,
 }
 
 impl ToolErrorCode {
@@ -39,6 +42,7 @@ impl ToolErrorCode {
             Self::Unavailable => "unavailable",
             Self::ConfirmationRequired => "confirmation_required",
             Self::DeclinedByUser => "declined_by_user",
+            Self::InputRequired => "input_required",
         }
     }
 }
@@ -314,6 +318,10 @@ pub struct ToolCallRequest {
     /// The user confirmed this call; a `risk = high` tool is refused without it.
     #[serde(default)]
     pub confirmed: bool,
+    /// The user's answers to what the tool's MCP server asked at the call's previous round
+    /// (a result with error `input_required`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<super::mcp::McpInputAnswers>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -248,8 +248,16 @@ impl A2aServer {
             .events(&caller.agent, session)
             .await
             .map_err(refused)?;
+        let answer = tasks::answer_of(message);
         self.sessions
-            .confirm(&caller.agent, session, &caller.user, envelope_id, approve)
+            .confirm(
+                &caller.agent,
+                session,
+                &caller.user,
+                envelope_id,
+                approve,
+                answer,
+            )
             .await
             .map_err(refused)?;
         Ok(Started {

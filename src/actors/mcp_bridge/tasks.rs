@@ -53,7 +53,7 @@ impl CallContext<'_> {
         };
         self.audited(record.started(&call)).await;
         let outcome = client
-            .call_tool_or_task(&body.tool, body.arguments, timeout)
+            .call_tool_or_task(&body.tool, body.arguments, body.input, timeout)
             .await;
         let status = match &outcome {
             Ok(McpCallOutcome::Done(result)) if result.is_error => McpStatus::ToolError,
@@ -66,6 +66,10 @@ impl CallContext<'_> {
                 "the tool reported an error: {}",
                 super::first_line(&r.text)
             )),
+            Ok(McpCallOutcome::InputRequired(asked)) => Some(format!(
+                "the server asks the user first: {}",
+                super::first_line(&asked.message())
+            )),
             Ok(_) => None,
             Err(e) => Some(e.to_string()),
         };
@@ -74,17 +78,20 @@ impl CallContext<'_> {
         match outcome {
             Ok(McpCallOutcome::Done(result)) => McpCallReply {
                 result: Some(result),
-                error: None,
-                failure: None,
-                task: None,
+                ..McpCallReply::default()
             },
+            Ok(McpCallOutcome::InputRequired(asked)) => {
+                tracing::info!(server = %body.server, tool = %body.tool, questions = asked.questions.len(), "MCP server asks the user first");
+                McpCallReply {
+                    input_required: Some(asked),
+                    ..McpCallReply::default()
+                }
+            }
             Ok(McpCallOutcome::Task(task)) => {
                 tracing::info!(server = %body.server, tool = %body.tool, task = %task.task_id, "MCP server answered with a task");
                 McpCallReply {
-                    result: None,
-                    error: None,
-                    failure: None,
                     task: Some(task),
+                    ..McpCallReply::default()
                 }
             }
             Err(e) => failed(&e),
@@ -131,10 +138,9 @@ impl CallContext<'_> {
 
 fn failed(error: &McpError) -> McpCallReply {
     McpCallReply {
-        result: None,
         error: Some(error.to_string()),
         failure: Some(error.failure()),
-        task: None,
+        ..McpCallReply::default()
     }
 }
 

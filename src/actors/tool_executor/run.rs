@@ -78,6 +78,22 @@ async fn prepare_and_run(
         core.registry
             .inject_user(&request.name, &mut prepared, user);
     }
+    if let Some(input) = &request.input {
+        let input = serde_json::to_value(input).unwrap_or_default();
+        if !core
+            .registry
+            .inject_input(&request.name, &mut prepared, input)
+        {
+            return Err(ToolError::new(
+                ToolErrorCode::InvalidArguments,
+                format!(
+                    "answers to a server's questions came for `{}`, which asks none",
+                    request.name
+                ),
+            )
+            .with_hint("call the tool again without answers"));
+        }
+    }
     result.auto_corrected = !prepared.corrections.is_empty();
     result.corrections = std::mem::take(&mut prepared.corrections);
     let idem_key = (def.effect == ToolEffect::Write).then(|| {
@@ -312,6 +328,17 @@ async fn run_sync(
     let timeout = def.timeout();
     match tokio::time::timeout(timeout, tool.call_or_defer(arguments)).await {
         Ok(Ok(CallOutcome::Deferred(handle))) => return Some(handle),
+        Ok(Ok(CallOutcome::InputRequired(asked))) => {
+            // An error, so a `write` call's key is released for the round with the answers.
+            out.error = Some(
+                ToolError::new(
+                    ToolErrorCode::InputRequired,
+                    format!("the MCP server asks the user first: {}", asked.message()),
+                )
+                .with_hint("the user is asked; the call goes on with the answer"),
+            );
+            out.output = serde_json::to_value(&asked).unwrap_or_default();
+        }
         Ok(Ok(CallOutcome::Done(output))) => {
             out.status = ToolStatus::Ok;
             out.output = output;

@@ -110,6 +110,7 @@ fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
         turn_id: Some("turn-1".into()),
         session: Some("s1".into()),
         confirmed: false,
+        input: None,
     }
 }
 

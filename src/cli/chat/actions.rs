@@ -28,8 +28,8 @@ impl Chat {
             Command::Sessions => self.sessions().await,
             Command::Memory => self.memories().await,
             Command::Forget(key) => self.forget(&key).await,
-            Command::Confirm => self.decide(true).await,
-            Command::Deny => self.decide(false).await,
+            Command::Confirm(answer) => self.decide(true, answer).await,
+            Command::Deny => self.decide(false, None).await,
             Command::Cancel => self.cancel().await,
             Command::Help => {
                 self.help();
@@ -193,13 +193,25 @@ impl Chat {
         Ok(())
     }
 
-    /// `/confirm` or `/deny` the call the session's turn waits on, and watch the turn go on.
-    async fn decide(&mut self, approve: bool) -> anyhow::Result<()> {
+    /// `/confirm` (with an answer, for a question) or `/deny` the call the session's turn
+    /// waits on, and watch the turn go on.
+    async fn decide(
+        &mut self,
+        approve: bool,
+        answer: Option<serde_json::Value>,
+    ) -> anyhow::Result<()> {
         let call = self.confirm.as_ref().map(|p| p.call_id.clone());
-        let decided = self
-            .client
-            .confirm(approve, call.as_deref(), self.timeout)
-            .await?;
+        let decided = match (answer, &call) {
+            (Some(answer), Some(call)) => self.client.answer(call, answer, self.timeout).await?,
+            (Some(_), None) => {
+                anyhow::bail!("no question waits for an answer; /confirm alone decides a call")
+            }
+            (None, _) => {
+                self.client
+                    .confirm(approve, call.as_deref(), self.timeout)
+                    .await?
+            }
+        };
         self.confirm = None;
         let what = if approve {
             "· approved"

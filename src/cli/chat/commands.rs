@@ -28,8 +28,9 @@ pub enum Command {
     Forget(String),
     /// `/agent NAME`: talk to another agent (same session id).
     Agent(String),
-    /// `/confirm`: run the high-risk call the turn waits on.
-    Confirm,
+    /// `/confirm [JSON]`: run the high-risk call the turn waits on, or answer what its MCP
+    /// server asked (the JSON is the form's answer; none: its defaults).
+    Confirm(Option<serde_json::Value>),
     /// `/deny`: decline it.
     Deny,
     /// `/cancel`: stop the session's turn in progress (a waiting one too).
@@ -48,7 +49,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("/memory", "what the agent remembers about you"),
     ("/forget KEY", "forget the memory in slot KEY (see /memory)"),
     ("/agent NAME", "talk to agent NAME in this session"),
-    ("/confirm", "run the high-risk call the turn waits on"),
+    (
+        "/confirm [JSON]",
+        "run the call the turn waits on, or answer its question",
+    ),
     ("/deny", "decline it: it never runs"),
     ("/cancel", "stop the turn in progress, a waiting one too"),
     ("/help", "this list"),
@@ -93,7 +97,7 @@ impl Line {
             "new" => bare(Command::New),
             "sessions" => bare(Command::Sessions),
             "memory" => bare(Command::Memory),
-            "confirm" | "yes" => bare(Command::Confirm),
+            "confirm" | "yes" => confirm(rest[name.len()..].trim()),
             "deny" | "no" => bare(Command::Deny),
             "cancel" => bare(Command::Cancel),
             "help" | "?" => bare(Command::Help),
@@ -105,6 +109,19 @@ impl Line {
                 "no command /{other}; /help lists them (start a message with // to send a /)"
             )),
         }
+    }
+}
+
+/// `/confirm` alone, or with a JSON answer (which may hold spaces).
+fn confirm(answer: &str) -> Line {
+    if answer.is_empty() {
+        return Line::Command(Command::Confirm(None));
+    }
+    match serde_json::from_str(answer) {
+        Ok(value) => Line::Command(Command::Confirm(Some(value))),
+        Err(e) => Line::Invalid(format!(
+            "usage: /confirm [JSON] — the answer is not JSON ({e}); e.g. /confirm {{\"name\": \"Ada\"}}"
+        )),
     }
 }
 
@@ -137,7 +154,19 @@ mod tests {
             Line::parse("/agent researcher"),
             Line::Command(Command::Agent("researcher".into()))
         );
-        assert_eq!(Line::parse("/confirm"), Line::Command(Command::Confirm));
+        assert_eq!(
+            Line::parse("/confirm"),
+            Line::Command(Command::Confirm(None))
+        );
+        assert_eq!(
+            Line::parse(r#"/confirm {"name": "Ada", "age": 36}"#),
+            Line::Command(Command::Confirm(Some(
+                serde_json::json!({"name": "Ada", "age": 36})
+            )))
+        );
+        assert!(
+            matches!(Line::parse("/confirm {name"), Line::Invalid(why) if why.contains("not JSON"))
+        );
     }
 
     #[test]

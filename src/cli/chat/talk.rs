@@ -270,12 +270,14 @@ impl Chat {
                 call_id,
                 name,
                 message,
+                questions,
                 ..
             } => {
                 self.confirm = Some(PendingCall {
                     call_id: call_id.clone(),
                     name: name.clone(),
                     message: message.clone(),
+                    questions: questions.clone(),
                 });
                 if foreground {
                     self.fg = None;

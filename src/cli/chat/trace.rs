@@ -34,12 +34,46 @@ pub async fn run(client: &mut SessionClient, who: &Who, timeout: Duration) -> an
             ..
         }) = &result
         {
+            let call = pending.call_id.clone();
+            if !pending.questions.is_empty() {
+                // A server's question: a JSON line answers it, an empty line sends the form's
+                // defaults, `no` declines.
+                eprint!(
+                    "`{}` asks: {} — answer (JSON; empty: defaults; no: decline): ",
+                    pending.name, pending.message
+                );
+                let line = rx.recv().await.unwrap_or_default();
+                let line = line.trim();
+                result = match line {
+                    "" => {
+                        client
+                            .confirm_and_follow(true, Some(&call), timeout, |e| printer.event(e))
+                            .await
+                    }
+                    "n" | "no" => {
+                        client
+                            .confirm_and_follow(false, Some(&call), timeout, |e| printer.event(e))
+                            .await
+                    }
+                    json => match serde_json::from_str(json) {
+                        Ok(answer) => {
+                            client
+                                .answer_and_follow(&call, answer, timeout, |e| printer.event(e))
+                                .await
+                        }
+                        Err(e) => {
+                            eprintln!("not JSON ({e}); answer again");
+                            continue;
+                        }
+                    },
+                };
+                continue;
+            }
             eprint!("run `{}` (call {})? [y/N] ", pending.name, pending.call_id);
             let approve = rx
                 .recv()
                 .await
                 .is_some_and(|a| matches!(a.trim(), "y" | "Y" | "yes"));
-            let call = pending.call_id.clone();
             result = client
                 .confirm_and_follow(approve, Some(&call), timeout, |e| printer.event(e))
                 .await;

@@ -89,6 +89,7 @@ fn waiting_for_the_user_and_for_two_agents_is_shown_with_what_it_waits_for() {
             name: "refund".into(),
             arguments: json!({}),
             message: "refund 30".into(),
+            questions: Vec::new(),
         },
     ));
     assert_eq!(states(&state)[0].1, "waiting_user");

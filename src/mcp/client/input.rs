@@ -1,7 +1,9 @@
 //! The answers of an [`Elicitor`] in rmcp's terms: an `elicitation/create` request of a
 //! 2025-11-25 session, and the `inputRequests` of a 2026-07-28 `input_required` result
-//! (SEP-2322), whose `inputResponses` go back with the `requestState` echoed unchanged.
+//! (SEP-2322), whose `inputResponses` go back with the `requestState` echoed unchanged — and
+//! the same questions handed to a caller that asks its user later ([`to_ask`], [`answered`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest};
@@ -9,6 +11,7 @@ use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{json, Value};
 
 use crate::mcp::elicit::{Answer, Elicitor, Question};
+use crate::mcp::{McpAnswer, McpInputAnswers, McpInputRequired, McpQuestion};
 
 /// A 2026-07-28 call asks at most this many rounds of questions before Hermes gives up.
 pub(super) const MAX_ROUNDS: usize = 10;
@@ -54,27 +57,102 @@ pub(super) async fn retry(
     elicitor: &Arc<dyn Elicitor>,
     asked: InputRequiredResult,
 ) -> Result<(Option<InputResponses>, Option<String>), String> {
+    let mut answers = BTreeMap::new();
+    for (key, question) in questions(&asked)? {
+        answers.insert(key, elicitor.answer(question).await);
+    }
+    responses(asked, answers)
+}
+
+/// The questions of an `input_required` result for someone to answer later (the turn asks
+/// its user): the server's result goes with them, to come back with the answers.
+pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, String> {
+    let questions = questions(asked)?
+        .into_iter()
+        .map(|(key, question)| match question {
+            Question::Form { message, schema } => McpQuestion {
+                key,
+                message,
+                schema: Some(schema),
+                url: None,
+            },
+            Question::Url { message, url } => McpQuestion {
+                key,
+                message,
+                schema: None,
+                url: Some(url),
+            },
+        })
+        .collect();
+    let asked = serde_json::to_value(asked).map_err(|e| e.to_string())?;
+    Ok(McpInputRequired { questions, asked })
+}
+
+/// The `inputResponses` and `requestState` for answers given to [`to_ask`]'s questions.
+pub(super) fn answered(
+    input: McpInputAnswers,
+) -> Result<(Option<InputResponses>, Option<String>), String> {
+    let asked: InputRequiredResult = serde_json::from_value(input.asked).map_err(|e| {
+        format!("the server's earlier questions could not be read back ({e}); call the tool again")
+    })?;
+    let answers = input
+        .answers
+        .into_iter()
+        .map(|(key, answer)| {
+            let answer = match answer {
+                McpAnswer::Accept { content } => Answer::Accept(content),
+                McpAnswer::Decline => Answer::Decline,
+                McpAnswer::Cancel => Answer::Cancel,
+            };
+            (key, answer)
+        })
+        .collect();
+    responses(asked, answers)
+}
+
+/// The elicitations among an `input_required` result's requests, by key; `Err` for a request
+/// Hermes cannot answer.
+fn questions(asked: &InputRequiredResult) -> Result<Vec<(String, Question)>, String> {
+    let mut out = Vec::new();
+    for (key, request) in asked.input_requests.iter().flatten() {
+        match request {
+            InputRequest::Elicitation(request) => {
+                out.push((key.clone(), question(&request.params)))
+            }
+            InputRequest::ListRoots(_) => {}
+            InputRequest::CreateMessage(_) => return Err(SAMPLING_REFUSED.to_owned()),
+            _ => return Err(UNKNOWN_REQUEST.to_owned()),
+        }
+    }
+    let nothing_asked = asked.input_requests.as_ref().is_none_or(|r| r.is_empty());
+    if nothing_asked && asked.request_state.is_none() {
+        return Err("the server answered `input_required` with neither questions nor state".into());
+    }
+    Ok(out)
+}
+
+const SAMPLING_REFUSED: &str = "the server asked Hermes to sample its model \
+    (`sampling/createMessage`), which Hermes does not offer to servers";
+const UNKNOWN_REQUEST: &str = "the server asked for a kind of input Hermes does not know";
+
+/// One response per request of `asked`: an elicitation's answer (none given: cancelled), and
+/// no roots for `roots/list`.
+fn responses(
+    asked: InputRequiredResult,
+    mut answers: BTreeMap<String, Answer>,
+) -> Result<(Option<InputResponses>, Option<String>), String> {
     let mut responses = InputResponses::new();
     for (key, request) in asked.input_requests.unwrap_or_default() {
         let response: Value = match request {
-            InputRequest::Elicitation(request) => {
-                let answer = elicitor.answer(question(&request.params)).await;
+            InputRequest::Elicitation(_) => {
+                let answer = answers.remove(&key).unwrap_or(Answer::Cancel);
                 serde_json::to_value(result(answer)).map_err(|e| e.to_string())?
             }
             InputRequest::ListRoots(_) => json!({"roots": []}),
-            InputRequest::CreateMessage(_) => {
-                return Err(
-                    "the server asked Hermes to sample its model (`sampling/createMessage`), \
-                            which Hermes does not offer to servers"
-                        .to_owned(),
-                )
-            }
-            _ => return Err("the server asked for a kind of input Hermes does not know".to_owned()),
+            InputRequest::CreateMessage(_) => return Err(SAMPLING_REFUSED.to_owned()),
+            _ => return Err(UNKNOWN_REQUEST.to_owned()),
         };
         responses.insert(key, response);
-    }
-    if responses.is_empty() && asked.request_state.is_none() {
-        return Err("the server answered `input_required` with neither questions nor state".into());
     }
     Ok((
         (!responses.is_empty()).then_some(responses),

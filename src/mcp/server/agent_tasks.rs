@@ -239,7 +239,7 @@ pub(super) async fn update(
         .map_err(sessions_error)?;
     let envelope = uuid::Uuid::now_v7().to_string();
     deps.sessions
-        .confirm(&agent, &task.session, &who.user, &envelope, approve)
+        .confirm(&agent, &task.session, &who.user, &envelope, approve, None)
         .await
         .map_err(sessions_error)?;
     Ok(Started {

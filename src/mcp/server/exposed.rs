@@ -82,6 +82,7 @@ pub(super) async fn call(
         session: None,
         // An MCP client has no way to ask the user: `risk = high` tools stay refused.
         confirmed: false,
+        input: None,
     });
     let reply = rpc::request(
         deps.bus.as_ref(),
