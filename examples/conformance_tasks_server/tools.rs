@@ -229,9 +229,10 @@ fn confirm_delete(
                 .and_then(|content| content.get("confirm"))
                 .and_then(Value::as_bool)
                 == Some(true);
-            match confirmed {
-                true => text(format!("deleted {filename}")),
-                false => text(format!("kept {filename}")),
+            if confirmed {
+                text(format!("deleted {filename}"))
+            } else {
+                text(format!("kept {filename}"))
             }
         }),
     );
