@@ -8,14 +8,16 @@
 #           (`[mcp.server] passthrough`), so the fixture scenarios (test_* tools, test://
 #           resources, test_* prompts) reach it behind Hermes' auth, roles and audit; then the
 #           tasks extension's `tasks-*` scenarios, which the requirement sets run without
-#           scoring, one by one so that they count
+#           scoring, one by one so that they count, against a second Hermes serving the
+#           tasks fixture (examples/conformance_tasks_server: the tools those scenarios call,
+#           which the suite's fixture does not have) the same way
 #   client: `conformance client --command "hermes mcp probe"` (the suite appends the URL and
 #           sets MCP_CONFORMANCE_SCENARIO; the probe logs in when a server asks for OAuth)
 # Failures Hermes expects are listed, with reasons, in scripts/conformance-baseline.yml; the
 # run fails on any other failure or a stale entry. Per run it prints the suite's summary and
 # one `figures:` line (scenarios run and passed, by the suite's own count).
 # Needs .tools/conformance and .tools/conformance-fixture (scripts/setup-test-deps.sh); builds
-# hermes as the tests do.
+# hermes as the tests do, and the tasks fixture.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -34,13 +36,15 @@ export PATH="$conformance_dir/node_modules/.bin:$PATH"
 # Built like `cargo test` builds it (the same features, dev-dependencies included), so after
 # the test run nothing is compiled again; a plain `cargo build` would rebuild half the deps.
 cargo test --no-run --quiet --test all
+# The tasks fixture (rmcp only, no Hermes code) reuses the dependencies just built.
+cargo build --quiet --example conformance_tasks_server
 hermes="${CARGO_TARGET_DIR:-$root/target}/debug/hermes"
+tasks_fixture="${CARGO_TARGET_DIR:-$root/target}/debug/examples/conformance_tasks_server"
 baseline="$root/scripts/conformance-baseline.yml"
 work=$(mktemp -d)
-server_pid=""
-fixture_pid=""
+pids=""
 cleanup() {
-  for pid in $server_pid $fixture_pid; do
+  for pid in $pids; do
     kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
   done
   rm -rf "$work"
@@ -48,40 +52,50 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# The suite's fixture server, on loopback. It runs from its packages' folder (its imports
-# resolve there), copied afresh from the vendored file.
-cp "$root/tests/fixtures/conformance/everything-server.ts" "$fixture_dir/everything-server.ts"
-fixture_port=$(free_port)
-(cd "$fixture_dir" && PORT=$fixture_port exec node_modules/.bin/tsx everything-server.ts) \
-  > "$work/fixture.out" 2> "$work/fixture.err" &
-fixture_pid=$!
-for _ in $(seq 1 300); do
-  grep -q 'running on' "$work/fixture.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q 'running on' "$work/fixture.out" || { cat "$work/fixture.err" >&2; echo "conformance: the fixture server did not start" >&2; exit 1; }
+# wait_for <file> <pattern> <what>: until a started process wrote its ready line (30 s).
+wait_for() {
+  for _ in $(seq 1 300); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  cat "${1%.out}.err" >&2
+  echo "conformance: $3 did not start" >&2
+  exit 1
+}
 
-# Hermes' server, loopback only, with an anonymous principal (the suite sends no token),
-# serving the fixture server through it.
-cat > "$work/hermes.toml" <<TOML
+# serve <name> <url>: Hermes' server, loopback only, with an anonymous principal (the suite
+# sends no token), serving the MCP server at <url> (mounted as <name>) through it; sets $url.
+serve() {
+  local name=$1 mounted=$2 port
+  cat > "$work/$name.toml" <<TOML
 [[mcp.servers]]
-name = "fixture"
-url = "http://127.0.0.1:$fixture_port/mcp"
+name = "$name"
+url = "$mounted"
 [mcp.server]
 anonymous = { user = "conformance", roles = ["conformance"] }
-passthrough = "fixture"
+passthrough = "$name"
 [mcp.server.roles.conformance]
 tools = ["*"]
 TOML
-port=$(free_port)
-"$hermes" --config "$work/hermes.toml" mcp serve --http "127.0.0.1:$port" --data-dir "$work/db" \
-  > "$work/serve.out" 2> "$work/serve.err" &
-server_pid=$!
-for _ in $(seq 1 300); do
-  grep -q '^ready' "$work/serve.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q '^ready' "$work/serve.out" || { cat "$work/serve.err" >&2; echo "conformance: hermes did not start" >&2; exit 1; }
+  port=$(free_port)
+  "$hermes" --config "$work/$name.toml" mcp serve --http "127.0.0.1:$port" \
+    --data-dir "$work/$name-db" > "$work/hermes-$name.out" 2> "$work/hermes-$name.err" &
+  pids="$pids $!"
+  wait_for "$work/hermes-$name.out" '^ready' "hermes (serving $name)"
+  url="http://127.0.0.1:$port/mcp"
+}
+
+# The suite's fixture server, on loopback. It runs from its packages' folder (its imports
+# resolve there), copied there from the vendored file only when that changed (.tools may be
+# shared with other checkouts).
+fixture_ts="$root/tests/fixtures/conformance/everything-server.ts"
+cmp -s "$fixture_ts" "$fixture_dir/everything-server.ts" || cp "$fixture_ts" "$fixture_dir/everything-server.ts"
+fixture_port=$(free_port)
+(cd "$fixture_dir" && PORT=$fixture_port exec node_modules/.bin/tsx everything-server.ts) \
+  > "$work/fixture.out" 2> "$work/fixture.err" &
+pids="$pids $!"
+wait_for "$work/fixture.out" 'running on' "the fixture server"
+serve fixture "http://127.0.0.1:$fixture_port/mcp"
 
 # The suite's log without its colours.
 plain() { sed 's/\x1b\[[0-9;]*m//g' "$work/$1.log"; }
@@ -122,7 +136,6 @@ figures() {
 }
 
 status=0
-url="http://127.0.0.1:$port/mcp"
 for requirements in 2025-11-25 2026-07-28; do
   echo "== conformance server, requirements $requirements (hermes mcp serve --http at $url)"
   run_suite "server-$requirements" conformance server --url "$url" \
@@ -137,9 +150,14 @@ for requirements in 2025-11-25 2026-07-28; do
     --requirements "$requirements" --expected-failures "$baseline" || status=1
 done
 # The tasks extension (SEP-2663): one scenario per run (at the revision it belongs to), so
-# that its failures count.
+# that its failures count, against a second Hermes serving the tasks fixture (a free port
+# of its own, announced on its first line).
+PORT=0 "$tasks_fixture" > "$work/tasks-fixture.out" 2> "$work/tasks-fixture.err" &
+pids="$pids $!"
+wait_for "$work/tasks-fixture.out" 'running on' "the tasks fixture server"
+serve tasks "$(sed -n 's/^running on //p' "$work/tasks-fixture.out")"
 tasks=$(conformance list --server | sed -n 's/^  - \(tasks-[a-z0-9-]*\).*/\1/p')
-echo "== conformance server, tasks extension ($(echo $tasks | wc -w) scenarios)"
+echo "== conformance server, tasks extension ($(echo $tasks | wc -w) scenarios, hermes mcp serve --http at $url)"
 ran=0 passed=0
 for scenario in $tasks; do
   rc=0

@@ -26,4 +26,5 @@ pub mod runtime;
 pub mod scenario;
 pub mod strict_mcp;
 pub mod task_mcp;
+pub mod tasks_fixture;
 pub mod trace_probe_mcp;

@@ -2,8 +2,8 @@
 //! the real `mcp-server-everything`: a tool's content blocks (an image among them) and a
 //! resource's contents arrive exactly as the server sent them, a role that may not call the
 //! tool is refused, and the call and the read are audited for the caller; the server's
-//! progress during a call reaches the caller under the caller's own progress token; and a
-//! call a mounted tasks server answers with a task is followed through Hermes to its result.
+//! progress during a call reaches the caller under the caller's own progress token
+//! (tasks through the passthrough: mcp_passthrough_tasks).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,12 +17,11 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 
-use super::mcp_agents::{config, tasks_client};
+use super::mcp_agents::config;
 use super::mcp_bridge::audit;
 use super::mcp_server::start_http;
 use crate::common::engine::with_engine;
 use crate::common::mcp_servers::{everything_server_config, everything_server_path};
-use crate::common::task_mcp::TaskServer;
 
 const TOOL: &str = "get-tiny-image";
 
@@ -202,62 +201,4 @@ fn the_servers_progress_during_a_call_reaches_the_caller_under_its_own_token() {
             alice.cancel().await.unwrap();
         },
     );
-}
-
-#[test]
-fn a_task_the_mounted_server_answers_a_call_with_is_followed_through_hermes() {
-    use rmcp::model::{CallToolResponse, GetTaskParams, TaskPayload};
-    let server_runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let tasks = TaskServer::new(Duration::from_millis(500));
-    let url = server_runtime.block_on(TaskServer::serve(&tasks));
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(dir.path());
-    config.mcp.servers.push(hermes::config::McpServerConfig {
-        name: "slow".into(),
-        url: Some(url),
-        timeout_secs: 15,
-        ..Default::default()
-    });
-    config.mcp.server.passthrough = Some("slow".into());
-    if let Some(caller) = config.mcp.server.roles.get_mut("caller") {
-        caller.tools.push("build_report".into());
-    }
-    with_engine(config, |engine| async move {
-        let server = start_http(&engine).await;
-        let alice = tasks_client(&server.url(), "alice").await;
-        let arguments = serde_json::json!({"topic": "tides"});
-        let call = CallToolRequestParams::new("build_report")
-            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-        let CallToolResponse::Task(created) = alice.peer().call_tool_once(call).await.unwrap()
-        else {
-            panic!("a client that takes tasks gets the server's task");
-        };
-        let id = created.task.task_id.clone();
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        let result = loop {
-            let got = alice
-                .peer()
-                .get_task(GetTaskParams::new(&id))
-                .await
-                .unwrap();
-            if let TaskPayload::Completed { result } = got.task.payload {
-                break result;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the task never completed"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        assert_eq!(
-            result["content"][0]["text"], "report on tides: 3 findings",
-            "{result:?}"
-        );
-        assert_eq!(tasks.started(), 1, "the work ran once");
-        alice.cancel().await.unwrap();
-    });
-    drop(server_runtime);
 }

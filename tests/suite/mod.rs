@@ -19,6 +19,7 @@ mod mcp_client;
 mod mcp_gateway;
 mod mcp_oauth;
 mod mcp_passthrough;
+mod mcp_passthrough_tasks;
 mod mcp_questions;
 mod mcp_server;
 mod mcp_shared_memory;
