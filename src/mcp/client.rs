@@ -27,7 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetPromptRequestParams,
-    GetTaskParams, ReadResourceRequestParams,
+    GetTaskParams, ReadResourceRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{Peer, ServiceError};
@@ -299,6 +299,21 @@ impl McpClient for RmcpClient {
             method: "tools/call".to_owned(),
             reason,
         };
+        if let Some(task_id) = input.as_ref().and_then(input::task_of) {
+            // A task's questions: the answers go to the task, which goes on.
+            let (responses, _) = input
+                .map(input::answered)
+                .transpose()
+                .map_err(refused)?
+                .unwrap_or_default();
+            let params = UpdateTaskParams::new(&task_id, responses.unwrap_or_default());
+            self.request("tasks/update", timeout, self.peer.update_task(params))
+                .instrument(span.clone())
+                .await?;
+            return Ok(McpCallOutcome::Task(
+                self.get_task(&task_id, timeout).await?,
+            ));
+        }
         if let Some(input) = input {
             let (responses, state) = input::answered(input).map_err(refused)?;
             params.input_responses = responses;

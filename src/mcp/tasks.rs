@@ -88,6 +88,7 @@ mod tests {
             poll_interval_ms: poll,
             result: None,
             error: None,
+            input_required: None,
         }
     }
 

@@ -11,15 +11,29 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::remote_task::Followed;
 use super::{CallOutcome, Progress, Tool, ToolError, ToolErrorCode};
 use crate::bus::{rpc, SharedBus};
 use crate::llm::ToolSpec;
-use crate::mcp::{McpFailure, McpInputAnswers, McpTool, McpToolHints};
+use crate::mcp::{McpFailure, McpInputAnswers, McpInputRequired, McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::subjects;
 use crate::protocol::{McpCallReply, McpCallRequest, McpReadRequest};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolRisk};
 use crate::tools::registry::{INPUT_ARG, USER_ARG};
+
+/// The key of a job output that is an MCP task's questions for the user (see
+/// [`asked_in_output`]), not a result.
+pub const ASKED_OUTPUT: &str = "_mcp_input_required";
+
+/// The questions a job's output carries instead of a result, if it does.
+pub fn asked_in_output(output: &Value) -> Option<McpInputRequired> {
+    let asked = output
+        .as_object()
+        .filter(|o| o.len() == 1)?
+        .get(ASKED_OUTPUT)?;
+    serde_json::from_value(asked.clone()).ok()
+}
 
 /// Separates server and tool in an MCP tool's Hermes name: `<server>__<tool>`.
 pub const MCP_SEPARATOR: &str = "__";
@@ -122,11 +136,15 @@ impl Tool for McpProxyTool {
     }
 
     async fn follow(&self, handle: Value, progress: Progress) -> Result<Value, ToolError> {
-        let result = super::remote_task::follow(self.bus.as_ref(), handle, progress).await?;
-        self.output_of(McpCallReply {
-            result: Some(result),
-            ..McpCallReply::default()
-        })
+        match super::remote_task::follow(self.bus.as_ref(), handle, progress).await? {
+            Followed::Done(result) => self.output_of(McpCallReply {
+                result: Some(result),
+                ..McpCallReply::default()
+            }),
+            // A job's output is all it has: the questions travel in it, under a key the turn
+            // reads back as this call's questions.
+            Followed::Asks(asked) => Ok(serde_json::json!({ ASKED_OUTPUT: asked })),
+        }
     }
 
     async fn cancel_deferred(&self, handle: Value) -> Result<(), ToolError> {

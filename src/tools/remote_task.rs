@@ -2,7 +2,9 @@
 //! (server, task id, user), and the loop that asks the MCP-bridge (`hermes.mcp.task`) until
 //! the task ends. The bridge follows the task for at most a while per request; when it is
 //! unreachable (killed, restarting) the loop waits and asks again, so any bridge copy carries
-//! on where the last one stopped and the server's work is never started twice.
+//! on where the last one stopped and the server's work is never started twice. A task that asks
+//! the user something ends the job with the questions ([`Followed::Asks`]); the answers go back
+//! with the call made again, which follows the same task in a new job.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use serde_json::Value;
 
 use super::{Progress, ToolError, ToolErrorCode};
 use crate::bus::{rpc, Bus};
-use crate::mcp::{McpTaskState, McpTaskStatus, McpToolResult};
+use crate::mcp::{McpInputRequired, McpTaskState, McpTaskStatus, McpToolResult};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::McpTaskRequest;
 
@@ -60,12 +62,21 @@ fn parse(handle: Value) -> Result<TaskHandle, ToolError> {
     })
 }
 
-/// Follow the task until it ends; its final `tools/call` result.
+/// Where following a task stopped.
+#[derive(Debug)]
+pub enum Followed {
+    /// The task ended with this `tools/call` result.
+    Done(McpToolResult),
+    /// The task asks the user first; the answers go back with the call made again.
+    Asks(McpInputRequired),
+}
+
+/// Follow the task until it ends or asks the user something.
 pub async fn follow(
     bus: &dyn Bus,
     handle: Value,
     progress: Progress,
-) -> Result<McpToolResult, ToolError> {
+) -> Result<Followed, ToolError> {
     let handle = parse(handle)?;
     let mut errors = 0;
     loop {
@@ -144,18 +155,23 @@ async fn ask(bus: &dyn Bus, handle: &TaskHandle, cancel: bool) -> Result<McpTask
 }
 
 /// The job's outcome once the task has ended.
-fn ended(handle: &TaskHandle, state: McpTaskState) -> Option<Result<McpToolResult, ToolError>> {
+fn ended(handle: &TaskHandle, state: McpTaskState) -> Option<Result<Followed, ToolError>> {
     let failed = |what: String| {
         Err(ToolError::new(ToolErrorCode::ExecutionFailed, what)
             .with_hint("tell the user what the server said; do not start it again unasked"))
     };
     match state.status {
-        McpTaskStatus::Completed => Some(state.result.ok_or(()).or_else(|()| {
-            failed(format!(
-                "MCP task {} on `{}` completed without a result",
-                state.task_id, handle.server
-            ))
-        })),
+        McpTaskStatus::Completed => {
+            Some(state.result.map(Followed::Done).ok_or(()).or_else(|()| {
+                failed(format!(
+                    "MCP task {} on `{}` completed without a result",
+                    state.task_id, handle.server
+                ))
+            }))
+        }
+        McpTaskStatus::InputRequired if state.input_required.is_some() => {
+            state.input_required.map(|asked| Ok(Followed::Asks(asked)))
+        }
         McpTaskStatus::Failed => Some(failed(format!(
             "MCP task {} on `{}` failed: {}",
             state.task_id,
@@ -183,6 +199,7 @@ mod tests {
             poll_interval_ms: Some(200),
             result: None,
             error: None,
+            input_required: None,
         };
         let stored = handle("slow", Some("u-1".into()), &state);
         let back = parse(stored).unwrap();

@@ -80,6 +80,25 @@ pub fn job_result(
     error: Option<ToolError>,
 ) -> ToolCallResult {
     let elapsed = (Utc::now() - job.submitted_at).num_milliseconds().max(0);
+    // An MCP task that asks the user: the result says so, as a call's own questions do.
+    let asked = output
+        .as_ref()
+        .filter(|_| status == JobStatus::Done)
+        .and_then(crate::tools::remote::asked_in_output);
+    let (status, error, output) = match asked {
+        Some(asked) => (
+            JobStatus::Failed,
+            Some(
+                ToolError::new(
+                    ToolErrorCode::InputRequired,
+                    format!("the MCP task asks the user first: {}", asked.message()),
+                )
+                .with_hint("the user is asked; the task goes on with the answer"),
+            ),
+            serde_json::to_value(&asked).ok(),
+        ),
+        None => (status, error, output),
+    };
     let (status, error) = match status {
         JobStatus::Done => (ToolStatus::Ok, None),
         _ => (

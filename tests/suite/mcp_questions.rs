@@ -165,3 +165,108 @@ fn a_declined_question_reaches_the_server_as_a_decline_and_approving_alone_sends
     });
     assert_eq!(server.seen().len(), 4);
 }
+
+/// A config mounting the conformance tasks fixture as `fx`, whose model calls `tool`.
+fn fixture_config(dir: &Path, url: &str, tool: &str, arguments: Value) -> Config {
+    let scenario = Scenario::new("task-questions")
+        .rule(on_user(&["please"]).calls(tool, arguments))
+        .rule(after_tool(tool).says("Done."));
+    let path = dir.join("task-questions-scenario.toml");
+    std::fs::write(&path, scenario.to_toml()).unwrap();
+    let replay = ModelConfig::Replay {
+        scenario: path.display().to_string(),
+    };
+    let mut config = engine_config(dir, replay);
+    config.mcp.servers = vec![McpServerConfig {
+        name: "fx".into(),
+        url: Some(url.to_owned()),
+        ..Default::default()
+    }];
+    config.agents.get_mut("assistant").unwrap().tools = Some(vec![tool.into()]);
+    config
+}
+
+#[test]
+fn a_task_that_asks_the_user_pauses_the_turn_and_the_answer_goes_back_to_the_task() {
+    let rt = crate::common::fake_http::runtime();
+    let url = rt.block_on(crate::common::tasks_fixture::serve());
+    let dir = tempfile::tempdir().unwrap();
+    let tool = "fx__confirm_delete";
+    let config = fixture_config(dir.path(), &url, tool, json!({"filename": "notes.txt"}));
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "del", "u1")
+            .await
+            .unwrap();
+        let trace = c.turn("please delete notes.txt", T, |_| {}).await.unwrap();
+        assert!(
+            trace
+                .events
+                .iter()
+                .any(|e| matches!(e, TurnEvent::JobWaiting { .. })),
+            "the call became a task the turn waited for: {:?}",
+            trace.events
+        );
+        let Some(pending) = trace.needs_confirmation else {
+            panic!("the task's question reaches the user: {:?}", trace.events)
+        };
+        assert_eq!(pending.questions[0].message, "Delete notes.txt?");
+        let done = c
+            .answer_and_follow(&pending.call_id, json!({"confirm": true}), T, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(done.answer.as_deref(), Some("Done."), "{:?}", done.error);
+        // The last result: the first is the task's submission.
+        let result = done
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                TurnEvent::ToolResult { result, .. } if result.name == tool => Some(result),
+                _ => None,
+            })
+            .expect("the task's result is the call's result");
+        assert_eq!(result.status, ToolStatus::Ok, "{result:?}");
+        assert_eq!(result.output["text"], "deleted notes.txt");
+    });
+}
+
+#[test]
+fn a_call_that_asks_first_and_then_runs_as_a_task_completes_with_the_answer() {
+    let rt = crate::common::fake_http::runtime();
+    let url = rt.block_on(crate::common::tasks_fixture::serve());
+    let dir = tempfile::tempdir().unwrap();
+    let tool = "fx__test_tool_with_task";
+    with_engine(
+        fixture_config(dir.path(), &url, tool, json!({})),
+        |engine| async move {
+            let mut c = SessionClient::open(engine.bus.clone(), "assistant", "name", "u1")
+                .await
+                .unwrap();
+            let trace = c.turn("please say hello", T, |_| {}).await.unwrap();
+            let Some(pending) = trace.needs_confirmation else {
+                panic!("the call's question reaches the user: {:?}", trace.events)
+            };
+            assert_eq!(pending.questions[0].message, "Your name?");
+            let done = c
+                .answer_and_follow(&pending.call_id, json!({"name": "Ada"}), T, |_| {})
+                .await
+                .unwrap();
+            assert_eq!(done.answer.as_deref(), Some("Done."), "{:?}", done.error);
+            assert_eq!(greet_like(&done.events, tool), "Hello, Ada!");
+        },
+    );
+}
+
+/// The text of the last result of `tool` (the first may be its task's submission).
+fn greet_like(events: &[TurnEvent], tool: &str) -> String {
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            TurnEvent::ToolResult { result, .. } if result.name == tool => {
+                result.output["text"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}

@@ -279,6 +279,10 @@ pub struct McpTaskState {
     /// Why a `failed` task failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// What an `input_required` task asks the user (answered with `tasks/update`: the call is
+    /// made again with the answers, whose `asked` names the task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_required: Option<McpInputRequired>,
 }
 
 /// A task's lifecycle status, as the extension names it.

@@ -88,10 +88,34 @@ pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, St
     Ok(McpInputRequired { questions, asked })
 }
 
+/// [`to_ask`] for the questions of an `input_required` task: `asked` also names the task, so
+/// the answers go back with `tasks/update` ([`task_of`]).
+pub(super) fn to_ask_in_task(
+    task_id: &str,
+    asked: &InputRequiredResult,
+) -> Result<McpInputRequired, String> {
+    let mut questions = to_ask(asked)?;
+    if let Some(object) = questions.asked.as_object_mut() {
+        object.insert(TASK_KEY.to_owned(), Value::String(task_id.to_owned()));
+    }
+    Ok(questions)
+}
+
+/// Where [`to_ask_in_task`] keeps the task id in `asked`.
+const TASK_KEY: &str = "taskId";
+
+/// The task whose questions `input` answers, if they were a task's.
+pub(super) fn task_of(input: &McpInputAnswers) -> Option<String> {
+    input.asked.get(TASK_KEY)?.as_str().map(str::to_owned)
+}
+
 /// The `inputResponses` and `requestState` for answers given to [`to_ask`]'s questions.
 pub(super) fn answered(
-    input: McpInputAnswers,
+    mut input: McpInputAnswers,
 ) -> Result<(Option<InputResponses>, Option<String>), String> {
+    if let Some(object) = input.asked.as_object_mut() {
+        object.remove(TASK_KEY);
+    }
     let asked: InputRequiredResult = serde_json::from_value(input.asked).map_err(|e| {
         format!("the server's earlier questions could not be read back ({e}); call the tool again")
     })?;

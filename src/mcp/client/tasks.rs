@@ -2,10 +2,13 @@
 //! terms: a `tools/call` answered with a task, `tasks/get`, `tasks/cancel`, and the
 //! `notifications/tasks` a server sends, all turned into [`McpTaskState`].
 
-use rmcp::model::{CallToolResult, CreateTaskResult, DetailedTask, Task, TaskPayload, TaskStatus};
+use rmcp::model::{
+    CallToolResult, CreateTaskResult, DetailedTask, InputRequiredResult, Task, TaskPayload,
+    TaskStatus,
+};
 use serde_json::Value;
 
-use super::convert;
+use super::{convert, input};
 use crate::mcp::{McpTaskState, McpTaskStatus};
 
 /// How many task states a slow follower may fall behind before it misses some (it then asks
@@ -40,6 +43,16 @@ pub(super) fn detailed(task: DetailedTask) -> McpTaskState {
                 .unwrap_or_else(|| Value::Object(error).to_string());
             state.error = Some(message);
         }
+        TaskPayload::InputRequired { input_requests } => {
+            let asked = InputRequiredResult::from_input_requests(input_requests);
+            match input::to_ask_in_task(&state.task_id, &asked) {
+                Ok(questions) => state.input_required = Some(questions),
+                Err(e) => {
+                    state.status = McpTaskStatus::Failed;
+                    state.error = Some(format!("the task asks what Hermes cannot answer: {e}"));
+                }
+            }
+        }
         _ => {}
     }
     state
@@ -53,6 +66,7 @@ fn base(task: Task) -> McpTaskState {
         poll_interval_ms: task.poll_interval_ms,
         result: None,
         error: None,
+        input_required: None,
     }
 }
 
