@@ -453,6 +453,20 @@ fn a_confirmation_a_task_waits_for_is_answered_with_tasks_update_and_the_turn_go
             "{wire}"
         );
 
+        // The question is announced before it is answered (answered first, the announcement
+        // would be stale and is rightly not sent).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !client
+            .service()
+            .statuses_of(&id)
+            .contains(&TaskStatus::InputRequired)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the question was never announced"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let answer = json!({"action": "accept", "content": {"approve": true}});
         peer.update_task(UpdateTaskParams::new(
             &id,
