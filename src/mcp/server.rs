@@ -12,6 +12,7 @@
 mod agent_calls;
 mod agent_tasks;
 mod agents;
+mod answers;
 pub mod auth;
 mod exposed;
 mod forwarded;
