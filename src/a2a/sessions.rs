@@ -39,6 +39,16 @@ pub struct Snapshot {
     pub messages: Vec<SessionMessage>,
 }
 
+/// A decision on a paused turn: approve or decline one call (or, with no call id, every call
+/// it waits on), with the answer to what a call's MCP server asked.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    pub approve: bool,
+    pub call_id: Option<String>,
+    /// See [`Confirmation::content`].
+    pub content: Option<serde_json::Value>,
+}
+
 /// Requests to sessions over one bus.
 #[derive(Clone)]
 pub struct Sessions {
@@ -68,21 +78,19 @@ impl Sessions {
         self.to_session(agent, session, user, Some(id), body).await
     }
 
-    /// Approve or decline the calls the session's paused turn waits on; `content` answers what
-    /// an MCP server asked (see [`Confirmation::content`]).
+    /// Approve or decline the calls the session's paused turn waits on (one call, or all).
     pub async fn confirm(
         &self,
         agent: &str,
         session: &str,
         user: &str,
         id: &str,
-        approve: bool,
-        content: Option<serde_json::Value>,
+        decision: Decision,
     ) -> Result<ConfirmationAccepted, SessionsError> {
         let body = Confirmation {
-            approve,
-            call_id: None,
-            content,
+            approve: decision.approve,
+            call_id: decision.call_id,
+            content: decision.content,
         };
         self.to_session(agent, session, user, Some(id), body).await
     }

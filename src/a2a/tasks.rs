@@ -46,6 +46,8 @@ pub struct TurnTask {
     pub status_text: Option<String>,
     /// The high-risk calls an `INPUT_REQUIRED` task waits on: (call id, tool).
     pub pending: Vec<(String, String)>,
+    /// What the MCP servers of pending calls ask the user: (call id, question).
+    pub questions: Vec<(String, crate::protocol::McpQuestion)>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -60,6 +62,7 @@ impl TurnTask {
             answer: None,
             status_text: None,
             pending: Vec::new(),
+            questions: Vec::new(),
             updated_at: Utc::now(),
         }
     }
@@ -201,6 +204,7 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
         answer: None,
         status_text: None,
         pending: Vec::new(),
+        questions: Vec::new(),
         updated_at: record
             .map(|r| r.updated_at)
             .or(last_ts)
@@ -237,6 +241,12 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
                 .iter()
                 .filter(|c| c.decision.is_none())
                 .map(|c| (c.call_id.clone(), c.tool.clone()))
+                .collect();
+            task.questions = record
+                .confirmations
+                .iter()
+                .filter(|c| c.decision.is_none())
+                .flat_map(|c| c.questions.iter().map(|q| (c.call_id.clone(), q.clone())))
                 .collect();
             let asked: Vec<String> = record
                 .confirmations

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::follow::{ends_stream, Follow};
 use super::{A2aServer, Caller};
 use crate::a2a::ids;
-use crate::a2a::sessions::{SessionsError, Snapshot};
+use crate::a2a::sessions::{Decision, SessionsError, Snapshot};
 use crate::a2a::tasks::{self, TurnTask, View};
 use crate::a2a::wire::{
     A2AError, Message, PartContent, SendMessageRequest, SendMessageResponse, StreamResponse,
@@ -248,16 +248,13 @@ impl A2aServer {
             .events(&caller.agent, session)
             .await
             .map_err(refused)?;
-        let answer = tasks::answer_of(message);
+        let decision = Decision {
+            approve,
+            call_id: None,
+            content: tasks::answer_of(message),
+        };
         self.sessions
-            .confirm(
-                &caller.agent,
-                session,
-                &caller.user,
-                envelope_id,
-                approve,
-                answer,
-            )
+            .confirm(&caller.agent, session, &caller.user, envelope_id, decision)
             .await
             .map_err(refused)?;
         Ok(Started {
@@ -268,6 +265,7 @@ impl A2aServer {
                 state: TaskState::Working,
                 status_text: None,
                 pending: Vec::new(),
+                questions: Vec::new(),
                 ..task
             },
         })

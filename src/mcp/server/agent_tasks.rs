@@ -4,12 +4,13 @@
 //!
 //! - `tasks/get` reads the turn back (A2A's mapping of phases to states, [`tasks::turn`]):
 //!   `working`; `input_required` with one form elicitation per high-risk call the turn waits
-//!   to have confirmed (`{approve: boolean}`); `completed` with the answer as a `tools/call`
-//!   result; `failed`; `cancelled`;
+//!   to have confirmed (`{approve: boolean}`), or the mounted server's own forms for a call
+//!   whose server asked the user; `completed` with the answer as a `tools/call` result;
+//!   `failed`; `cancelled`;
 //! - `notifications/tasks` announce each new state while the turn runs (to a client of the
 //!   2025-11-25 handshake: a 2026-07-28 client has no stream for them and polls `tasks/get`);
-//! - `tasks/update` carries the user's decision (an accepted elicitation with `approve`, or a
-//!   declined one) back to the turn;
+//! - `tasks/update` carries the user's decisions (an accepted elicitation with `approve`, a
+//!   server's form filled in, or a declined one) back to the turn, call by call;
 //! - `tasks/cancel` cancels the turn and the turns it delegated.
 //!
 //! Tasks live as long as their session: nothing is kept here, so any Hermes process on the
@@ -31,9 +32,11 @@ use super::agents::{self, call_result, parse_task_id, settled_turn, task_id, Sta
 use super::auth::{Denied, Principal};
 use super::ServerDeps;
 use crate::a2a::server::follow::{ends_stream, Follow};
+use crate::a2a::sessions::Decision;
 use crate::a2a::sessions::SessionsError;
 use crate::a2a::tasks::{self, TurnTask};
 use crate::a2a::wire::{StreamResponse, TaskState};
+use crate::protocol::McpQuestion;
 
 /// How often a client should ask `tasks/get` (it also hears `notifications/tasks`).
 pub const POLL_MS: u64 = 1000;
@@ -110,10 +113,47 @@ fn object(value: Value) -> JsonObject {
     }
 }
 
-/// One form elicitation per call the turn waits to have confirmed, keyed by the call id.
+/// One form elicitation per call the turn waits to have confirmed, keyed by the call id; for
+/// a call whose MCP server asked the user something, that server's own forms instead (keyed
+/// `<call id>/<question>` when it asked several).
 fn confirmations(task: &TurnTask) -> InputRequests {
     let mut requests = InputRequests::new();
     for (call_id, tool) in &task.pending {
+        let asked: Vec<&McpQuestion> = task
+            .questions
+            .iter()
+            .filter(|(call, _)| call == call_id)
+            .map(|(_, q)| q)
+            .collect();
+        for question in &asked {
+            let key = question_key(call_id, question, asked.len());
+            let message = match &question.url {
+                Some(url) => format!(
+                    "`{tool}` asks: {} (visit {url}, then accept)",
+                    question.message
+                ),
+                None => format!("`{tool}` asks: {}", question.message),
+            };
+            let schema = question
+                .schema
+                .clone()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+            let request = json!({
+                "method": "elicitation/create",
+                "params": {"mode": "form", "message": message, "requestedSchema": schema}
+            });
+            match serde_json::from_value::<InputRequest>(request) {
+                Ok(request) => {
+                    requests.insert(key, request);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, call_id, "a server's question could not be put as an elicitation");
+                }
+            }
+        }
+        if !asked.is_empty() {
+            continue;
+        }
         let question = tasks::confirmation_question(&[(call_id.clone(), tool.clone())]);
         let request = json!({
             "method": "elicitation/create",
@@ -222,32 +262,80 @@ pub(super) async fn update(
         task: id.to_owned(),
         source,
     };
-    let mut approve = true;
-    for (key, response) in responses {
-        if !task.pending.iter().any(|(call, _)| call == key) {
-            return Err(TaskOpError::UnknownInput {
-                task: id.to_owned(),
-                key: key.clone(),
-            });
-        }
-        approve &= approves(response);
-    }
+    let decisions = decisions(&task, responses).map_err(|key| TaskOpError::UnknownInput {
+        task: id.to_owned(),
+        key,
+    })?;
     let events = deps
         .sessions
         .events(&agent, &task.session)
         .await
         .map_err(sessions_error)?;
-    let envelope = uuid::Uuid::now_v7().to_string();
-    deps.sessions
-        .confirm(&agent, &task.session, &who.user, &envelope, approve, None)
-        .await
-        .map_err(sessions_error)?;
+    for decision in decisions {
+        let envelope = uuid::Uuid::now_v7().to_string();
+        deps.sessions
+            .confirm(&agent, &task.session, &who.user, &envelope, decision)
+            .await
+            .map_err(sessions_error)?;
+    }
     Ok(Started {
         agent,
         session: task.session,
         turn_id: task.turn_id,
         events,
     })
+}
+
+/// The key of a server's question among a task's input requests.
+fn question_key(call_id: &str, question: &McpQuestion, asked: usize) -> String {
+    if asked == 1 {
+        call_id.to_owned()
+    } else {
+        format!("{call_id}/{}", question.key)
+    }
+}
+
+/// One decision per answered call: approved when every response for it accepts; for a call
+/// whose server asked, the forms' content (an object keyed by question when it asked several).
+/// `Err` names a response key that belongs to no pending call.
+fn decisions(task: &TurnTask, responses: &InputResponses) -> Result<Vec<Decision>, String> {
+    let mut out: Vec<Decision> = Vec::new();
+    for (key, response) in responses {
+        let call_id = key.split('/').next().unwrap_or(key);
+        if !task.pending.iter().any(|(call, _)| call == call_id) {
+            return Err(key.clone());
+        }
+        let at = match out
+            .iter()
+            .position(|d| d.call_id.as_deref() == Some(call_id))
+        {
+            Some(at) => at,
+            None => {
+                out.push(Decision {
+                    approve: true,
+                    call_id: Some(call_id.to_owned()),
+                    content: None,
+                });
+                out.len() - 1
+            }
+        };
+        let decision = &mut out[at];
+        decision.approve &= approves(response);
+        let asked = task.questions.iter().filter(|(call, _)| call == call_id);
+        let content = response.get("content").cloned().unwrap_or(json!({}));
+        match asked.count() {
+            0 => {}
+            1 => decision.content = Some(content),
+            _ => {
+                let question = key.strip_prefix(&format!("{call_id}/")).unwrap_or(key);
+                let all = decision.content.get_or_insert_with(|| json!({}));
+                if let Some(all) = all.as_object_mut() {
+                    all.insert(question.to_owned(), content);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether an elicitation result approves: accepted, and `approve` not false.
@@ -366,6 +454,65 @@ mod tests {
             request["params"]["requestedSchema"]["required"],
             json!(["approve"])
         );
+    }
+
+    #[test]
+    fn a_mounted_servers_question_is_asked_with_its_own_form_and_its_answer_goes_to_that_call() {
+        let mut task = turn(TaskState::InputRequired);
+        task.pending = vec![
+            ("call-1".into(), "ask__greet".into()),
+            ("call-2".into(), "refund".into()),
+        ];
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        task.questions = vec![(
+            "call-1".into(),
+            McpQuestion {
+                key: "who".into(),
+                message: "Who is asking?".into(),
+                schema: Some(schema.clone()),
+                url: None,
+            },
+        )];
+        let wire = serde_json::to_value(detailed("triage", &task)).unwrap();
+        let asked = &wire["inputRequests"]["call-1"]["params"];
+        assert_eq!(asked["requestedSchema"], schema, "the server's own form");
+        assert!(asked["message"]
+            .as_str()
+            .unwrap()
+            .contains("Who is asking?"));
+        assert_eq!(
+            wire["inputRequests"]["call-2"]["params"]["requestedSchema"]["required"],
+            json!(["approve"]),
+            "a plain confirmation beside it"
+        );
+
+        let responses: InputResponses = [
+            (
+                "call-1".to_owned(),
+                json!({"action": "accept", "content": {"name": "Ada"}}),
+            ),
+            ("call-2".to_owned(), json!({"action": "decline"})),
+        ]
+        .into_iter()
+        .collect();
+        let decided = decisions(&task, &responses).unwrap();
+        assert_eq!(decided.len(), 2);
+        let greet = decided
+            .iter()
+            .find(|d| d.call_id.as_deref() == Some("call-1"))
+            .unwrap();
+        assert!(greet.approve);
+        assert_eq!(greet.content, Some(json!({"name": "Ada"})));
+        let refund = decided
+            .iter()
+            .find(|d| d.call_id.as_deref() == Some("call-2"))
+            .unwrap();
+        assert!(!refund.approve);
+        assert_eq!(refund.content, None);
+        let stray: InputResponses = [("call-9".to_owned(), json!({"action": "accept"}))]
+            .into_iter()
+            .collect();
+        assert_eq!(decisions(&task, &stray).unwrap_err(), "call-9");
     }
 
     #[test]
