@@ -56,7 +56,16 @@ pub struct SessionActor {
     /// Why the session could not be loaded (its log unreachable or refusing): every item is
     /// handed back, or told, without being served from a cache the log may contradict.
     unservable: Option<String>,
+    /// The last turn's extraction is queued but not yet noted in the store
+    /// ([`turn::TurnOutcome::note_unsaved`]): the next message's write carries the note, or
+    /// [`SessionActor::save_note`] writes it after [`NOTE_WITHIN`] of quiet.
+    note_unsaved: bool,
 }
+
+/// How long an answered turn's extraction note waits for the session's next write before it
+/// is written on its own: one write per turn saved while a conversation goes on, and a short
+/// window after it in which a crash queues the extraction (and sends the answer) once more.
+const NOTE_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl SessionActor {
     pub fn new(env: TurnEnv, agent: String, session: String, router: SessionRouter) -> Self {
@@ -72,6 +81,7 @@ impl SessionActor {
             to_poll: Vec::new(),
             arrived_trace: None,
             unservable: None,
+            note_unsaved: false,
         }
     }
 
@@ -116,27 +126,31 @@ impl SessionActor {
                 .as_ref()
                 .filter(|e| e.hands_back())
                 .map(ToString::to_string);
-            (meta, task, outcome.messages, handed_back)
+            let note_unsaved = outcome.note_unsaved;
+            (meta, task, outcome.messages, handed_back, note_unsaved)
         }
         .instrument(span);
-        ctx.wait(
-            fut.into_actor(self)
-                .map(|(meta, task, added, handed_back), act, ctx| {
-                    if let Some(cause) = handed_back {
-                        if act.last_chance() {
-                            return act.end_turn_unservable(meta, task, cause, ctx);
-                        }
-                        return act.hand_back(ctx);
+        ctx.wait(fut.into_actor(self).map(
+            |(meta, task, added, handed_back, note_unsaved), act, ctx| {
+                if let Some(cause) = handed_back {
+                    if act.last_chance() {
+                        return act.end_turn_unservable(meta, task, cause, ctx);
                     }
-                    act.meta = Some(meta);
-                    act.task = task;
-                    Arc::make_mut(&mut act.history).extend(added);
-                    if let Some(at) = turn::delegation::next_deadline(&act.task) {
-                        act.router.wake_at(act.key(), at);
-                    }
-                    act.after_turn(ctx);
-                }),
-        );
+                    return act.hand_back(ctx);
+                }
+                act.meta = Some(meta);
+                act.task = task;
+                if note_unsaved {
+                    act.note_unsaved = true;
+                    ctx.run_later(NOTE_WITHIN, |act, ctx| act.save_note(ctx));
+                }
+                Arc::make_mut(&mut act.history).extend(added);
+                if let Some(at) = turn::delegation::next_deadline(&act.task) {
+                    act.router.wake_at(act.key(), at);
+                }
+                act.after_turn(ctx);
+            },
+        ));
     }
 
     /// The `invoke_agent` span of the turn about to run. It continues the trace the turn's
@@ -180,6 +194,29 @@ impl SessionActor {
 }
 
 impl SessionActor {
+    /// Write the last turn's extraction note, unless a later write carried it already.
+    fn save_note(&mut self, ctx: &mut Context<Self>) {
+        if !self.note_unsaved || self.unservable.is_some() {
+            return;
+        }
+        let Some(mut meta) = self.meta.take() else {
+            return;
+        };
+        self.note_unsaved = false;
+        let env = self.env.clone();
+        let task = std::mem::take(&mut self.task);
+        let fut = async move {
+            if let Err(e) = env.store.save_note(&mut meta, &task).await {
+                tracing::warn!(session = %meta.session, error = %e, "extraction note not stored; a restart queues the extraction again (the extractor skips a mined turn)");
+            }
+            (meta, task)
+        };
+        ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
+            act.meta = Some(meta);
+            act.task = task;
+        }));
+    }
+
     /// Queue the extraction of an answered turn that a crash cut off before it was queued.
     fn queue_extraction(&mut self, ctx: &mut Context<Self>) {
         let Some(mut meta) = self.meta.take() else {
@@ -332,6 +369,8 @@ impl Handler<Deliver> for SessionActor {
                     act.task = task;
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
+                            // The message's write carried the last turn's note.
+                            act.note_unsaved = false;
                             Arc::make_mut(&mut act.history).push(*stored);
                             act.run(ctx);
                         }

@@ -386,6 +386,16 @@ impl SessionStore {
         self.save_with(meta, messages, task, MetaWrite::Lag).await
     }
 
+    /// [`Self::save_step`] for a note on the task alone (an answered turn's extraction is
+    /// queued): the session did not change, so its time stays as it was.
+    pub async fn save_note(
+        &self,
+        meta: &mut SessionMeta,
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        self.save_with(meta, &[], task, MetaWrite::Note).await
+    }
+
     async fn save_with(
         &self,
         meta: &mut SessionMeta,
@@ -393,7 +403,15 @@ impl SessionStore {
         task: &TaskState,
         meta_write: MetaWrite,
     ) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = match meta_write {
+            MetaWrite::Note => meta.updated_at,
+            _ => Utc::now(),
+        };
+        let meta_write = if meta_write == MetaWrite::Note {
+            MetaWrite::Lag
+        } else {
+            meta_write
+        };
         let meta_write = if self.log.is_some() {
             MetaWrite::Now
         } else {
@@ -524,6 +542,8 @@ enum MetaWrite {
     /// Only the messages' sequence and the time changed: the record may lag (never with a
     /// replicated log).
     Lag,
+    /// Only the task changed: like [`MetaWrite::Lag`], and the session's time stays.
+    Note,
 }
 
 /// The sequence the next message gets once `messages` are stored after `next_seq`.
