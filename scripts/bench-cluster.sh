@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # W1 (the tool loop of shared/bench/WORKLOAD.md) against a running deployment of separate
-# processes, on a release build: 1, 2 and 4 session processes on one NATS node, then 2 on the
+# processes, on a release build: 1, 2 and 4 session processes on one NATS node and on the
 # 3-node cluster with replicas 3. For each: turns/s of W1 single, multi and concurrent, and the
 # CPU time every process of the deployment (nats-server and the driving `hermes bench`
 # included) spent per turn: over the whole run (warm-up included) and in W1 concurrent alone.
-#   scripts/bench-cluster.sh                  # all four deployments
+#   scripts/bench-cluster.sh                  # all six deployments
 #   SHAPES="1x1 2x1" scripts/bench-cluster.sh # <session processes>x<NATS nodes>
 # Each deployment is started with scripts/cluster.sh (planners 2, two tool-executors, one
 # memory-extractor, no MCP-bridge: W1 calls the built-in `add`) and stopped afterwards.
@@ -14,7 +14,7 @@ cd "$ROOT"
 [[ -f .tools/env.sh ]] && source .tools/env.sh
 HERMES=${HERMES_BIN:-$ROOT/target/release/hermes}
 [[ -x $HERMES ]] || { echo "build first: cargo build --release" >&2; exit 1; }
-SHAPES=${SHAPES:-"1x1 2x1 4x1 2x3"}
+SHAPES=${SHAPES:-"1x1 2x1 4x1 1x3 2x3 4x3"}
 PORT=${HERMES_BENCH_PORT:-14222}
 WORK=$(mktemp -d)
 trap 'HERMES_CLUSTER_DIR=$WORK/cluster HERMES_CLUSTER_PORT=$PORT bash scripts/cluster.sh down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT

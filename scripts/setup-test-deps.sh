@@ -9,6 +9,7 @@
 #     with it as an outside client would
 #   - the MCP servers the tests talk to (npm, pinned)
 #   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
+#   - the packages of the suite's fixture server (npm, pinned; .tools/conformance-fixture)
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
 #     distilled from it (scripts/fetch-embedder.sh)
 #   - cargo-deny (crates.io, pinned, built into .tools/cargo): scripts/deny.sh checks advisories,
@@ -28,6 +29,14 @@ MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
 MCP_CONFORMANCE_VERSION=0.2.0-alpha.12
 NODE_FOR_CONFORMANCE_VERSION=22.23.3
+# The packages of the suite's fixture server (tests/fixtures/conformance/everything-server.ts,
+# from the suite's repository at 0.2.0-alpha.11): its SDK at the version the suite itself
+# installs, and tsx to run the TypeScript file.
+FIXTURE_MCP_SDK_VERSION=1.32.2
+FIXTURE_EXPRESS_VERSION=5.2.1
+FIXTURE_CORS_VERSION=2.8.5
+FIXTURE_ZOD_VERSION=4.3.6
+FIXTURE_TSX_VERSION=4.20.6
 PLAYWRIGHT_CORE_VERSION=1.65.1
 A2A_SDK_VERSION=1.3.0
 UVICORN_VERSION=0.55.0
@@ -88,6 +97,21 @@ if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ] || \
   npm install --prefix "$tools/conformance" --no-audit --no-fund --loglevel=error \
     "node@$NODE_FOR_CONFORMANCE_VERSION" \
     --save-exact "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
+fi
+
+# The fixture server scripts/conformance.sh serves through Hermes ([mcp.server] passthrough);
+# keyed on the pinned versions, like the suite.
+fixture_stamp="sdk-$FIXTURE_MCP_SDK_VERSION express-$FIXTURE_EXPRESS_VERSION cors-$FIXTURE_CORS_VERSION zod-$FIXTURE_ZOD_VERSION tsx-$FIXTURE_TSX_VERSION"
+if [ ! -x "$tools/conformance-fixture/node_modules/.bin/tsx" ] || \
+   [ "$(cat "$tools/conformance-fixture/.versions" 2>/dev/null)" != "$fixture_stamp" ]; then
+  echo "setup: installing the conformance fixture server's packages into .tools/conformance-fixture" >&2
+  mkdir -p "$tools/conformance-fixture"
+  echo '{"name":"hermes-conformance-fixture","private":true,"type":"module"}' > "$tools/conformance-fixture/package.json"
+  rm -f "$tools/conformance-fixture/package-lock.json"
+  npm install --prefix "$tools/conformance-fixture" --no-audit --no-fund --loglevel=error --save-exact \
+    "@modelcontextprotocol/sdk@$FIXTURE_MCP_SDK_VERSION" "express@$FIXTURE_EXPRESS_VERSION" \
+    "cors@$FIXTURE_CORS_VERSION" "zod@$FIXTURE_ZOD_VERSION" "tsx@$FIXTURE_TSX_VERSION" >&2
+  echo "$fixture_stamp" > "$tools/conformance-fixture/.versions"
 fi
 
 if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then

@@ -38,17 +38,7 @@ pub async fn publish(bus: &dyn Bus, scope: &EventScope, event: TurnEvent) {
         return;
     };
     let answer_id = answer_id_in(std::slice::from_ref(&event));
-    let mut envelope = Envelope::event(event)
-        .for_session(&scope.agent, &scope.session, scope.user.as_deref())
-        .in_trace(&scope.trace_id);
-    if let Some(id) = answer_id {
-        envelope.id = id;
-    }
-    // In-process subscribers (a `SessionClient` on the embedded bus) take the envelope as it
-    // is; the bytes are made only for those that read bytes.
-    if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
-        tracing::warn!(%subject, error = %e, "turn event not published");
-    }
+    send(bus, scope, &subject, event, answer_id).await;
 }
 
 /// Publish a turn's `events` for `scope` as one message: a `turn.events` envelope (one event
@@ -66,13 +56,28 @@ pub async fn publish_all(bus: &dyn Bus, scope: &EventScope, mut events: Vec<Turn
         return;
     };
     let answer_id = answer_id_in(&events);
-    let mut envelope = Envelope::event(TurnEvents { events })
+    send(bus, scope, &subject, TurnEvents { events }, answer_id).await;
+}
+
+/// Publish `body` on `subject` in `scope`'s session and trace, under `answer_id` when it
+/// carries the answer. In-process subscribers (a `SessionClient` on the embedded bus) take the
+/// envelope as it is; the bytes are made only for those that read bytes.
+async fn send<T>(
+    bus: &dyn Bus,
+    scope: &EventScope,
+    subject: &str,
+    body: T,
+    answer_id: Option<String>,
+) where
+    T: crate::protocol::request::Event + serde::Serialize + std::fmt::Debug + Send + Sync + 'static,
+{
+    let mut envelope = Envelope::event(body)
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id);
     if let Some(id) = answer_id {
         envelope.id = id;
     }
-    if let Err(e) = bus.publish_local(&subject, Arc::new(envelope)).await {
+    if let Err(e) = bus.publish_local(subject, Arc::new(envelope)).await {
         tracing::warn!(%subject, error = %e, "turn events not published");
     }
 }

@@ -105,6 +105,7 @@ pub fn run_login(config: &Config, args: LoginArgs) -> anyhow::Result<()> {
     let options = LoginOptions {
         extra_scopes: args.scopes,
         port: args.port,
+        client_secret: None,
     };
     let tokens = io_runtime()?.block_on(login(&server, &store, &options, |url| {
         println!(

@@ -56,23 +56,54 @@ pub struct McpServerConfig {
 }
 
 /// How Hermes obtains OAuth tokens for one MCP server. With `client_secret_env` it uses the
-/// client credentials grant (headless); without, the tokens of `hermes mcp login <name>`.
+/// client credentials grant (headless) unless `grant = "login"`; without, the tokens of
+/// `hermes mcp login <name>`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpOAuthConfig {
     /// The client id registered at the authorization server (for a client ID metadata
-    /// document: its https URL). None = dynamic client registration at login.
+    /// document: its https URL). None = a client ID metadata document (`client_metadata_url`)
+    /// where the authorization server accepts one, else dynamic client registration at login.
     #[serde(default)]
     pub client_id: Option<String>,
-    /// Environment variable holding the client secret: turns on the client credentials grant.
+    /// Environment variable holding the client secret: the client credentials grant, or with
+    /// `grant = "login"` a confidential client logging in with the authorization code flow.
     #[serde(default)]
     pub client_secret_env: Option<String>,
+    /// `login` (the authorization code flow of `hermes mcp login`) or `client_credentials`
+    /// (headless). Default: `client_credentials` when `client_secret_env` is set, else `login`.
+    #[serde(default)]
+    pub grant: Option<OAuthGrant>,
+    /// The https URL of a client ID metadata document published for Hermes, offered as its
+    /// client id to authorization servers that announce support for them (no `client_id` set).
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
     /// Scopes to ask for; none = those the server names in its challenge or metadata.
     #[serde(default)]
     pub scopes: Vec<String>,
     /// Loopback port `hermes mcp login` listens on for the redirect; 0 = any free port.
     #[serde(default)]
     pub redirect_port: u16,
+}
+
+/// The OAuth grant Hermes uses for one MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// A person authorises Hermes once (`hermes mcp login`); refresh tokens keep it going.
+    Login,
+    /// The client authenticates as itself, with no person and nothing on disk.
+    ClientCredentials,
+}
+
+impl McpOAuthConfig {
+    /// Whether tokens come from the client credentials grant (else from a login).
+    pub fn headless(&self) -> bool {
+        match self.grant {
+            Some(grant) => grant == OAuthGrant::ClientCredentials,
+            None => self.client_secret_env.is_some(),
+        }
+    }
 }
 
 /// The MCP revision a mounted server is spoken to in.
@@ -136,6 +167,13 @@ pub struct McpHostConfig {
     /// negotiate tasks, seconds; default 600. Then it answers that the agent is still working.
     #[serde(default)]
     pub agent_call_timeout_secs: Option<u64>,
+    /// One mounted server ([[mcp.servers]] name) served through this server under its own
+    /// names: its tools, resources, resource templates, prompts, completions, logging level
+    /// and subscriptions, beside Hermes' memory, behind these tokens, roles and the audit.
+    /// Each client session gets its own session with that server, so the server's
+    /// notifications and its sampling and elicitation requests reach the client.
+    #[serde(default)]
+    pub passthrough: Option<String>,
     /// Bearer tokens and the principal each one stands for.
     #[serde(default)]
     pub tokens: Vec<McpTokenConfig>,
@@ -185,4 +223,27 @@ pub struct McpPrincipalConfig {
 
 fn default_mcp_timeout() -> u64 {
     30
+}
+
+#[cfg(test)]
+mod oauth_grant_tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_means_client_credentials_unless_the_grant_says_login() {
+        let secret = McpOAuthConfig {
+            client_id: Some("c".into()),
+            client_secret_env: Some("S".into()),
+            ..McpOAuthConfig::default()
+        };
+        assert!(secret.headless());
+        let login = McpOAuthConfig {
+            grant: Some(OAuthGrant::Login),
+            ..secret.clone()
+        };
+        assert!(!login.headless());
+        assert!(!McpOAuthConfig::default().headless());
+        let parsed: McpOAuthConfig = toml::from_str("grant = \"client_credentials\"").unwrap();
+        assert_eq!(parsed.grant, Some(OAuthGrant::ClientCredentials));
+    }
 }

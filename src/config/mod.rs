@@ -369,6 +369,22 @@ impl Config {
                 });
             }
         }
+        if let Some(name) = &self.mcp.server.passthrough {
+            if !self.mcp.servers.iter().any(|server| &server.name == name) {
+                return Err(ConfigError::Invalid {
+                    key: "mcp.server.passthrough".into(),
+                    message: format!(
+                        "`{name}` is not a mounted server; name one of [[mcp.servers]] ({})",
+                        self.mcp
+                            .servers
+                            .iter()
+                            .map(|server| server.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
         for server in &self.mcp.servers {
             crate::protocol::subjects::check_id("mcp server", &server.name).map_err(|e| {
                 ConfigError::Invalid {
@@ -471,6 +487,26 @@ mod tests {
         let error = c.check().unwrap_err().to_string();
         assert!(
             error.contains("triage") && error.contains("expose_agents"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_passthrough_server_must_be_a_mounted_one() {
+        let mut c = Config::embedded().unwrap();
+        c.mcp.servers.push(McpServerConfig {
+            name: "everything".into(),
+            url: Some("http://127.0.0.1:3001/mcp".into()),
+            ..Default::default()
+        });
+        c.mcp.server.passthrough = Some("everything".into());
+        assert!(c.check().is_ok());
+        c.mcp.server.passthrough = Some("nowhere".into());
+        let error = c.check().unwrap_err().to_string();
+        assert!(
+            error.contains("nowhere")
+                && error.contains("passthrough")
+                && error.contains("everything"),
             "{error}"
         );
     }

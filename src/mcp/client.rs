@@ -1,16 +1,20 @@
 //! [`RmcpClient`]: one MCP server spoken to with rmcp behind our [`McpClient`] trait — a child
 //! process over its stdin/stdout ([`RmcpClient::spawn`], alias [`StdioMcpClient`]) or a
-//! Streamable HTTP endpoint ([`RmcpClient::connect_http`]). The handshake uses protocol
-//! 2025-11-25. The link is watched (child exit, HTTP failure), so a call to a dead server fails
-//! at once with [`McpError::Dead`] instead of waiting for its timeout, and [`McpClient::closed`]
-//! tells a supervisor when to reconnect.
+//! Streamable HTTP endpoint ([`RmcpClient::connect_http`]), in the revision the server speaks
+//! (2026-07-28 through `server/discover`, else the 2025-11-25 handshake). A tool call may come
+//! back as a task (followed, [`tasks`]) or with questions, answered by the connection's
+//! [`Elicitor`] if it has one ([`input`]). The link is watched (child exit, HTTP failure), so a
+//! call to a dead server fails at once with [`McpError::Dead`] instead of waiting for its
+//! timeout, and [`McpClient::closed`] tells a supervisor when to reconnect.
 
 mod convert;
 mod handler;
 mod http;
+mod input;
 mod link;
 mod oauth_http;
 mod process;
+mod stdio;
 mod tasks;
 mod traced;
 
@@ -26,15 +30,15 @@ use rmcp::model::{
     GetTaskParams, ReadResourceRequestParams,
 };
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::{ClientServiceExt, Peer, ServiceError};
+use rmcp::{Peer, ServiceError};
 use serde_json::Value;
-use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use self::handler::{lifecycle, Notifier};
+use self::handler::Notifier;
 use self::link::Link;
-use self::process::{ChildProcess, Launch};
+use super::elicit::Elicitor;
+use super::oauth::Reauthorize;
 use super::{
     McpCallOutcome, McpClient, McpError, McpPrompt, McpPromptResult, McpResource,
     McpResourceContent, McpTaskState, McpTool, McpToolResult,
@@ -67,7 +71,17 @@ pub struct RmcpClient {
     link: Link,
     changed: watch::Receiver<u64>,
     tasks: tokio::sync::broadcast::Sender<super::McpTaskState>,
+    /// Who answers the server's questions; none = an `input_required` call fails.
+    elicitor: Option<Arc<dyn Elicitor>>,
     shut_down: AtomicBool,
+}
+
+/// Who acts for the user on one connection: logs in again mid-session, answers questions.
+/// The engine's bridge has neither (nobody is at a terminal); `hermes mcp probe` has both.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    pub reauthorize: Option<Reauthorize>,
+    pub elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 impl RmcpClient {
@@ -78,53 +92,6 @@ impl RmcpClient {
             Some(url) => Self::connect_http(config, url).await,
             None => Self::spawn(config, self_exe).await,
         }
-    }
-
-    /// Start `config.command` (`self` = `self_exe`) and complete the MCP handshake within
-    /// `config.timeout_secs`.
-    pub async fn spawn(config: &McpServerConfig, self_exe: &Path) -> Result<Self, McpError> {
-        let program = if config.command == "self" {
-            self_exe.as_os_str()
-        } else {
-            std::ffi::OsStr::new(&config.command)
-        };
-        let command_line = command_line(program, &config.args);
-        let launch = Launch {
-            server: &config.name,
-            program,
-            args: &config.args,
-            env: &config.env,
-        };
-        let spawned = ChildProcess::spawn(&launch).map_err(|error| McpError::Spawn {
-            server: config.name.clone(),
-            reason: format!("running `{command_line}` failed: {error}"),
-        })?;
-        let process = spawned.process;
-        let timeout = Duration::from_secs(config.timeout_secs.max(1));
-        tracing::info!(
-            server = %config.name,
-            command = %command_line,
-            pid = ?process.pid(),
-            "MCP server started"
-        );
-        let (notifier, changed) = Notifier::new();
-        let session = handshake(
-            &config.name,
-            &command_line,
-            timeout,
-            (spawned.stdout, spawned.stdin),
-            &process,
-            notifier,
-            lifecycle(config.protocol),
-        )
-        .await?;
-        Ok(Self::ready(
-            config,
-            command_line,
-            session,
-            Link::Child(process),
-            changed,
-        ))
     }
 
     fn ready(
@@ -157,6 +124,7 @@ impl RmcpClient {
             link,
             changed: heard.changed,
             tasks: heard.tasks,
+            elicitor: heard.elicitor,
             shut_down: AtomicBool::new(false),
         }
     }
@@ -311,25 +279,53 @@ impl McpClient for RmcpClient {
         let span = traced::span(&self.server, "tools/call", tool);
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         traced::carry(&mut params, &span);
-        let response = self
-            .request("tools/call", timeout, self.peer.call_tool_once(params))
-            .instrument(span.clone())
-            .await;
-        traced::record(&span, &response);
-        match response? {
-            CallToolResponse::Complete(result) => {
-                Ok(McpCallOutcome::Done(convert::result_from_rmcp(result)))
-            }
-            CallToolResponse::Task(created) => Ok(McpCallOutcome::Task(tasks::created(created))),
-            // `input_required` (2026-07-28 multi-round-trip) is not answered yet.
-            _ => Err(McpError::Protocol {
-                server: self.server.clone(),
-                method: "tools/call".to_owned(),
-                reason: "the server asked for input (`input_required`), which Hermes does not \
-                         answer yet; use a tool that does not ask the user for input"
-                    .to_owned(),
-            }),
+        let refused = |reason: String| McpError::Protocol {
+            server: self.server.clone(),
+            method: "tools/call".to_owned(),
+            reason,
+        };
+        // A 2026-07-28 server may answer with questions (`input_required`): each round's
+        // answers go back in a new request carrying the server's `requestState` unchanged.
+        for _round in 0..input::MAX_ROUNDS {
+            let response = self
+                .request(
+                    "tools/call",
+                    timeout,
+                    self.peer.call_tool_once(params.clone()),
+                )
+                .instrument(span.clone())
+                .await;
+            traced::record(&span, &response);
+            let asked = match response? {
+                CallToolResponse::Complete(result) => {
+                    return Ok(McpCallOutcome::Done(convert::result_from_rmcp(result)))
+                }
+                CallToolResponse::Task(created) => {
+                    return Ok(McpCallOutcome::Task(tasks::created(created)))
+                }
+                CallToolResponse::InputRequired(asked) => asked,
+                _ => {
+                    return Err(refused(
+                        "the server answered with an unknown result type".into(),
+                    ))
+                }
+            };
+            let Some(elicitor) = &self.elicitor else {
+                return Err(refused(
+                    "the server asked for the user's input (`input_required`), and nobody \
+                     answers questions on this connection; use a tool that does not ask for \
+                     input"
+                        .to_owned(),
+                ));
+            };
+            let (responses, state) = input::retry(elicitor, asked).await.map_err(refused)?;
+            params.input_responses = responses;
+            params.request_state = state;
         }
+        Err(refused(format!(
+            "the server still asked for input after {} rounds of answers; giving up",
+            input::MAX_ROUNDS
+        )))
     }
 
     async fn get_task(&self, task_id: &str, timeout: Duration) -> Result<McpTaskState, McpError> {
@@ -542,100 +538,16 @@ pub async fn connect_all(
     futures::future::join_all(connecting).await
 }
 
-/// Run `initialize` over the child's pipes, failing fast if the child exits first and
-/// stopping it if the handshake fails or times out.
-async fn handshake(
-    server: &str,
-    command_line: &str,
-    timeout: Duration,
-    pipes: (ChildStdout, ChildStdin),
-    process: &ChildProcess,
-    notifier: Notifier,
-    lifecycle: rmcp::ClientLifecycleMode,
-) -> Result<Session, McpError> {
-    let outcome = tokio::select! {
-        outcome = tokio::time::timeout(timeout, notifier.serve_with_lifecycle(pipes, lifecycle)) => outcome,
-        reason = process.exited() => {
-            let reason =
-                format!("`{command_line}` exited before completing the handshake: {reason}");
-            return Err(handshake_error(server, reason, process).await);
-        }
-    };
-    let reason = match outcome {
-        Ok(Ok(session)) => return Ok(session),
-        Ok(Err(error)) => format!("`{command_line}`: {error}"),
-        Err(_) => format!("`{command_line}` did not answer `initialize` within {timeout:?}"),
-    };
-    Err(failed_handshake(server, reason, process).await)
-}
-
-/// The handshake failed while the child may still run: stop it, then report.
-async fn failed_handshake(server: &str, reason: String, process: &ChildProcess) -> McpError {
-    process.kill();
-    let exit = process.exited().await;
-    handshake_error(server, format!("{reason}; {exit}"), process).await
-}
-
-async fn handshake_error(server: &str, reason: String, process: &ChildProcess) -> McpError {
-    let tail = process.stderr_tail(STDERR_SETTLE).await;
-    let reason = if tail.is_empty() {
-        reason
-    } else {
-        format!("{reason}; its last stderr lines: {}", tail.join(" | "))
-    };
-    let reason = format!(
-        "{reason}; check that the command in [[mcp.servers]] starts an MCP server speaking \
-         JSON-RPC on stdin/stdout"
-    );
-    McpError::Handshake {
-        server: server.to_owned(),
-        reason,
-    }
-}
-
-/// `program arg1 'arg two'` for messages, quoted the way a POSIX shell would read it.
-fn command_line(program: &std::ffi::OsStr, args: &[String]) -> String {
-    std::iter::once(program.to_string_lossy().into_owned())
-        .chain(args.iter().cloned())
-        .map(|part| shell_quoted(&part))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn shell_quoted(part: &str) -> String {
-    let plain = !part.is_empty()
-        && part
-            .chars()
-            .all(|c| c.is_alphanumeric() || "_-./:=@%+,".contains(c));
-    if plain {
-        part.to_owned()
-    } else {
-        format!("'{}'", part.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::handler::client_config;
-    use super::*;
     use rmcp::model::ProtocolVersion;
 
     #[test]
-    fn command_line_quotes_arguments_with_spaces() {
-        let line = command_line(
-            std::ffi::OsStr::new("sh"),
-            &[
-                "-c".to_owned(),
-                "echo 'x' >&2; exit 3".to_owned(),
-                String::new(),
-            ],
-        );
-        assert_eq!(line, r"sh -c 'echo '\''x'\'' >&2; exit 3' ''");
-    }
-
-    #[test]
     fn client_announces_hermes_on_the_handshake_protocol() {
-        let config = client_config();
+        let config = client_config(false);
+        assert!(config.capabilities.elicitation.is_none());
+        assert!(client_config(true).capabilities.elicitation.is_some());
         assert_eq!(config.client_info.name, "hermes");
         assert_eq!(
             config.protocol_version,

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod catalog_server;
 pub mod client;
+pub mod elicit;
 pub mod oauth;
 pub mod pool;
 pub mod server;

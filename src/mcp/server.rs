@@ -14,10 +14,12 @@ mod agent_tasks;
 mod agents;
 pub mod auth;
 mod exposed;
+mod forwarded;
 pub mod glob;
 mod handler;
 pub mod http;
 pub mod memory;
+mod passthrough;
 mod traced;
 
 use std::sync::Arc;
@@ -30,7 +32,7 @@ pub use self::handler::HermesMcpServer;
 use super::McpError;
 use crate::a2a::sessions::Sessions;
 use crate::bus::SharedBus;
-use crate::config::Config;
+use crate::config::{Config, McpServerConfig};
 
 /// The name the server gives in `initialize` and in audit records.
 pub const SERVER_NAME: &str = "hermes";
@@ -54,6 +56,8 @@ pub struct ServerDeps {
     pub request_timeout: Duration,
     /// Timeout of exposed tool calls.
     pub tool_timeout: Duration,
+    /// The mounted server served under its own names (`[mcp.server] passthrough`).
+    pub passthrough: Option<Arc<McpServerConfig>>,
 }
 
 impl ServerDeps {
@@ -84,6 +88,14 @@ impl ServerDeps {
             ),
             request_timeout: Duration::from_secs(config.engine.request_timeout_secs.max(1)),
             tool_timeout: Duration::from_secs(config.tools.default_timeout_secs.max(1)),
+            passthrough: host.passthrough.as_ref().and_then(|name| {
+                config
+                    .mcp
+                    .servers
+                    .iter()
+                    .find(|server| &server.name == name)
+                    .map(|server| Arc::new(server.clone()))
+            }),
         }
     }
 }

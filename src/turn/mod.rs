@@ -115,8 +115,19 @@ pub enum TurnError {
     NoTurn,
     #[error("the task's token budget of {0} tokens is spent (agents.<name>.token_budget); answer sooner or raise the budget")]
     Budget(u64),
-    #[error("cancelled: {0}")]
+    #[error("{}", cancelled(.0))]
     Cancelled(String),
+}
+
+/// A cancellation's text: its reason, which usually says "cancelled …" itself (else it gets
+/// the prefix), so a child cancelled with its parent's reason does not read "cancelled:
+/// cancelled: …".
+fn cancelled(reason: &str) -> String {
+    if reason.starts_with("cancelled") {
+        reason.to_owned()
+    } else {
+        format!("cancelled: {reason}")
+    }
 }
 
 impl TurnError {

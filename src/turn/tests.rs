@@ -599,3 +599,11 @@ async fn planning_interrupted_mid_step_plans_again() {
         .collect();
     assert_eq!(assistant.len(), 1);
 }
+
+#[test]
+fn a_cancellation_reads_cancelled_once_whatever_its_reason_says() {
+    let child = super::TurnError::Cancelled("cancelled with hermes send --cancel".into());
+    assert_eq!(child.to_string(), "cancelled with hermes send --cancel");
+    let bare = super::TurnError::Cancelled("the budget ran out".into());
+    assert_eq!(bare.to_string(), "cancelled: the budget ran out");
+}

@@ -7,7 +7,8 @@
 //! - RFC 8414 metadata at `/.well-known/oauth-authorization-server`;
 //! - `/register` (RFC 7591), `/authorize` (checks the client, redirect URI, PKCE S256 and the
 //!   resource, redirects with a code), `/token` (authorization_code with the PKCE verifier,
-//!   refresh_token with rotation, client_credentials with HTTP Basic).
+//!   refresh_token with rotation, client_credentials with HTTP Basic; a client registered
+//!   with a secret must authenticate with it, HTTP Basic, on every grant).
 //!
 //! Every token it issues is recorded, so tests can look for them where they must not be.
 
@@ -399,6 +400,24 @@ async fn token(request: Request<Incoming>, state: &Mutex<State>, origin: &str) -
         return oauth_error("invalid_target");
     }
     let mut state = state.lock().unwrap();
+    // A client with a secret (confidential) authenticates with HTTP Basic; a public one names
+    // itself in the form. The grants below then check that the code or refresh token is its.
+    let client_id = match &basic {
+        Some((id, secret)) => {
+            let known = state.clients.get(id).and_then(|c| c.secret.clone());
+            if known.as_deref() != Some(secret.as_str()) {
+                return json_response(401, &json!({"error": "invalid_client"}));
+            }
+            id.clone()
+        }
+        None => {
+            let id = get("client_id");
+            if state.clients.get(&id).is_some_and(|c| c.secret.is_some()) {
+                return json_response(401, &json!({"error": "invalid_client"}));
+            }
+            id
+        }
+    };
     match get("grant_type").as_str() {
         "authorization_code" => {
             let Some(code) = state.codes.remove(&get("code")) else {
@@ -406,9 +425,7 @@ async fn token(request: Request<Incoming>, state: &Mutex<State>, origin: &str) -
             };
             let verified = URL_SAFE_NO_PAD.encode(Sha256::digest(get("code_verifier").as_bytes()))
                 == code.challenge;
-            if !verified
-                || code.client_id != get("client_id")
-                || code.redirect_uri != get("redirect_uri")
+            if !verified || code.client_id != client_id || code.redirect_uri != get("redirect_uri")
             {
                 return oauth_error("invalid_grant");
             }
@@ -416,13 +433,13 @@ async fn token(request: Request<Incoming>, state: &Mutex<State>, origin: &str) -
             json_response(200, &body)
         }
         "refresh_token" => {
-            let Some((client_id, scope)) = state.refresh.remove(&get("refresh_token")) else {
+            let Some((owner, scope)) = state.refresh.remove(&get("refresh_token")) else {
                 return oauth_error("invalid_grant");
             };
-            if client_id != get("client_id") {
+            if owner != client_id {
                 return oauth_error("invalid_grant");
             }
-            let body = state.issue("refresh_token", &client_id, &scope, true);
+            let body = state.issue("refresh_token", &owner, &scope, true);
             json_response(200, &body)
         }
         "client_credentials" => {

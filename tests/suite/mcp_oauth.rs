@@ -105,7 +105,13 @@ fn send(config: &Path, text: &str, env: &[(&str, &str)]) -> Run {
 /// `hermes mcp login remote`, playing the browser: read the printed URL, GET it, follow the
 /// redirect to the loopback listener. Returns the run (its stderr at debug level).
 fn login(config: &Path, extra: &[&str]) -> Run {
+    login_with(config, extra, &[])
+}
+
+/// [`login`] with environment variables set for `hermes mcp login`.
+fn login_with(config: &Path, extra: &[&str], env: &[(&str, &str)]) -> Run {
     let mut child = hermes()
+        .envs(env.iter().copied())
         .env("HERMES_LOG", "debug")
         .env("RUST_LOG", "debug")
         .arg("--config")
@@ -458,5 +464,57 @@ fn an_unconfigured_server_names_the_login_and_a_registered_client_refreshes_befo
         rejected_before,
         "refreshed before the token expired"
     );
+    drop(io);
+}
+
+#[test]
+fn a_confidential_client_logs_in_with_its_secret_and_refreshes_with_it() {
+    let io = fake_http::runtime();
+    let server = io.block_on(OAuthServer::start());
+    let secret = "web-secret-value-7f3a";
+    server.add_client("hermes-web", Some(secret));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &server,
+        "[mcp.servers.oauth]\nclient_id = \"hermes-web\"\n\
+         client_secret_env = \"REMOTE_MCP_SECRET\"\ngrant = \"login\"\n",
+    );
+    let env = [("REMOTE_MCP_SECRET", secret)];
+
+    // Without the secret in the environment the login stops before the browser, naming it.
+    let refused = run(&config, &["mcp", "login", "remote"], &[]);
+    assert!(!refused.success, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("REMOTE_MCP_SECRET"),
+        "names the variable to set: {}",
+        refused.stderr
+    );
+
+    server.set_expires_in(10);
+    let logged_in = login_with(&config, &[], &env);
+    assert!(
+        logged_in.success,
+        "{}\n{}",
+        logged_in.stdout, logged_in.stderr
+    );
+    let answered = send(&config, "whoami, remote?", &env);
+    assert!(
+        answered.stdout.contains("The remote server answered."),
+        "{}",
+        answered.stdout
+    );
+    let grants = server.grants();
+    assert!(
+        grants[0].starts_with("authorization_code")
+            && grants.iter().any(|g| g.starts_with("refresh_token")),
+        "a login, then a refresh authenticated with the secret: {grants:?}"
+    );
+    for (run, what) in [(&logged_in, "the login"), (&answered, "the turn")] {
+        for text in [&run.stdout, &run.stderr] {
+            assert!(!text.contains(secret), "{what} printed the client secret");
+            assert_no_secret(text, &server, what);
+        }
+    }
     drop(io);
 }

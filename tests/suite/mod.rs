@@ -18,6 +18,7 @@ mod mcp_bridge;
 mod mcp_client;
 mod mcp_gateway;
 mod mcp_oauth;
+mod mcp_passthrough;
 mod mcp_server;
 mod mcp_shared_memory;
 mod mcp_tasks;

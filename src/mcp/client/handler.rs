@@ -5,16 +5,20 @@
 //! [`Notifier::listen_for_list_changes`]), and the `notifications/tasks` we pass on to
 //! whoever follows a task.
 
+use rmcp::model::FormElicitationCapability;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, TaskStatusNotificationParams,
 };
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationCapability};
 use rmcp::model::{ServerNotification, SubscriptionFilter};
-use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, ClientLifecycleMode, Peer, RoleClient};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ClientLifecycleMode, ErrorData, Peer, RoleClient};
+use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
-use super::CLIENT_NAME;
+use super::{input, CLIENT_NAME};
 use crate::config::McpRevision;
+use crate::mcp::elicit::{Answer, Elicitor};
 use crate::mcp::McpTaskState;
 
 /// Our `ClientHandler`: announces Hermes, counts `list_changed` notifications and passes
@@ -23,6 +27,8 @@ use crate::mcp::McpTaskState;
 pub(super) struct Notifier {
     changed: watch::Sender<u64>,
     tasks: broadcast::Sender<McpTaskState>,
+    /// Who answers the server's `elicitation/create`; none = no elicitation announced.
+    elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 /// What the client hears from the server through its [`Notifier`].
@@ -32,15 +38,18 @@ pub(super) struct Heard {
     pub tasks: broadcast::Sender<McpTaskState>,
     /// Counts what a 2026-07-28 server's `subscriptions/listen` stream brings.
     pub notifier: Notifier,
+    /// Who answers the server's questions (`input_required` results too).
+    pub elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 impl Notifier {
-    pub fn new() -> (Self, Heard) {
+    pub fn new(elicitor: Option<Arc<dyn Elicitor>>) -> (Self, Heard) {
         let (changed, receiver) = watch::channel(0);
         let (tasks, _) = broadcast::channel(super::tasks::UPDATES_BUFFER);
         let notifier = Self {
             changed,
             tasks: tasks.clone(),
+            elicitor: elicitor.clone(),
         };
         (
             notifier.clone(),
@@ -48,6 +57,7 @@ impl Notifier {
                 changed: receiver,
                 tasks,
                 notifier,
+                elicitor,
             },
         )
     }
@@ -98,10 +108,17 @@ impl Notifier {
     }
 }
 
-/// What we announce in `initialize`.
-pub(super) fn client_config() -> ClientConfig {
+/// What we announce in `initialize`: the tasks extension, and form elicitation when someone
+/// answers questions.
+pub(super) fn client_config(elicits: bool) -> ClientConfig {
+    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+    if elicits {
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        capabilities.elicitation = Some(elicitation);
+    }
     ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
+        capabilities,
         Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
     )
     .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -125,7 +142,19 @@ pub(super) fn lifecycle(revision: McpRevision) -> ClientLifecycleMode {
 
 impl ClientHandler for Notifier {
     fn get_info(&self) -> ClientConfig {
-        client_config()
+        client_config(self.elicitor.is_some())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let answer = match &self.elicitor {
+            Some(elicitor) => elicitor.answer(input::question(&request)).await,
+            None => Answer::Decline,
+        };
+        Ok(input::result(answer))
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

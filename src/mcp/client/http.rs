@@ -13,7 +13,7 @@ use rmcp::ClientServiceExt;
 use super::handler::{lifecycle, Notifier};
 use super::link::{HttpLink, Link};
 use super::oauth_http::OAuthHttp;
-use super::RmcpClient;
+use super::{ConnectOptions, RmcpClient};
 use crate::config::McpServerConfig;
 use crate::mcp::oauth::TokenSource;
 use crate::mcp::McpError;
@@ -21,6 +21,21 @@ use crate::mcp::McpError;
 impl RmcpClient {
     /// Open `url` with Streamable HTTP and complete the handshake within `config.timeout_secs`.
     pub async fn connect_http(config: &McpServerConfig, url: &str) -> Result<Self, McpError> {
+        Self::connect_http_with(config, url, ConnectOptions::default()).await
+    }
+
+    /// [`RmcpClient::connect_http`], with someone acting for the user: logging in again
+    /// mid-session (a wider scope on `insufficient_scope`, a server that moved to another
+    /// authorization server) and answering the server's questions.
+    pub async fn connect_http_with(
+        config: &McpServerConfig,
+        url: &str,
+        options: ConnectOptions,
+    ) -> Result<Self, McpError> {
+        let ConnectOptions {
+            reauthorize,
+            elicitor,
+        } = options;
         let headers = headers(config)?;
         let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
             .custom_headers(headers)
@@ -33,13 +48,15 @@ impl RmcpClient {
             reason: error.to_string(),
         };
         let reading = config.clone();
-        let tokens = tokio::task::spawn_blocking(move || TokenSource::for_server(&reading))
-            .await
-            .map_err(|e| McpError::Handshake {
-                server: config.name.clone(),
-                reason: format!("reading its OAuth tokens failed: {e}"),
-            })?
-            .map_err(unauthorised)?;
+        let tokens = tokio::task::spawn_blocking(move || {
+            TokenSource::for_server_with(&reading, reauthorize)
+        })
+        .await
+        .map_err(|e| McpError::Handshake {
+            server: config.name.clone(),
+            reason: format!("reading its OAuth tokens failed: {e}"),
+        })?
+        .map_err(unauthorised)?;
         if let Some(tokens) = &tokens {
             // Fail with the fix (log in, set the secret) before the handshake hides it.
             tokens.bearer().await.map_err(unauthorised)?;
@@ -49,7 +66,7 @@ impl RmcpClient {
             transport_config,
         );
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
-        let (notifier, changed) = Notifier::new();
+        let (notifier, changed) = Notifier::new(elicitor);
         let handshake_failed = |reason: String| McpError::Handshake {
             server: config.name.clone(),
             reason: format!(

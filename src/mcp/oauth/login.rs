@@ -13,6 +13,7 @@ use super::discovery::discover;
 use super::grants::{ClientAuth, TokenEndpoint};
 use super::pkce::{authorization_url, random_token, AuthorizationRequest, Pkce};
 use super::registration::register;
+use super::source::secret_from_env;
 use super::token_store::{StoredTokens, TokenStore, BY_LOGIN};
 use super::OAuthError;
 use crate::config::McpServerConfig;
@@ -21,12 +22,28 @@ use crate::config::McpServerConfig;
 pub const LOGIN_WAIT: Duration = Duration::from_secs(300);
 
 /// Options of one login.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct LoginOptions {
     /// Scopes asked for besides the configured ones.
     pub extra_scopes: Vec<String>,
     /// Loopback port for the redirect (overrides the config; 0 = any).
     pub port: Option<u16>,
+    /// The secret of the configured (pre-registered, confidential) client when it does not
+    /// come from `client_secret_env`.
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for LoginOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginOptions")
+            .field("extra_scopes", &self.extra_scopes)
+            .field("port", &self.port)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 /// Run the whole login for `config`'s server; `show_url` gets the authorization URL.
@@ -46,6 +63,18 @@ pub async fn login(
         .as_deref()
         .ok_or_else(|| failed("it is a stdio server; only `url` servers use OAuth".to_owned()))?;
     let oauth = config.oauth.clone().unwrap_or_default();
+    if oauth.headless() {
+        return Err(failed(
+            "it is configured for the client credentials grant, which needs no login; set \
+             [mcp.servers.oauth] grant = \"login\" to log in as a confidential client"
+                .to_owned(),
+        ));
+    }
+    let secret = match (&options.client_secret, &oauth.client_secret_env) {
+        (Some(secret), _) => Some(secret.clone()),
+        (None, Some(variable)) => Some(secret_from_env(server, variable)?),
+        (None, None) => None,
+    };
     let http = reqwest::Client::new();
     let found = discover(&http, server, url).await?;
     let authorize = found
@@ -78,16 +107,23 @@ pub async fn login(
         .local_addr()
         .map_err(|e| failed(format!("loopback listener: {e}")))?;
     let redirect_uri = format!("http://127.0.0.1:{}/callback", local.port());
-    let client = match &oauth.client_id {
-        Some(id) => ClientAuth::new(id.clone(), None),
-        None => match &found.metadata.registration_endpoint {
+    // The order of the MCP authorization spec: a pre-registered client, else a client ID
+    // metadata document where the server accepts one, else dynamic registration.
+    let metadata_document = oauth
+        .client_metadata_url
+        .clone()
+        .filter(|_| found.metadata.client_id_metadata_document_supported);
+    let client = match (&oauth.client_id, metadata_document) {
+        (Some(id), _) => ClientAuth::new(id.clone(), secret),
+        (None, Some(document)) => ClientAuth::new(document, None),
+        (None, None) => match &found.metadata.registration_endpoint {
             Some(endpoint) => register(&http, server, endpoint, &redirect_uri, &scope).await?,
             None if found.metadata.client_id_metadata_document_supported => {
                 return Err(failed(
                     "no client_id is configured and the authorization server offers no \
                          dynamic registration but accepts client ID metadata documents: publish \
                          one (redirect_uris [\"http://127.0.0.1/callback\"]) at an https URL and \
-                         set [mcp.servers.oauth] client_id to that URL"
+                         set [mcp.servers.oauth] client_metadata_url to that URL"
                         .to_owned(),
                 ))
             }

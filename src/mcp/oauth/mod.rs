@@ -11,10 +11,12 @@ pub mod discovery;
 pub mod grants;
 pub mod login;
 pub mod pkce;
+mod reauthorize;
 pub mod registration;
 mod source;
 pub mod token_store;
 
+pub use reauthorize::Reauthorize;
 pub use source::{AuthState, TokenSource};
 
 /// What went wrong getting or keeping an OAuth token for an MCP server.

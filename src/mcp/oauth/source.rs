@@ -11,7 +11,7 @@ use chrono::Utc;
 use super::discovery::discover;
 use super::grants::{ClientAuth, TokenEndpoint, TokenResponse};
 use super::token_store::{StoredTokens, TokenStore, BY_CLIENT_CREDENTIALS, BY_LOGIN};
-use super::OAuthError;
+use super::{OAuthError, Reauthorize};
 use crate::config::{McpOAuthConfig, McpServerConfig};
 
 /// A token expiring within this is renewed before use.
@@ -68,15 +68,18 @@ impl AuthState {
         if config.url.is_none() {
             return Ok(None);
         }
-        if let Some(McpOAuthConfig {
-            client_id: Some(client_id),
-            client_secret_env: Some(_),
-            ..
-        }) = &config.oauth
+        if let Some(
+            oauth @ McpOAuthConfig {
+                client_id: Some(client_id),
+                ..
+            },
+        ) = &config.oauth
         {
-            return Ok(Some(AuthState::ClientCredentials {
-                client_id: client_id.clone(),
-            }));
+            if oauth.headless() {
+                return Ok(Some(AuthState::ClientCredentials {
+                    client_id: client_id.clone(),
+                }));
+            }
         }
         let saved = match &config.oauth_store {
             Some(dir) => TokenStore::new(dir.clone()).load(&config.name)?,
@@ -103,11 +106,21 @@ pub struct TokenSource {
     store: Option<TokenStore>,
     http: reqwest::Client,
     current: tokio::sync::Mutex<Option<StoredTokens>>,
+    /// Who can log in again mid-session (a wider scope, a moved authorization server).
+    reauthorize: Option<Reauthorize>,
 }
 
 impl TokenSource {
     /// A source for a `url` server with [mcp.servers.oauth] or saved login tokens.
     pub fn for_server(config: &McpServerConfig) -> Result<Option<Arc<Self>>, OAuthError> {
+        Self::for_server_with(config, None)
+    }
+
+    /// [`TokenSource::for_server`], with someone who can log in again mid-session.
+    pub fn for_server_with(
+        config: &McpServerConfig,
+        reauthorize: Option<Reauthorize>,
+    ) -> Result<Option<Arc<Self>>, OAuthError> {
         let Some(url) = &config.url else {
             return Ok(None);
         };
@@ -120,7 +133,7 @@ impl TokenSource {
             return Ok(None);
         }
         let oauth = config.oauth.clone().unwrap_or_default();
-        let saved = saved.filter(|_| oauth.client_secret_env.is_none());
+        let saved = saved.filter(|_| !oauth.headless());
         Ok(Some(Arc::new(Self {
             server: config.name.clone(),
             url: url.clone(),
@@ -128,6 +141,7 @@ impl TokenSource {
             store,
             http: reqwest::Client::new(),
             current: tokio::sync::Mutex::new(saved),
+            reauthorize,
         })))
     }
 
@@ -155,6 +169,10 @@ impl TokenSource {
                 return Ok(tokens.access_token.clone());
             }
         }
+        if self.authorization_server_moved(current.as_ref()).await {
+            tracing::info!(server = %self.server, "the MCP server names another authorization server now; its login is void");
+            *current = None;
+        }
         tracing::info!(server = %self.server, "MCP server rejected the access token; renewing it");
         self.renew(&mut current, None).await
     }
@@ -177,11 +195,18 @@ impl TokenSource {
             .map(|t| t.scope.clone())
             .unwrap_or_else(|| self.oauth.scopes.join(" "));
         let wider = union(&held, needed);
-        if self.oauth.client_secret_env.is_none() {
-            return Err(OAuthError::StepUpNeeded {
-                server: self.server.clone(),
-                scope: wider,
-            });
+        if !self.oauth.headless() {
+            let Some(reauthorize) = &self.reauthorize else {
+                return Err(OAuthError::StepUpNeeded {
+                    server: self.server.clone(),
+                    scope: wider,
+                });
+            };
+            tracing::info!(server = %self.server, scope = %wider, "MCP server needs a wider scope; logging in again for it");
+            let tokens = reauthorize.login(wider).await?;
+            let token = tokens.access_token.clone();
+            self.keep(&mut current, tokens).await?;
+            return Ok(token);
         }
         tracing::info!(server = %self.server, scope = %wider, "MCP server needs a wider scope; asking for it");
         self.renew(&mut current, Some(wider)).await
@@ -190,11 +215,7 @@ impl TokenSource {
     /// Adopt the tokens a `hermes mcp login` saved since this source read them (a login while
     /// `hermes serve` runs). True when it did.
     async fn adopt_newer_login(&self, current: &mut Option<StoredTokens>) -> bool {
-        let Some(store) = self
-            .store
-            .clone()
-            .filter(|_| self.oauth.client_secret_env.is_none())
-        else {
+        let Some(store) = self.store.clone().filter(|_| !self.oauth.headless()) else {
             return false;
         };
         let server = self.server.clone();
@@ -242,9 +263,29 @@ impl TokenSource {
             *current = Some(renewed);
             return Ok(token);
         }
+        if let Some(reauthorize) = &self.reauthorize {
+            let scope = scope.unwrap_or_else(|| self.oauth.scopes.join(" "));
+            let tokens = reauthorize.login(scope).await?;
+            let token = tokens.access_token.clone();
+            self.keep(current, tokens).await?;
+            return Ok(token);
+        }
         Err(OAuthError::LoginNeeded {
             server: self.server.clone(),
         })
+    }
+
+    /// Whether the server's protected-resource metadata now names an authorization server
+    /// other than the one `held` came from (SEP-2352): its tokens, refresh token and client
+    /// registration are then not to be used there. A discovery that fails says no.
+    async fn authorization_server_moved(&self, held: Option<&StoredTokens>) -> bool {
+        let Some(held) = held.filter(|t| t.obtained_by == BY_LOGIN) else {
+            return false;
+        };
+        match discover(&self.http, &self.server, &self.url).await {
+            Ok(found) => found.metadata.token_endpoint != held.token_endpoint,
+            Err(_) => false,
+        }
     }
 
     async fn refresh(&self, tokens: &StoredTokens) -> Result<StoredTokens, OAuthError> {
@@ -336,24 +377,35 @@ impl TokenSource {
 
     /// The configured client of the client credentials grant, if configured.
     fn configured_client(&self) -> Result<Option<ClientAuth>, OAuthError> {
-        let Some(variable) = &self.oauth.client_secret_env else {
+        if !self.oauth.headless() {
             return Ok(None);
-        };
+        }
         let config_error = |reason: String| OAuthError::Config {
             server: self.server.clone(),
             reason,
         };
+        let variable = self.oauth.client_secret_env.as_ref().ok_or_else(|| {
+            config_error(
+                "grant = \"client_credentials\" needs client_secret_env (and client_id)".to_owned(),
+            )
+        })?;
         let id = self.oauth.client_id.clone().ok_or_else(|| {
             config_error("client_secret_env is set but client_id is not; set both".to_owned())
         })?;
-        let secret = std::env::var(variable).map_err(|_| {
-            config_error(format!(
-                "the client secret comes from the environment variable `{variable}`, which is \
-                 not set; export it before starting hermes"
-            ))
-        })?;
+        let secret = secret_from_env(&self.server, variable)?;
         Ok(Some(ClientAuth::new(id, Some(secret))))
     }
+}
+
+/// The client secret held by the environment variable `variable`.
+pub(super) fn secret_from_env(server: &str, variable: &str) -> Result<String, OAuthError> {
+    std::env::var(variable).map_err(|_| OAuthError::Config {
+        server: server.to_owned(),
+        reason: format!(
+            "the client secret comes from the environment variable `{variable}`, which is not \
+             set; export it before starting hermes"
+        ),
+    })
 }
 
 fn margin() -> chrono::Duration {

@@ -19,6 +19,12 @@ use rmcp::model::{
 use rmcp::model::{
     CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams, TASKS_EXTENSION_ID,
 };
+#[allow(deprecated)] // logging and resources/subscribe: what 2025-11-25 clients send
+use rmcp::model::{
+    CompleteRequestMethod, CompleteRequestParams, CompleteResult, DiscoverResult,
+    SetLevelRequestMethod, SetLevelRequestParams, SubscribeRequestMethod, SubscribeRequestParams,
+    UnsubscribeRequestMethod, UnsubscribeRequestParams,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
@@ -26,9 +32,11 @@ use tracing::Instrument;
 
 use super::agents;
 use super::auth::{Denied, Principal};
+use super::forwarded::first_page;
 use super::memory::{
     self, ForgetArgs, MemoryArgsError, MemoryClient, ReadFailure, SearchArgs, WriteArgs,
 };
+use super::passthrough::Passthrough;
 use super::{exposed, traced, ServerDeps, SERVER_NAME};
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
@@ -44,6 +52,8 @@ const QA_PROMPT: &str = "memory_qa";
 pub struct HermesMcpServer {
     pub(super) deps: Arc<ServerDeps>,
     fixed: Option<Principal>,
+    /// The session with the mounted server served through this one, if any.
+    pub(super) passthrough: Option<Arc<Passthrough>>,
 }
 
 /// What a tool call produced: the text/JSON result, or an error for the caller.
@@ -52,7 +62,15 @@ type Outcome = Result<Value, String>;
 impl HermesMcpServer {
     /// A handler whose principal comes from each HTTP request (`fixed = None`) or is fixed.
     pub fn new(deps: Arc<ServerDeps>, fixed: Option<Principal>) -> Self {
-        Self { deps, fixed }
+        let passthrough = deps
+            .passthrough
+            .clone()
+            .map(|server| Arc::new(Passthrough::new(server)));
+        Self {
+            deps,
+            fixed,
+            passthrough,
+        }
     }
 
     pub(super) fn principal(
@@ -328,14 +346,30 @@ impl HermesMcpServer {
 }
 
 impl ServerHandler for HermesMcpServer {
+    #[allow(deprecated)] // the logging capability, for a mounted server that has one
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
-            .enable_prompts()
-            .enable_resources()
-            .enable_tools()
-            .build();
-        if !self.deps.expose_agents.is_empty() {
-            // Calls to agents may be answered as tasks.
+        let mut capabilities = if self.passes_through() {
+            // What the mounted server may offer; a method it lacks answers as it would. List
+            // changes are relayed to a session's client but not announced: a 2026-07-28
+            // client would ask for them with subscriptions/listen, which is not forwarded.
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_tools()
+                .build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_tools()
+                .build()
+        };
+        if !self.deps.expose_agents.is_empty() || self.passes_through() {
+            // Calls to agents (and to a passthrough server that has tasks) may be answered
+            // as tasks.
             capabilities
                 .extensions
                 .get_or_insert_with(Default::default)
@@ -352,17 +386,44 @@ impl ServerHandler for HermesMcpServer {
         )
     }
 
+    async fn discover(
+        &self,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let mut info = self.get_info();
+        // A 2026-07-28 client subscribes with subscriptions/listen, which is not forwarded to
+        // a passthrough server; resources/subscribe is for 2025-11-25 sessions only.
+        if let Some(resources) = info.capabilities.resources.as_mut() {
+            resources.subscribe = None;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let who = self.principal(&ctx)?;
-        let mut tools = Self::memory_tools();
-        tools.extend(exposed::list(&self.deps).await);
-        tools.extend(agents::tools(&self.deps));
+        let mut tools = Vec::new();
+        if first_page(&request) {
+            tools = Self::memory_tools();
+            tools.extend(exposed::list(&self.deps).await);
+            tools.extend(agents::tools(&self.deps));
+        }
+        let mut result = if self.passes_through() {
+            let mut passed = self.passed_tools(request, &ctx).await?;
+            tools.append(&mut passed.tools);
+            passed
+        } else {
+            ListToolsResult::with_all_items(Vec::new())
+        };
         tools.retain(|tool| who.may_call(&tool.name));
-        Ok(ListToolsResult::with_all_items(tools))
+        result.tools = tools;
+        Ok(result)
     }
 
     async fn call_tool(
@@ -381,10 +442,18 @@ impl ServerHandler for HermesMcpServer {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let who = self.principal(&ctx)?;
+        let mut passed = if self.passes_through() {
+            Some(self.passed_resources(request.clone(), &ctx).await?)
+        } else {
+            None
+        };
+        if !first_page(&request) {
+            return Ok(passed.unwrap_or_default());
+        }
         let records = self
             .memory()
             .list(MemoryListRequest {
@@ -395,7 +464,7 @@ impl ServerHandler for HermesMcpServer {
             })
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let resources = records
+        let mut resources: Vec<Resource> = records
             .iter()
             .map(|record| {
                 Resource::new(memory::uri(record), record.key.clone())
@@ -403,19 +472,36 @@ impl ServerHandler for HermesMcpServer {
                     .with_mime_type("application/json")
             })
             .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+        Ok(match passed.as_mut() {
+            Some(passed) => {
+                resources.append(&mut passed.resources);
+                passed.resources = resources;
+                passed.clone()
+            }
+            None => ListResourcesResult::with_all_items(resources),
+        })
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            ResourceTemplate::new("memory://{user}/{id}", "memory")
-                .with_description("One memory record of a user, as JSON")
-                .with_mime_type("application/json"),
-        ]))
+        let mut templates = Vec::new();
+        if first_page(&request) {
+            templates.push(
+                ResourceTemplate::new("memory://{user}/{id}", "memory")
+                    .with_description("One memory record of a user, as JSON")
+                    .with_mime_type("application/json"),
+            );
+        }
+        if !self.passes_through() {
+            return Ok(ListResourceTemplatesResult::with_all_items(templates));
+        }
+        let mut passed = self.passed_templates(request, &ctx).await?;
+        templates.append(&mut passed.resource_templates);
+        passed.resource_templates = templates;
+        Ok(passed)
     }
 
     async fn read_resource(
@@ -434,17 +520,78 @@ impl ServerHandler for HermesMcpServer {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let question = PromptArgument::new("question")
-            .with_description("The question about the user to answer from memory")
-            .with_required(true);
-        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
-            QA_PROMPT,
-            Some("Answer a question about the calling user from their recalled memories"),
-            Some(vec![question]),
-        )]))
+        let mut prompts = Vec::new();
+        if first_page(&request) {
+            let question = PromptArgument::new("question")
+                .with_description("The question about the user to answer from memory")
+                .with_required(true);
+            prompts.push(Prompt::new(
+                QA_PROMPT,
+                Some("Answer a question about the calling user from their recalled memories"),
+                Some(vec![question]),
+            ));
+        }
+        if !self.passes_through() {
+            return Ok(ListPromptsResult::with_all_items(prompts));
+        }
+        let mut passed = self.passed_prompts(request, &ctx).await?;
+        prompts.append(&mut passed.prompts);
+        passed.prompts = prompts;
+        Ok(passed)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        if !self.passes_through() {
+            return Err(ErrorData::method_not_found::<CompleteRequestMethod>());
+        }
+        self.principal(&ctx)?;
+        self.passed_complete(request, &ctx).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.passes_through() {
+            return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
+        }
+        self.principal(&ctx)?;
+        self.passed_set_level(request, &ctx).await
+    }
+
+    #[allow(deprecated)] // resources/subscribe is what 2025-11-25 clients send
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.passes_through() {
+            return Err(ErrorData::method_not_found::<SubscribeRequestMethod>());
+        }
+        self.principal(&ctx)?;
+        self.passed_subscribe(request, &ctx).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.passes_through() {
+            return Err(ErrorData::method_not_found::<UnsubscribeRequestMethod>());
+        }
+        self.principal(&ctx)?;
+        self.passed_unsubscribe(request, &ctx).await
     }
 
     async fn get_prompt(
@@ -465,6 +612,9 @@ impl ServerHandler for HermesMcpServer {
         request: GetTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_get_task(request, &ctx).await;
+        }
         self.answer_get_task(request, ctx).await
     }
 
@@ -473,6 +623,9 @@ impl ServerHandler for HermesMcpServer {
         request: UpdateTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_update_task(request, &ctx).await;
+        }
         self.answer_update_task(request, ctx).await
     }
 
@@ -481,12 +634,22 @@ impl ServerHandler for HermesMcpServer {
         request: CancelTaskParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if self.passed_task(&request.task_id) {
+            return self.passed_cancel_task(request, &ctx).await;
+        }
         self.answer_cancel_task(request, ctx).await
     }
 }
 
 /// The answers behind the traced [`ServerHandler`] methods.
 impl HermesMcpServer {
+    /// Whether `task_id` is a task of the passthrough server rather than of an exposed agent.
+    fn passed_task(&self, task_id: &str) -> bool {
+        self.passes_through()
+            && !agents::parse_task_id(task_id)
+                .is_some_and(|(agent, _, _)| agents::offered(&self.deps, agent))
+    }
+
     async fn answer_call_tool(
         &self,
         request: CallToolRequestParams,
@@ -498,6 +661,12 @@ impl HermesMcpServer {
         let known = [WRITE, SEARCH, FORGET].contains(&name.as_str())
             || is_agent
             || exposed::offered(&self.deps, &name);
+        if !known && self.passes_through() {
+            if let Err(denied) = who.check_tool(&name) {
+                return Err(self.deny(&who, "tools/call", &name, denied).await);
+            }
+            return self.passed_call(&who, request, &ctx).await;
+        }
         if !known {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{name}`; call tools/list"),
@@ -543,6 +712,9 @@ impl HermesMcpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let who = self.principal(&ctx)?;
+        if self.passes_through() && !request.uri.starts_with(memory::URI_SCHEME) {
+            return self.passed_read(&who, request, &ctx).await;
+        }
         let started = Instant::now();
         let outcome = match self.read_memory(&who, &request.uri).await {
             Ok(outcome) => outcome,
@@ -569,6 +741,9 @@ impl HermesMcpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let who = self.principal(&ctx)?;
+        if request.name != QA_PROMPT && self.passes_through() {
+            return self.passed_prompt(request, &ctx).await;
+        }
         if request.name != QA_PROMPT {
             return Err(ErrorData::invalid_params(
                 format!(

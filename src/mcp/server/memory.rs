@@ -152,6 +152,9 @@ fn derived_key(content: &str) -> String {
     }
 }
 
+/// The scheme of memory resources.
+pub const URI_SCHEME: &str = "memory://";
+
 /// The `memory://<user>/<id>` URI of a record.
 pub fn uri(record: &MemoryRecord) -> String {
     format!("memory://{}/{}", record.user, record.id)
