@@ -38,6 +38,13 @@ use crate::turn::{self, TurnEnv, TurnOutcome};
 #[rtype(result = "()")]
 pub struct Retire;
 
+/// Write the last turn's extraction note now if it waits for the session's next write: the
+/// process is stopping, and a note left unwritten would make the next start deliver the
+/// answer again. Answered once the note is stored (or there was none).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SaveNote;
+
 pub struct SessionActor {
     env: TurnEnv,
     agent: String,
@@ -141,8 +148,7 @@ impl SessionActor {
                 act.meta = Some(meta);
                 act.task = task;
                 if note_unsaved {
-                    act.note_unsaved = true;
-                    ctx.run_later(NOTE_WITHIN, |act, ctx| act.save_note(ctx));
+                    act.note_pending(ctx);
                 }
                 Arc::make_mut(&mut act.history).extend(added);
                 if let Some(at) = turn::delegation::next_deadline(&act.task) {
@@ -194,15 +200,38 @@ impl SessionActor {
 }
 
 impl SessionActor {
-    /// Write the last turn's extraction note, unless a later write carried it already.
-    fn save_note(&mut self, ctx: &mut Context<Self>) {
+    /// The last turn left its extraction note to the session's next write. Until it is
+    /// written the router counts it as work in flight, so the actor is not retired with it
+    /// (a new actor would load the turn as unnoted and deliver its answer again).
+    fn note_pending(&mut self, ctx: &mut Context<Self>) {
+        if !self.note_unsaved {
+            self.note_unsaved = true;
+            self.router.hold(&self.key());
+        }
+        ctx.run_later(NOTE_WITHIN, |act, ctx| act.save_note(ctx, None));
+    }
+
+    /// A write carried the note, or it was written: the actor may go idle.
+    fn note_saved(&mut self) {
+        if std::mem::take(&mut self.note_unsaved) {
+            self.router.done(&self.key());
+        }
+    }
+
+    /// Write the last turn's extraction note, unless a later write carried it already;
+    /// `saved` is told once it is stored (or was not needed).
+    fn save_note(
+        &mut self,
+        ctx: &mut Context<Self>,
+        saved: Option<tokio::sync::oneshot::Sender<()>>,
+    ) {
         if !self.note_unsaved || self.unservable.is_some() {
             return;
         }
         let Some(mut meta) = self.meta.take() else {
             return;
         };
-        self.note_unsaved = false;
+        self.note_saved();
         let env = self.env.clone();
         let task = std::mem::take(&mut self.task);
         let fut = async move {
@@ -214,6 +243,9 @@ impl SessionActor {
         ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
             act.meta = Some(meta);
             act.task = task;
+            if let Some(saved) = saved {
+                let _ = saved.send(());
+            }
         }));
     }
 
@@ -329,6 +361,21 @@ impl Handler<Retire> for SessionActor {
     }
 }
 
+impl Handler<SaveNote> for SessionActor {
+    type Result = ResponseFuture<()>;
+
+    /// Handled after the turn in progress, if any (turns hold the mailbox): a turn that ends
+    /// while the process stops gets its note written too.
+    fn handle(&mut self, _: SaveNote, ctx: &mut Self::Context) -> Self::Result {
+        let (saved, stored) = tokio::sync::oneshot::channel();
+        self.save_note(ctx, Some(saved));
+        // Dropped unsent when there was nothing to write: answered at once either way.
+        Box::pin(async move {
+            let _ = stored.await;
+        })
+    }
+}
+
 impl Handler<Deliver> for SessionActor {
     type Result = ();
 
@@ -370,7 +417,7 @@ impl Handler<Deliver> for SessionActor {
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
                             // The message's write carried the last turn's note.
-                            act.note_unsaved = false;
+                            act.note_saved();
                             Arc::make_mut(&mut act.history).push(*stored);
                             act.run(ctx);
                         }
