@@ -76,6 +76,8 @@ struct Inner {
     live: Mutex<HashMap<SessionKey, Live>>,
     /// Session partitions, when sessions are shared by several processes.
     cluster: Option<Arc<dyn Cluster>>,
+    /// The process is stopping ([`SessionRouter::save_notes`]).
+    closing: AtomicBool,
 }
 
 /// How often idle session actors are looked for.
@@ -93,6 +95,7 @@ impl SessionRouter {
                 arbiters,
                 live: Mutex::new(HashMap::new()),
                 cluster,
+                closing: AtomicBool::new(false),
             }),
         }
     }
@@ -379,6 +382,12 @@ impl SessionRouter {
         }
     }
 
+    /// Whether the process is stopping: a session writes at once what it would keep back for
+    /// its next write.
+    pub fn closing(&self) -> bool {
+        self.inner.closing.load(Ordering::Acquire)
+    }
+
     /// Session actors in memory now.
     pub fn live(&self) -> usize {
         self.lock().len()
@@ -386,9 +395,11 @@ impl SessionRouter {
 
     /// Have every live session write what it keeps back for its next write (an answered
     /// turn's extraction note), waiting at most `within`: the process is stopping, and a
-    /// session whose note is not stored delivers its last answer again when it is loaded.
+    /// session whose note is not stored delivers its last answer again when it is loaded. A
+    /// turn that ends from now on (an item already on its way) writes its note at once.
     /// Call after the inbound services stopped, before the actors' arbiters do.
     pub async fn save_notes(&self, within: Duration) {
+        self.inner.closing.store(true, Ordering::Release);
         let addrs: Vec<Addr<SessionActor>> =
             self.lock().values().map(|live| live.addr.clone()).collect();
         let saved = futures::future::join_all(addrs.iter().map(|addr| addr.send(SaveNote)));

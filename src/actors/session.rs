@@ -67,12 +67,17 @@ pub struct SessionActor {
     /// ([`turn::TurnOutcome::note_unsaved`]): the next message's write carries the note, or
     /// [`SessionActor::save_note`] writes it after [`NOTE_WITHIN`] of quiet.
     note_unsaved: bool,
+    /// The timer that writes the note after a quiet moment; a later write that carries the
+    /// note, or a later turn's note, cancels it.
+    note_timer: Option<SpawnHandle>,
 }
 
 /// How long an answered turn's extraction note waits for the session's next write before it
-/// is written on its own: one write per turn saved while a conversation goes on, and a short
-/// window after it in which a crash queues the extraction (and sends the answer) once more.
-const NOTE_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+/// is written on its own. A program that talks to a session sends its next message within
+/// this (one write per turn saved); a person does not, and the note costs its write as before.
+/// It is also how long after an answer a kill -9 makes the next load deliver that answer
+/// again (same id): short, since that is what a crash costs while a conversation pauses.
+const NOTE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl SessionActor {
     pub fn new(env: TurnEnv, agent: String, session: String, router: SessionRouter) -> Self {
@@ -89,6 +94,7 @@ impl SessionActor {
             arrived_trace: None,
             unservable: None,
             note_unsaved: false,
+            note_timer: None,
         }
     }
 
@@ -195,6 +201,10 @@ impl SessionActor {
                 return self.run(ctx);
             }
         }
+        // The process is stopping: no later write will come to carry the note.
+        if self.router.closing() {
+            self.save_note(ctx, None);
+        }
         self.finished();
     }
 }
@@ -208,11 +218,20 @@ impl SessionActor {
             self.note_unsaved = true;
             self.router.hold(&self.key());
         }
-        ctx.run_later(NOTE_WITHIN, |act, ctx| act.save_note(ctx, None));
+        if let Some(timer) = self.note_timer.take() {
+            ctx.cancel_future(timer);
+        }
+        self.note_timer = Some(ctx.run_later(NOTE_WITHIN, |act, ctx| {
+            act.note_timer = None;
+            act.save_note(ctx, None);
+        }));
     }
 
     /// A write carried the note, or it was written: the actor may go idle.
-    fn note_saved(&mut self) {
+    fn note_saved(&mut self, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.note_timer.take() {
+            ctx.cancel_future(timer);
+        }
         if std::mem::take(&mut self.note_unsaved) {
             self.router.done(&self.key());
         }
@@ -231,7 +250,7 @@ impl SessionActor {
         let Some(mut meta) = self.meta.take() else {
             return;
         };
-        self.note_saved();
+        self.note_saved(ctx);
         let env = self.env.clone();
         let task = std::mem::take(&mut self.task);
         let fut = async move {
@@ -364,8 +383,8 @@ impl Handler<Retire> for SessionActor {
 impl Handler<SaveNote> for SessionActor {
     type Result = ResponseFuture<()>;
 
-    /// Handled after the turn in progress, if any (turns hold the mailbox): a turn that ends
-    /// while the process stops gets its note written too.
+    /// Handled after the turn in progress, if any (turns hold the mailbox); a turn that
+    /// starts after it (an item already on its way) writes its note as it ends.
     fn handle(&mut self, _: SaveNote, ctx: &mut Self::Context) -> Self::Result {
         let (saved, stored) = tokio::sync::oneshot::channel();
         self.save_note(ctx, Some(saved));
@@ -417,7 +436,7 @@ impl Handler<Deliver> for SessionActor {
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
                             // The message's write carried the last turn's note.
-                            act.note_saved();
+                            act.note_saved(ctx);
                             Arc::make_mut(&mut act.history).push(*stored);
                             act.run(ctx);
                         }
