@@ -61,9 +61,6 @@ impl From<crate::bus::BusError> for EngineError {
 
 /// How long [`Engine::shutdown`] waits for the actors' threads.
 const ARBITER_JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-/// How long a stop waits for the sessions to write their pending extraction notes (a turn in
-/// progress ends first).
-const NOTES_SAVED_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A running engine.
 pub struct Engine {
@@ -462,11 +459,6 @@ impl Engine {
     /// gone and the data directory can be opened again) and flush the store.
     pub async fn shutdown(self) {
         drop(self.services);
-        // Nothing new arrives now; what the sessions keep back for their next write is
-        // written before their threads stop.
-        if let Some(router) = &self.router {
-            router.save_notes(NOTES_SAVED_WITHIN).await;
-        }
         drop(self.actors);
         for a in &self.arbiters {
             a.stop();

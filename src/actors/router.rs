@@ -32,9 +32,7 @@ use actix::prelude::*;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::session::{
-    CancelTurn, Decide, Deliver, JobFinished, Retire, SaveNote, SessionActor, Wake,
-};
+use super::session::{CancelTurn, Decide, Deliver, JobFinished, Retire, SessionActor, Wake};
 use super::settle::Settle;
 use crate::bus::cluster::{Cluster, OwnedItem};
 use crate::bus::{BusError, Handler, Message as BusMessage, Serving, SharedBus};
@@ -76,8 +74,6 @@ struct Inner {
     live: Mutex<HashMap<SessionKey, Live>>,
     /// Session partitions, when sessions are shared by several processes.
     cluster: Option<Arc<dyn Cluster>>,
-    /// The process is stopping ([`SessionRouter::save_notes`]).
-    closing: AtomicBool,
 }
 
 /// How often idle session actors are looked for.
@@ -95,7 +91,6 @@ impl SessionRouter {
                 arbiters,
                 live: Mutex::new(HashMap::new()),
                 cluster,
-                closing: AtomicBool::new(false),
             }),
         }
     }
@@ -374,40 +369,9 @@ impl SessionRouter {
         }
     }
 
-    /// A session actor has work of its own that is not done (an extraction note to write):
-    /// it is not retired until a matching [`Self::done`].
-    pub fn hold(&self, key: &SessionKey) {
-        if let Some(live) = self.lock().get_mut(key) {
-            live.in_flight += 1;
-        }
-    }
-
-    /// Whether the process is stopping: a session writes at once what it would keep back for
-    /// its next write.
-    pub fn closing(&self) -> bool {
-        self.inner.closing.load(Ordering::Acquire)
-    }
-
     /// Session actors in memory now.
     pub fn live(&self) -> usize {
         self.lock().len()
-    }
-
-    /// Have every live session write what it keeps back for its next write (an answered
-    /// turn's extraction note), waiting at most `within`: the process is stopping, and a
-    /// session whose note is not stored delivers its last answer again when it is loaded. A
-    /// turn that ends from now on (an item already on its way) writes its note at once.
-    /// Call after the inbound services stopped, before the actors' arbiters do.
-    pub async fn save_notes(&self, within: Duration) {
-        self.inner.closing.store(true, Ordering::Release);
-        let addrs: Vec<Addr<SessionActor>> =
-            self.lock().values().map(|live| live.addr.clone()).collect();
-        let saved = futures::future::join_all(addrs.iter().map(|addr| addr.send(SaveNote)));
-        if tokio::time::timeout(within, saved).await.is_err() {
-            tracing::warn!(
-                "some sessions did not store their last extraction note before the stop; they deliver their last answer again (same id) when next loaded"
-            );
-        }
     }
 
     /// Stop actors that have been idle longer than `engine.session_idle_secs`.

@@ -38,13 +38,6 @@ use crate::turn::{self, TurnEnv, TurnOutcome};
 #[rtype(result = "()")]
 pub struct Retire;
 
-/// Write the last turn's extraction note now if it waits for the session's next write: the
-/// process is stopping, and a note left unwritten would make the next start deliver the
-/// answer again. Answered once the note is stored (or there was none).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SaveNote;
-
 pub struct SessionActor {
     env: TurnEnv,
     agent: String,
@@ -63,21 +56,7 @@ pub struct SessionActor {
     /// Why the session could not be loaded (its log unreachable or refusing): every item is
     /// handed back, or told, without being served from a cache the log may contradict.
     unservable: Option<String>,
-    /// The last turn's extraction is queued but not yet noted in the store
-    /// ([`turn::TurnOutcome::note_unsaved`]): the next message's write carries the note, or
-    /// [`SessionActor::save_note`] writes it after [`NOTE_WITHIN`] of quiet.
-    note_unsaved: bool,
-    /// The timer that writes the note after a quiet moment; a later write that carries the
-    /// note, or a later turn's note, cancels it.
-    note_timer: Option<SpawnHandle>,
 }
-
-/// How long an answered turn's extraction note waits for the session's next write before it
-/// is written on its own. A program that talks to a session sends its next message within
-/// this (one write per turn saved); a person does not, and the note costs its write as before.
-/// It is also how long after an answer a kill -9 makes the next load deliver that answer
-/// again (same id): short, since that is what a crash costs while a conversation pauses.
-const NOTE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl SessionActor {
     pub fn new(env: TurnEnv, agent: String, session: String, router: SessionRouter) -> Self {
@@ -93,8 +72,6 @@ impl SessionActor {
             to_poll: Vec::new(),
             arrived_trace: None,
             unservable: None,
-            note_unsaved: false,
-            note_timer: None,
         }
     }
 
@@ -139,30 +116,27 @@ impl SessionActor {
                 .as_ref()
                 .filter(|e| e.hands_back())
                 .map(ToString::to_string);
-            let note_unsaved = outcome.note_unsaved;
-            (meta, task, outcome.messages, handed_back, note_unsaved)
+            (meta, task, outcome.messages, handed_back)
         }
         .instrument(span);
-        ctx.wait(fut.into_actor(self).map(
-            |(meta, task, added, handed_back, note_unsaved), act, ctx| {
-                if let Some(cause) = handed_back {
-                    if act.last_chance() {
-                        return act.end_turn_unservable(meta, task, cause, ctx);
+        ctx.wait(
+            fut.into_actor(self)
+                .map(|(meta, task, added, handed_back), act, ctx| {
+                    if let Some(cause) = handed_back {
+                        if act.last_chance() {
+                            return act.end_turn_unservable(meta, task, cause, ctx);
+                        }
+                        return act.hand_back(ctx);
                     }
-                    return act.hand_back(ctx);
-                }
-                act.meta = Some(meta);
-                act.task = task;
-                if note_unsaved {
-                    act.note_pending(ctx);
-                }
-                Arc::make_mut(&mut act.history).extend(added);
-                if let Some(at) = turn::delegation::next_deadline(&act.task) {
-                    act.router.wake_at(act.key(), at);
-                }
-                act.after_turn(ctx);
-            },
-        ));
+                    act.meta = Some(meta);
+                    act.task = task;
+                    Arc::make_mut(&mut act.history).extend(added);
+                    if let Some(at) = turn::delegation::next_deadline(&act.task) {
+                        act.router.wake_at(act.key(), at);
+                    }
+                    act.after_turn(ctx);
+                }),
+        );
     }
 
     /// The `invoke_agent` span of the turn about to run. It continues the trace the turn's
@@ -201,73 +175,11 @@ impl SessionActor {
                 return self.run(ctx);
             }
         }
-        // The process is stopping: no later write will come to carry the note.
-        if self.router.closing() {
-            self.save_note(ctx, None);
-        }
         self.finished();
     }
 }
 
 impl SessionActor {
-    /// The last turn left its extraction note to the session's next write. Until it is
-    /// written the router counts it as work in flight, so the actor is not retired with it
-    /// (a new actor would load the turn as unnoted and deliver its answer again).
-    fn note_pending(&mut self, ctx: &mut Context<Self>) {
-        if !self.note_unsaved {
-            self.note_unsaved = true;
-            self.router.hold(&self.key());
-        }
-        if let Some(timer) = self.note_timer.take() {
-            ctx.cancel_future(timer);
-        }
-        self.note_timer = Some(ctx.run_later(NOTE_WITHIN, |act, ctx| {
-            act.note_timer = None;
-            act.save_note(ctx, None);
-        }));
-    }
-
-    /// A write carried the note, or it was written: the actor may go idle.
-    fn note_saved(&mut self, ctx: &mut Context<Self>) {
-        if let Some(timer) = self.note_timer.take() {
-            ctx.cancel_future(timer);
-        }
-        if std::mem::take(&mut self.note_unsaved) {
-            self.router.done(&self.key());
-        }
-    }
-
-    /// Write the last turn's extraction note, unless a later write carried it already;
-    /// `saved` is told once it is stored (or was not needed).
-    fn save_note(
-        &mut self,
-        ctx: &mut Context<Self>,
-        saved: Option<tokio::sync::oneshot::Sender<()>>,
-    ) {
-        if !self.note_unsaved || self.unservable.is_some() {
-            return;
-        }
-        let Some(mut meta) = self.meta.take() else {
-            return;
-        };
-        self.note_saved(ctx);
-        let env = self.env.clone();
-        let task = std::mem::take(&mut self.task);
-        let fut = async move {
-            if let Err(e) = env.store.save_note(&mut meta, &task).await {
-                tracing::warn!(session = %meta.session, error = %e, "extraction note not stored; a restart queues the extraction again (the extractor skips a mined turn)");
-            }
-            (meta, task)
-        };
-        ctx.wait(fut.into_actor(self).map(|(meta, task), act, _| {
-            act.meta = Some(meta);
-            act.task = task;
-            if let Some(saved) = saved {
-                let _ = saved.send(());
-            }
-        }));
-    }
-
     /// Queue the extraction of an answered turn that a crash cut off before it was queued.
     fn queue_extraction(&mut self, ctx: &mut Context<Self>) {
         let Some(mut meta) = self.meta.take() else {
@@ -380,21 +292,6 @@ impl Handler<Retire> for SessionActor {
     }
 }
 
-impl Handler<SaveNote> for SessionActor {
-    type Result = ResponseFuture<()>;
-
-    /// Handled after the turn in progress, if any (turns hold the mailbox); a turn that
-    /// starts after it (an item already on its way) writes its note as it ends.
-    fn handle(&mut self, _: SaveNote, ctx: &mut Self::Context) -> Self::Result {
-        let (saved, stored) = tokio::sync::oneshot::channel();
-        self.save_note(ctx, Some(saved));
-        // Dropped unsent when there was nothing to write: answered at once either way.
-        Box::pin(async move {
-            let _ = stored.await;
-        })
-    }
-}
-
 impl Handler<Deliver> for SessionActor {
     type Result = ();
 
@@ -435,8 +332,6 @@ impl Handler<Deliver> for SessionActor {
                     act.task = task;
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
-                            // The message's write carried the last turn's note.
-                            act.note_saved(ctx);
                             Arc::make_mut(&mut act.history).push(*stored);
                             act.run(ctx);
                         }

@@ -386,16 +386,6 @@ impl SessionStore {
         self.save_with(meta, messages, task, MetaWrite::Lag).await
     }
 
-    /// [`Self::save_step`] for a note on the task alone (an answered turn's extraction is
-    /// queued): the session did not change, so its time stays as it was.
-    pub async fn save_note(
-        &self,
-        meta: &mut SessionMeta,
-        task: &TaskState,
-    ) -> Result<(), StoreError> {
-        self.save_with(meta, &[], task, MetaWrite::Note).await
-    }
-
     async fn save_with(
         &self,
         meta: &mut SessionMeta,
@@ -403,15 +393,7 @@ impl SessionStore {
         task: &TaskState,
         meta_write: MetaWrite,
     ) -> Result<(), StoreError> {
-        let now = match meta_write {
-            MetaWrite::Note => meta.updated_at,
-            _ => Utc::now(),
-        };
-        let meta_write = if meta_write == MetaWrite::Note {
-            MetaWrite::Lag
-        } else {
-            meta_write
-        };
+        let now = Utc::now();
         let meta_write = if self.log.is_some() {
             MetaWrite::Now
         } else {
@@ -542,8 +524,6 @@ enum MetaWrite {
     /// Only the messages' sequence and the time changed: the record may lag (never with a
     /// replicated log).
     Lag,
-    /// Only the task changed: like [`MetaWrite::Lag`], and the session's time stays.
-    Note,
 }
 
 /// The sequence the next message gets once `messages` are stored after `next_seq`.

@@ -180,12 +180,7 @@ fn child_sessions(record: &TurnRecord) -> Vec<String> {
 /// Store the turn as answered and commit, publish the answer, then queue the transcript for
 /// extraction and note that it is queued — so an answer that left is on disk, and an answered
 /// turn whose extraction a crash cut off is queued at start-up ([`queue_extraction`]; the
-/// extractor skips a turn it already mined, and the answer keeps its envelope id).
-///
-/// The note is not a write of its own: it rides on the session's next write (the next
-/// message's, usually), or the session actor writes it after a quiet moment
-/// ([`TurnOutcome::note_unsaved`](super::TurnOutcome)). A crash before then only queues the
-/// extraction — and delivers the answer — once more.
+/// extractor skips a turn it already mined).
 pub(super) async fn finish(
     state: &mut TurnState<'_>,
     record: &TurnRecord,
@@ -208,12 +203,7 @@ pub(super) async fn finish(
         None => true,
     };
     state.record().extraction_queued = queued;
-    if !state.deferred_is_empty() {
-        return state.save_task().await;
-    }
-    // Nothing to note when it could not be queued: the stored turn says so already.
-    state.note_unsaved = queued;
-    Ok(())
+    state.save_task_note().await
 }
 
 /// Send a stored answer everywhere it goes: the session's events, the subject its message

@@ -156,10 +156,6 @@ impl TurnError {
 pub struct TurnOutcome {
     pub messages: Vec<StoredMessage>,
     pub error: Option<TurnError>,
-    /// The turn answered and its extraction is queued, but the stored task does not say so
-    /// yet: the session's next write carries it, or the caller writes it
-    /// ([`SessionStore::save`]) — until then a restart queues the extraction again.
-    pub note_unsaved: bool,
 }
 
 impl TurnOutcome {
@@ -167,7 +163,6 @@ impl TurnOutcome {
         Self {
             messages: Vec::new(),
             error: Some(error),
-            note_unsaved: false,
         }
     }
 }
@@ -205,7 +200,6 @@ pub async fn run_turn(
         }
     }
     TurnOutcome {
-        note_unsaved: state.note_unsaved && error.is_none(),
         messages: state.added,
         error,
     }

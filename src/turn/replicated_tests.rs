@@ -42,10 +42,12 @@ async fn a_tool_loop_turn_appends_its_steps_with_the_answer_not_one_by_one() {
     let outcome = s.say("add one and two").await;
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let records = records(&log);
-    // Accepted; answered with the call and its result. The extraction note rides on the
-    // session's next write.
-    assert_eq!(records.len(), 2, "one append per commit point");
-    assert!(outcome.note_unsaved);
+    // Accepted; answered with the call and its result; extraction queued.
+    assert_eq!(
+        records.len(),
+        3,
+        "one append per commit point and the extraction note"
+    );
     let roles: Vec<Role> = records
         .iter()
         .flat_map(|r| r.messages.iter().map(|m| m.message.role))

@@ -31,9 +31,6 @@ pub(super) struct TurnState<'a> {
     deferred: Vec<StoredMessage>,
     /// When the oldest of `deferred` was kept back.
     deferred_since: Option<Instant>,
-    /// The turn's extraction is queued but the stored turn does not say so yet
-    /// (`ending::finish`).
-    pub(super) note_unsaved: bool,
 }
 
 /// Longest a mid-turn step is kept back: a turn of slow reads still stores its progress about
@@ -58,7 +55,6 @@ impl<'a> TurnState<'a> {
             emitter,
             deferred: Vec::new(),
             deferred_since: None,
-            note_unsaved: false,
         }
     }
 
@@ -153,9 +149,13 @@ impl<'a> TurnState<'a> {
         self.save_with(&[]).await
     }
 
-    /// Whether no mid-turn message waits for the next save.
-    pub(super) fn deferred_is_empty(&self) -> bool {
-        self.deferred.is_empty()
+    /// [`Self::save_task`] for a note on the task that leaves the session's metadata as the
+    /// last full save wrote it (but for the time).
+    pub(super) async fn save_task_note(&mut self) -> Result<(), TurnError> {
+        if !self.deferred.is_empty() {
+            return self.save_task().await;
+        }
+        Ok(self.env.store.save_step(self.meta, &[], self.task).await?)
     }
 
     /// Append the deferred mid-turn messages now: before a call that acts on the world, so a

@@ -347,32 +347,3 @@ fn a_quick_answer_streams_its_deltas_after_its_turn_started_in_sync_mode() {
         assert_eq!(kinds.last(), Some(&"answer"), "{kinds:?}");
     });
 }
-
-#[test]
-fn an_answered_turns_extraction_note_is_stored_after_a_quiet_moment() {
-    let dir = tempfile::tempdir().unwrap();
-    with_engine(test_config(dir.path(), &script()), |engine| async move {
-        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "s1", "u1")
-            .await
-            .unwrap();
-        let trace = c.turn("add please", T, |_| {}).await.unwrap();
-        assert_eq!(trace.answer.as_deref(), Some("The sum is 42."));
-        // The note waits for the session's next write; with none coming, it is written on
-        // its own within moments, so a restart does not queue the extraction again.
-        let db = engine.db.clone().expect("a local store");
-        let store = hermes::store::sessions::SessionStore::open(&db).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let task = store.task("assistant", "s1").unwrap();
-            if task.pending_extraction().is_none() {
-                assert!(task.turn.unwrap().extraction_queued);
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the extraction note was never stored"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-}
