@@ -48,6 +48,11 @@ pub const EXTRACTED_TREE: &str = "memory_extracted";
 /// Deliveries of one extraction job; after the last, the queue would drop it.
 const MAX_DELIVER: u64 = 5;
 
+/// Jobs pulled per request on NATS: about one pull request per two jobs instead of one per
+/// job (a turn's job arrives alone, so the saving is per turn). Small, because the jobs pulled
+/// wait here while another extractor copy may be idle: three extractions at most.
+const PULL_BATCH: usize = 4;
+
 impl Actor for MemoryExtractor {
     type Context = Context<Self>;
 
@@ -62,7 +67,8 @@ impl Actor for MemoryExtractor {
             model: self.model.clone(),
             extracted: self.extracted.clone(),
         };
-        ctx.spawn(consume(consumer, worker).into_actor(self));
+        let ack_wait = Duration::from_secs(self.deps.config.memory.extract_ack_wait_secs);
+        ctx.spawn(consume(consumer, worker, ack_wait).into_actor(self));
     }
 }
 
@@ -91,6 +97,7 @@ impl MemoryExtractor {
         let options = DurableOptions {
             ack_wait: Duration::from_secs(deps.config.memory.extract_ack_wait_secs),
             max_deliver: MAX_DELIVER,
+            batch: PULL_BATCH,
         };
         let consumer = deps
             .bus
@@ -121,7 +128,7 @@ struct Worker {
     extracted: Tree,
 }
 
-async fn consume(mut consumer: DurableConsumer, worker: Worker) {
+async fn consume(mut consumer: DurableConsumer, worker: Worker, ack_wait: Duration) {
     while let Some(next) = consumer.next().await {
         let delivery = match next {
             Ok(d) => d,
@@ -130,6 +137,13 @@ async fn consume(mut consumer: DurableConsumer, worker: Worker) {
                 continue;
             }
         };
+        // Pulled with others (PULL_BATCH), it may have waited behind slow extractions: its
+        // ack_wait starts again before it is mined, so it is not delivered twice meanwhile.
+        if delivery.age.is_some_and(|age| age > ack_wait / 2) {
+            if let Err(e) = delivery.in_progress().await {
+                tracing::warn!(error = %e, "extraction job's progress ack failed; it may be delivered again (a mined turn is skipped)");
+            }
+        }
         match worker.extract(&delivery.payload).await {
             outcome @ (Outcome::Done | Outcome::Dropped(_)) => {
                 if let Outcome::Dropped(reason) = outcome {

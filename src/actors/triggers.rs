@@ -107,6 +107,7 @@ impl Triggers {
                 // A session busy with a long turn gets the event again every few seconds
                 // for up to ten minutes.
                 max_deliver: MAX_DELIVER,
+                ..Default::default()
             },
             dedupe_window: DEDUPE_WINDOW,
         };

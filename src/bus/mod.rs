@@ -151,6 +151,9 @@ pub struct DurableMessage {
     /// The publisher's W3C trace context, when this process exports traces and the
     /// publisher sent one.
     pub traceparent: Option<String>,
+    /// How long ago the queue stored it, when the backend says (NATS): at least as long as
+    /// its delivery's `ack_wait` has been running.
+    pub age: Option<Duration>,
     acker: Box<dyn Acker>,
 }
 
@@ -162,6 +165,7 @@ impl DurableMessage {
             subject: None,
             msg_id: None,
             traceparent: None,
+            age: None,
             acker,
         }
     }
@@ -233,6 +237,11 @@ pub struct DurableOptions {
     pub ack_wait: Duration,
     /// Give up on a message after this many deliveries (it is then dropped with an error log).
     pub max_deliver: u64,
+    /// Messages pulled per request on NATS (one request per message at 1, about two per
+    /// `batch` above). The ones pulled wait at this consumer, their `ack_wait` running, while
+    /// another consumer of the queue may be idle: more than 1 only for a consumer that sends
+    /// a progress ack for one that waited long ([`DurableMessage::age`]).
+    pub batch: usize,
 }
 
 impl Default for DurableOptions {
@@ -240,6 +249,7 @@ impl Default for DurableOptions {
         Self {
             ack_wait: Duration::from_secs(30),
             max_deliver: 10,
+            batch: 1,
         }
     }
 }

@@ -53,6 +53,7 @@ contract!(
     durable::an_unconfirmed_ack_settles_the_message_as_well,
     durable::unacked_durable_message_is_redelivered_after_ack_wait,
     durable::in_progress_postpones_redelivery,
+    durable::messages_pulled_in_a_batch_that_waited_are_kept_by_a_progress_ack,
     durable::nak_redelivers_now_or_after_the_delay,
     durable::message_is_not_delivered_more_than_max_deliver_times,
     durable::two_consumers_share_the_work,

@@ -123,6 +123,61 @@ fn a_message_sent_again_with_the_same_id_is_acknowledged_again_and_stored_once()
     assert_eq!(copies, 1, "{messages:?}");
 }
 
+/// Each `answer` event published for the assistant's `session` on `url`, as (turn id, envelope
+/// id), from now on; collected by a task on `rt`.
+fn watch_answers(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    session: &str,
+) -> std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let subject = hermes::protocol::subjects::outbound_any_reader("assistant", session).unwrap();
+    let bus = rt.block_on(bus::connect(url, None)).unwrap();
+    let mut out = rt.block_on(bus.subscribe(&subject)).unwrap();
+    let into = seen.clone();
+    rt.spawn(async move {
+        let _bus = bus;
+        while let Some(m) = out.next().await {
+            let id = Envelope::decode(&m.payload, usize::MAX)
+                .map(|e| e.id)
+                .unwrap_or_default();
+            for event in hermes::client::events_of(&m) {
+                if let hermes::protocol::TurnEvent::Answer { turn_id, .. } = event {
+                    into.lock().unwrap().push((turn_id, id.clone()));
+                }
+            }
+        }
+    });
+    seen
+}
+
+/// A stop (SIGTERM) right after an answer, before the session wrote the note that its
+/// extraction is queued (that note waits for the session's next write), writes it on the way
+/// out: started again, the session does not deliver that answer a second time.
+#[test]
+fn a_graceful_restart_right_after_an_answer_sends_no_answer_again() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "graceful");
+    let rt = crate::common::runtime::multi_thread(2);
+    let answers = watch_answers(&rt, &nats.url(), "graceful1");
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let first = send_json(&nats.url(), "graceful1", "u1", "what is the sum?");
+    assert!(first.contains("The sum is 42."), "{first}");
+    serve.stop();
+
+    let serve = Serve::start(&config, &nats.url(), "all");
+    let second = send_json(&nats.url(), "graceful1", "u1", "and now?");
+    assert!(second.contains(r#""type":"answer""#), "{second}");
+    // A re-sent answer leaves as the loaded session starts, before the second turn's.
+    std::thread::sleep(Duration::from_millis(500));
+    serve.stop();
+
+    let answers = answers.lock().unwrap().clone();
+    assert_eq!(answers.len(), 2, "one answer per turn: {answers:?}");
+    assert_ne!(answers[0].0, answers[1].0, "{answers:?}");
+}
+
 #[test]
 fn the_ready_file_exists_exactly_while_serve_runs() {
     let dir = tempfile::tempdir().unwrap();

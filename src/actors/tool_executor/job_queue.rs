@@ -75,6 +75,7 @@ pub async fn serve(core: ExecCore, ack_wait: Duration) {
     let options = DurableOptions {
         ack_wait,
         max_deliver: MAX_DELIVER,
+        ..Default::default()
     };
     let mut consumer = match core.bus.durable_consume(subjects::JOB_QUEUE, options).await {
         Ok(consumer) => consumer,

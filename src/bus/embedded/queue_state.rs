@@ -161,6 +161,7 @@ mod tests {
         DurableOptions {
             ack_wait: Duration::from_millis(ack_wait_ms),
             max_deliver,
+            ..Default::default()
         }
     }
 

@@ -262,7 +262,7 @@ async fn pull_shared(
     .map_err(|e| jetstream_error("cannot create the durable consumer", name, e))?;
     consumer
         .stream()
-        .max_messages_per_batch(1)
+        .max_messages_per_batch(options.batch.max(1))
         .expires(PULL_EXPIRES)
         .heartbeat(PULL_HEARTBEAT)
         .messages()
@@ -346,10 +346,28 @@ fn durable_message(
              JetStream will not deliver it again; it stays in the stream for inspection"
         );
     }
+    let age = message
+        .info()
+        .ok()
+        .and_then(|info| stored_ago(info.published.unix_timestamp_nanos()));
     let payload = message.payload.clone();
     let traceparent = super::trace::received(message.headers.as_ref());
-    DurableMessage::new(payload, delivery, Box::new(JetStreamAcker { message }))
-        .with_traceparent(traceparent)
+    let mut durable = DurableMessage::new(payload, delivery, Box::new(JetStreamAcker { message }))
+        .with_traceparent(traceparent);
+    durable.age = age;
+    durable
+}
+
+/// How long ago the server stored a message (by its clock and this one's; none when the clocks
+/// disagree so much that it lies ahead).
+fn stored_ago(published_unix_nanos: i128) -> Option<Duration> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let at = u128::try_from(published_unix_nanos).ok()?;
+    let nanos = u64::try_from(now.checked_sub(at)?).ok()?;
+    Some(Duration::from_nanos(nanos))
 }
 
 /// Settles one JetStream delivery.

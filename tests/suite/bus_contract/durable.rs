@@ -97,6 +97,47 @@ pub async fn in_progress_postpones_redelivery(fx: Fixture) {
         .is_err());
 }
 
+/// Pulled several at a time, the later ones wait at the consumer while it works on the first;
+/// where the backend knows how long ago each was stored (its `age`), a consumer that
+/// progress-acks one that waited past half its ack_wait gets each exactly once.
+pub async fn messages_pulled_in_a_batch_that_waited_are_kept_by_a_progress_ack(fx: Fixture) {
+    let published = Instant::now();
+    for text_ in ["one", "two", "three"] {
+        fx.bus
+            .durable_publish("jobs.batch", text_.into())
+            .await
+            .unwrap();
+    }
+    let options = DurableOptions {
+        batch: 4,
+        ..short_ack(2000)
+    };
+    let mut consumer = fx.bus.durable_consume("jobs.batch", options).await.unwrap();
+    for want in ["one", "two", "three"] {
+        let message = next_durable(&mut consumer).await;
+        assert_eq!(
+            (text(&message.payload).as_str(), message.delivery),
+            (want, 1)
+        );
+        if let Some(age) = message.age {
+            let since = published.elapsed();
+            assert!(
+                age + Duration::from_millis(100)
+                    >= since.saturating_sub(Duration::from_millis(100)),
+                "{want} stored {age:?} ago, published {since:?} ago"
+            );
+            // "three" waited 1.6 s of its 2 s: it would come again during its work.
+            if age > Duration::from_millis(1000) {
+                message.in_progress().await.unwrap();
+            }
+        }
+        // Slow work: the next one waits 800 ms more at the consumer.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        message.ack().await.unwrap();
+    }
+    assert_no_durable(&mut consumer, Duration::from_millis(1500)).await;
+}
+
 pub async fn nak_redelivers_now_or_after_the_delay(fx: Fixture) {
     fx.bus
         .durable_publish("jobs.nak", "retry".into())
@@ -138,6 +179,7 @@ pub async fn message_is_not_delivered_more_than_max_deliver_times(fx: Fixture) {
     let options = DurableOptions {
         ack_wait: Duration::from_millis(500),
         max_deliver: 2,
+        ..Default::default()
     };
     let mut consumer = fx
         .bus

@@ -21,6 +21,7 @@ pub fn short_ack(ack_wait_ms: u64) -> DurableOptions {
     DurableOptions {
         ack_wait: Duration::from_millis(ack_wait_ms),
         max_deliver: 10,
+        ..Default::default()
     }
 }
 
