@@ -7,6 +7,7 @@
 mod actions;
 mod commands;
 mod input;
+mod questions;
 mod render;
 mod screen;
 mod talk;

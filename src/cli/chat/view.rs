@@ -126,57 +126,24 @@ impl View {
                 arguments,
                 questions,
                 ..
-            } if !questions.is_empty() => {
-                let label = self
-                    .take(screen, call_id)
-                    .map(|c| c.label)
-                    .unwrap_or_else(|| call_label(name, arguments, screen.cols()));
-                screen.line(&format!(
-                    "{label} {}",
-                    self.look.warn("? the tool asks you:")
-                ));
-                for q in questions {
-                    let how = match (&q.url, &q.schema) {
-                        (Some(url), _) => format!("visit {url}, then /confirm"),
-                        (None, Some(schema)) => format!("form {}", form_fields(schema)),
-                        (None, None) => String::new(),
-                    };
-                    screen.line(&format!("    {} {how}", self.look.bold(&q.message)));
-                }
-                screen.line(&format!(
-                    "    {}",
-                    self.look
-                        .dim("/confirm {JSON} answers (alone: the defaults) · /deny declines")
-                ));
-                self.calls.insert(
-                    call_id.clone(),
-                    Call {
-                        turn: turn_id.clone(),
-                        label,
-                        started: Instant::now(),
-                        bar: None,
-                        job: None,
-                    },
-                );
-            }
-            TurnEvent::ConfirmationRequired {
-                turn_id,
-                call_id,
-                name,
-                arguments,
-                ..
             } => {
                 let label = self
                     .take(screen, call_id)
                     .map(|c| c.label)
                     .unwrap_or_else(|| call_label(name, arguments, screen.cols()));
-                screen.line(&format!(
-                    "{} {}",
-                    label,
-                    self.look
-                        .warn("⚠ high-risk: waits for your OK — /confirm runs it, /deny declines")
-                ));
-                // Its result (after the decision) ends the same line.
+                if questions.is_empty() {
+                    let waits = "⚠ high-risk: waits for your OK — /confirm runs it, /deny declines";
+                    screen.line(&format!("{label} {}", self.look.warn(waits)));
+                } else {
+                    screen.line(&format!(
+                        "{label} {}",
+                        self.look.warn("? the tool asks you:")
+                    ));
+                    for line in super::questions::lines(&self.look, questions) {
+                        screen.line(&line);
+                    }
+                }
+                // Its result (after the decision or answer) ends the same line.
                 self.calls.insert(
                     call_id.clone(),
                     Call {
@@ -558,24 +525,6 @@ fn millis(ms: u64) -> String {
 
 fn since(started: Instant) -> String {
     millis(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A form's fields as `{name: type = default, …}`, for the person answering.
-fn form_fields(schema: &serde_json::Value) -> String {
-    let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
-        return "{}".to_owned();
-    };
-    let fields: Vec<String> = properties
-        .iter()
-        .map(|(name, p)| {
-            let kind = p.get("type").and_then(|t| t.as_str()).unwrap_or("any");
-            match p.get("default") {
-                Some(default) => format!("{name}: {kind} = {default}"),
-                None => format!("{name}: {kind}"),
-            }
-        })
-        .collect();
-    format!("{{{}}}", fields.join(", "))
 }
 
 #[cfg(test)]
