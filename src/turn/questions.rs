@@ -28,6 +28,28 @@ pub(super) fn asked(result: &ToolCallResult) -> Option<McpInputRequired> {
         .flatten()
 }
 
+/// Results that are a server's questions for the user (a call's or its task's) become the
+/// call's open question, and its job (if it had one) is done with; the rest stay results.
+pub(super) fn take(
+    record: &mut TurnRecord,
+    ready: Vec<(ToolCall, ToolCallResult, bool)>,
+) -> (Vec<(ToolCall, ToolCallResult, bool)>, Vec<ToolCall>) {
+    let mut results = Vec::with_capacity(ready.len());
+    let mut questioned = Vec::new();
+    for (call, result, announce) in ready {
+        let Some(asked) = asked(&result) else {
+            results.push((call, result, announce));
+            continue;
+        };
+        record.jobs.retain(|j| j.call_id != call.id);
+        match self::record(record, &call, asked) {
+            Ok(()) => questioned.push(call),
+            Err(failed) => results.push((call, *failed, true)),
+        }
+    }
+    (results, questioned)
+}
+
 /// Record `asked` as the call's open question (replacing an answered earlier round), so the
 /// turn waits for the user. `Err` is the call's failed result once the server has asked
 /// [`MAX_ROUNDS`] times.

@@ -116,7 +116,7 @@ pub(super) async fn run(
     }
     let fresh: Vec<&str> = started.iter().map(|j| j.job_id.as_str()).collect();
     ready.extend(poll_jobs(state, step, &open, &fresh).await);
-    let (mut ready, questioned) = take_questions(state, ready);
+    let (mut ready, questioned) = questions::take(state.record(), ready);
     // Results are stored in the order the model asked for them.
     ready.sort_by_key(|(call, _, _)| calls.iter().position(|c| c.id == call.id));
     let waits = waiting_phase(state);
@@ -168,29 +168,6 @@ pub(super) async fn run(
             .await;
     }
     Ok(Next::Wait)
-}
-
-/// Results that are a server's questions for the user (a call's or its task's) become the
-/// call's open question, and its job (if it had one) is done with; the rest stay results.
-fn take_questions(
-    state: &mut TurnState<'_>,
-    ready: Vec<(ToolCall, ToolCallResult, bool)>,
-) -> (Vec<(ToolCall, ToolCallResult, bool)>, Vec<ToolCall>) {
-    let mut results = Vec::with_capacity(ready.len());
-    let mut questioned = Vec::new();
-    for (call, result, announce) in ready {
-        let Some(asked) = questions::asked(&result) else {
-            results.push((call, result, announce));
-            continue;
-        };
-        let record = state.record();
-        record.jobs.retain(|j| j.call_id != call.id);
-        match questions::record(record, &call, asked) {
-            Ok(()) => questioned.push(call),
-            Err(failed) => results.push((call, *failed, true)),
-        }
-    }
-    (results, questioned)
 }
 
 /// Publish the `tool.call` event of a call the turn handles itself.
