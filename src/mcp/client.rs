@@ -304,7 +304,7 @@ impl McpClient for RmcpClient {
             let (responses, _) = input
                 .map(input::answered)
                 .transpose()
-                .map_err(refused)?
+                .map_err(|e| refused(e.to_string()))?
                 .unwrap_or_default();
             let params = UpdateTaskParams::new(&task_id, responses.unwrap_or_default());
             self.request("tasks/update", timeout, self.peer.update_task(params))
@@ -315,7 +315,7 @@ impl McpClient for RmcpClient {
             ));
         }
         if let Some(input) = input {
-            let (responses, state) = input::answered(input).map_err(refused)?;
+            let (responses, state) = input::answered(input).map_err(|e| refused(e.to_string()))?;
             params.input_responses = responses;
             params.request_state = state;
         }
@@ -347,10 +347,12 @@ impl McpClient for RmcpClient {
                 }
             };
             let Some(elicitor) = &self.elicitor else {
-                let questions = input::to_ask(&asked).map_err(refused)?;
+                let questions = input::to_ask(&asked).map_err(|e| refused(e.to_string()))?;
                 return Ok(McpCallOutcome::InputRequired(questions));
             };
-            let (responses, state) = input::retry(elicitor, asked).await.map_err(refused)?;
+            let (responses, state) = input::retry(elicitor, asked)
+                .await
+                .map_err(|e| refused(e.to_string()))?;
             params.input_responses = responses;
             params.request_state = state;
         }

@@ -56,7 +56,7 @@ pub(super) fn result(answer: Answer) -> ElicitResult {
 pub(super) async fn retry(
     elicitor: &Arc<dyn Elicitor>,
     asked: InputRequiredResult,
-) -> Result<(Option<InputResponses>, Option<String>), String> {
+) -> Result<(Option<InputResponses>, Option<String>), InputError> {
     let mut answers = BTreeMap::new();
     for (key, question) in questions(&asked)? {
         answers.insert(key, elicitor.answer(question).await);
@@ -66,7 +66,7 @@ pub(super) async fn retry(
 
 /// The questions of an `input_required` result for someone to answer later (the turn asks
 /// its user): the server's result goes with them, to come back with the answers.
-pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, String> {
+pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, InputError> {
     let questions = questions(asked)?
         .into_iter()
         .map(|(key, question)| match question {
@@ -84,7 +84,7 @@ pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, St
             },
         })
         .collect();
-    let asked = serde_json::to_value(asked).map_err(|e| e.to_string())?;
+    let asked = serde_json::to_value(asked).map_err(InputError::Encode)?;
     Ok(McpInputRequired { questions, asked })
 }
 
@@ -93,7 +93,7 @@ pub(super) fn to_ask(asked: &InputRequiredResult) -> Result<McpInputRequired, St
 pub(super) fn to_ask_in_task(
     task_id: &str,
     asked: &InputRequiredResult,
-) -> Result<McpInputRequired, String> {
+) -> Result<McpInputRequired, InputError> {
     let mut questions = to_ask(asked)?;
     if let Some(object) = questions.asked.as_object_mut() {
         object.insert(TASK_KEY.to_owned(), Value::String(task_id.to_owned()));
@@ -112,13 +112,12 @@ pub(super) fn task_of(input: &McpInputAnswers) -> Option<String> {
 /// The `inputResponses` and `requestState` for answers given to [`to_ask`]'s questions.
 pub(super) fn answered(
     mut input: McpInputAnswers,
-) -> Result<(Option<InputResponses>, Option<String>), String> {
+) -> Result<(Option<InputResponses>, Option<String>), InputError> {
     if let Some(object) = input.asked.as_object_mut() {
         object.remove(TASK_KEY);
     }
-    let asked: InputRequiredResult = serde_json::from_value(input.asked).map_err(|e| {
-        format!("the server's earlier questions could not be read back ({e}); call the tool again")
-    })?;
+    let asked: InputRequiredResult =
+        serde_json::from_value(input.asked).map_err(InputError::Unreadable)?;
     let answers = input
         .answers
         .into_iter()
@@ -136,7 +135,7 @@ pub(super) fn answered(
 
 /// The elicitations among an `input_required` result's requests, by key; `Err` for a request
 /// Hermes cannot answer.
-fn questions(asked: &InputRequiredResult) -> Result<Vec<(String, Question)>, String> {
+fn questions(asked: &InputRequiredResult) -> Result<Vec<(String, Question)>, InputError> {
     let mut out = Vec::new();
     for (key, request) in asked.input_requests.iter().flatten() {
         match request {
@@ -144,37 +143,51 @@ fn questions(asked: &InputRequiredResult) -> Result<Vec<(String, Question)>, Str
                 out.push((key.clone(), question(&request.params)))
             }
             InputRequest::ListRoots(_) => {}
-            InputRequest::CreateMessage(_) => return Err(SAMPLING_REFUSED.to_owned()),
-            _ => return Err(UNKNOWN_REQUEST.to_owned()),
+            InputRequest::CreateMessage(_) => return Err(InputError::Sampling),
+            _ => return Err(InputError::UnknownRequest),
         }
     }
     let nothing_asked = asked.input_requests.as_ref().is_none_or(|r| r.is_empty());
     if nothing_asked && asked.request_state.is_none() {
-        return Err("the server answered `input_required` with neither questions nor state".into());
+        return Err(InputError::Empty);
     }
     Ok(out)
 }
 
-const SAMPLING_REFUSED: &str = "the server asked Hermes to sample its model \
-    (`sampling/createMessage`), which Hermes does not offer to servers";
-const UNKNOWN_REQUEST: &str = "the server asked for a kind of input Hermes does not know";
+/// Why a server's `input_required` cannot be answered or asked.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum InputError {
+    #[error(
+        "the server asked Hermes to sample its model (`sampling/createMessage`), which Hermes \
+         does not offer to servers"
+    )]
+    Sampling,
+    #[error("the server asked for a kind of input Hermes does not know")]
+    UnknownRequest,
+    #[error("the server answered `input_required` with neither questions nor state")]
+    Empty,
+    #[error("the server's earlier questions could not be read back ({0}); call the tool again")]
+    Unreadable(serde_json::Error),
+    #[error("the answers could not be encoded: {0}")]
+    Encode(serde_json::Error),
+}
 
 /// One response per request of `asked`: an elicitation's answer (none given: cancelled), and
 /// no roots for `roots/list`.
 fn responses(
     asked: InputRequiredResult,
     mut answers: BTreeMap<String, Answer>,
-) -> Result<(Option<InputResponses>, Option<String>), String> {
+) -> Result<(Option<InputResponses>, Option<String>), InputError> {
     let mut responses = InputResponses::new();
     for (key, request) in asked.input_requests.unwrap_or_default() {
         let response: Value = match request {
             InputRequest::Elicitation(_) => {
                 let answer = answers.remove(&key).unwrap_or(Answer::Cancel);
-                serde_json::to_value(result(answer)).map_err(|e| e.to_string())?
+                serde_json::to_value(result(answer)).map_err(InputError::Encode)?
             }
             InputRequest::ListRoots(_) => json!({"roots": []}),
-            InputRequest::CreateMessage(_) => return Err(SAMPLING_REFUSED.to_owned()),
-            _ => return Err(UNKNOWN_REQUEST.to_owned()),
+            InputRequest::CreateMessage(_) => return Err(InputError::Sampling),
+            _ => return Err(InputError::UnknownRequest),
         };
         responses.insert(key, response);
     }
