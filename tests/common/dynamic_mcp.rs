@@ -99,3 +99,61 @@ pub async fn serve_http<H: ServerHandler + Clone + Send + Sync + 'static>(handle
     });
     format!("http://{addr}/mcp")
 }
+
+/// What a [`serve_http_with_slow_stream`] server saw, in order: `"GET answered"` when it
+/// answered a standalone-stream GET (after the delay), `"POST"` for each POST it received.
+pub type Seen = Arc<Mutex<Vec<&'static str>>>;
+
+/// [`serve_http`], answering each GET only after `delay` — a server slow to open the
+/// standalone stream — and recording what it saw.
+pub async fn serve_http_with_slow_stream<H>(
+    handler: H,
+    delay: std::time::Duration,
+) -> (String, Seen)
+where
+    H: ServerHandler + Clone + Send + Sync + 'static,
+{
+    use hyper::service::Service as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let seen = Seen::default();
+    let recording = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let inner = hyper_util::service::TowerToHyperService::new(service.clone());
+            let seen = recording.clone();
+            let slow = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                let (inner, seen) = (inner.clone(), seen.clone());
+                async move {
+                    let get = request.method() == hyper::Method::GET;
+                    if get {
+                        tokio::time::sleep(delay).await;
+                    } else if request.method() == hyper::Method::POST {
+                        seen.lock().unwrap().push("POST");
+                    }
+                    let response = inner.call(request).await;
+                    if get {
+                        seen.lock().unwrap().push("GET answered");
+                    }
+                    response
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), slow)
+                    .await;
+            });
+        }
+    });
+    (format!("http://{addr}/mcp"), seen)
+}
+
+/// [`start`], with the standalone stream answered only after `delay`.
+pub async fn start_with_slow_stream(delay: std::time::Duration) -> (String, Seen) {
+    serve_http_with_slow_stream(Growing::default(), delay).await
+}

@@ -344,3 +344,34 @@ async fn filesystem_server_reads_inside_its_directory_and_refuses_outside() {
     }
     client.shutdown().await;
 }
+
+/// A 2025-11-25 server may send its own requests (an elicitation during our first call) only
+/// on the standalone stream and drop them while that stream is not open yet (the TypeScript
+/// SDK does): the connection is ready only once the server has answered that stream's GET.
+#[tokio::test]
+async fn a_2025_connection_is_ready_only_after_the_server_answered_its_standalone_stream() {
+    let (url, seen) = dynamic_mcp::start_with_slow_stream(Duration::from_millis(700)).await;
+    let config = McpServerConfig {
+        name: "slow-stream".into(),
+        url: Some(url.clone()),
+        protocol: McpRevision::Handshake2025,
+        ..Default::default()
+    };
+    let client = RmcpClient::connect_http(&config, &url).await.unwrap();
+    assert_eq!(client.protocol().as_deref(), Some("2025-11-25"));
+    let tools = client.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "grow"), "{tools:?}");
+    let seen = seen.lock().unwrap().clone();
+    let answered = seen.iter().position(|e| *e == "GET answered");
+    // initialize and notifications/initialized are the first two POSTs; tools/list the third.
+    let first_request = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| **e == "POST")
+        .nth(2)
+        .map(|(i, _)| i);
+    assert!(
+        matches!((answered, first_request), (Some(a), Some(r)) if a < r),
+        "the standalone stream was not answered before the first request: {seen:?}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Connecting to a Streamable HTTP MCP server (`[[mcp.servers]] url = …`): headers from the
 //! config (values or environment variables, so secrets stay out of files), OAuth tokens when
-//! the server uses OAuth ([`super::oauth_http`]), the handshake under the server's timeout,
-//! and a [`Link::Http`] that reports the session's failure.
+//! the server uses OAuth ([`super::oauth_http`]), the handshake under the server's timeout
+//! (in 2025-11-25, until the server has answered the standalone stream too), and a
+//! [`Link::Http`] that reports the session's failure.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +18,10 @@ use super::{ConnectOptions, RmcpClient};
 use crate::config::McpServerConfig;
 use crate::mcp::oauth::TokenSource;
 use crate::mcp::McpError;
+
+/// How long a 2025-11-25 connection waits for the server to answer its standalone stream
+/// before the first request (see [`super::oauth_http::StandaloneStream`]).
+const STANDALONE_STREAM_WAIT: Duration = Duration::from_secs(5);
 
 impl RmcpClient {
     /// Open `url` with Streamable HTTP and complete the handshake within `config.timeout_secs`.
@@ -61,10 +66,9 @@ impl RmcpClient {
             // Fail with the fix (log in, set the secret) before the handshake hides it.
             tokens.bearer().await.map_err(unauthorised)?;
         }
-        let transport = StreamableHttpClientTransport::with_client(
-            OAuthHttp::new(&config.name, tokens),
-            transport_config,
-        );
+        let http = OAuthHttp::new(&config.name, tokens);
+        let standalone = http.standalone_stream();
+        let transport = StreamableHttpClientTransport::with_client(http, transport_config);
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
         let (notifier, changed) = Notifier::new(elicitor);
         let handshake_failed = |reason: String| McpError::Handshake {
@@ -88,6 +92,17 @@ impl RmcpClient {
                 )))
             }
         };
+        let handshake_era = session
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize());
+        if handshake_era
+            && !standalone
+                .answered_within(STANDALONE_STREAM_WAIT.min(timeout))
+                .await
+        {
+            tracing::debug!(server = %config.name, %url,
+                "the server has not answered the standalone stream yet; going on without it");
+        }
         tracing::info!(server = %config.name, %url, "MCP HTTP server connected");
         Ok(Self::ready(
             config,

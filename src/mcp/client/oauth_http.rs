@@ -2,12 +2,14 @@
 //! carries the [`TokenSource`]'s access token; a 401 renews the token once and retries, a 403
 //! `insufficient_scope` steps the scope up once and retries. A 401 from a server without
 //! OAuth, or an authorization Hermes cannot obtain by itself, becomes an error telling the
-//! user what to run. The token is only ever put in the `Authorization` header.
+//! user what to run. The token is only ever put in the `Authorization` header. It also tells
+//! when the session's standalone stream has been answered ([`StandaloneStream`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
@@ -27,6 +29,28 @@ pub(super) struct OAuthHttp {
     inner: reqwest::Client,
     server: Arc<str>,
     tokens: Option<Arc<TokenSource>>,
+    standalone: StandaloneStream,
+}
+
+/// Whether the server has answered the session's standalone stream: the GET that rmcp opens
+/// after a 2025-11-25 handshake, on which the server sends requests and notifications of its
+/// own. A server may drop what it sends before that stream exists (the TypeScript SDK does),
+/// so a question asked during our first call could be lost; the connection waits for it.
+#[derive(Clone, Default)]
+pub(super) struct StandaloneStream(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl StandaloneStream {
+    fn answered(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// True once the server answered the stream's GET (with a stream, a refusal or an error),
+    /// false if it has not within `limit`.
+    pub(super) async fn answered_within(&self, limit: Duration) -> bool {
+        let mut answered = self.0.subscribe();
+        let waited = tokio::time::timeout(limit, answered.wait_for(|yes| *yes)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
 }
 
 impl OAuthHttp {
@@ -35,7 +59,12 @@ impl OAuthHttp {
             inner: reqwest::Client::new(),
             server: server.into(),
             tokens,
+            standalone: StandaloneStream::default(),
         }
+    }
+
+    pub(super) fn standalone_stream(&self) -> StandaloneStream {
+        self.standalone.clone()
     }
 
     /// Run `call` with the current token, renewing it after a 401 and widening its scope
@@ -168,20 +197,26 @@ impl StreamableHttpClient for OAuthHttp {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        self.authorised(auth_token, |token| {
-            let (uri, session_id, last_event_id, headers) = (
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                custom_headers.clone(),
-            );
-            async move {
-                self.inner
-                    .get_stream(uri, session_id, last_event_id, token, headers)
-                    .await
-            }
-        })
-        .await
+        let standalone = last_event_id.is_none();
+        let stream = self
+            .authorised(auth_token, |token| {
+                let (uri, session_id, last_event_id, headers) = (
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    custom_headers.clone(),
+                );
+                async move {
+                    self.inner
+                        .get_stream(uri, session_id, last_event_id, token, headers)
+                        .await
+                }
+            })
+            .await;
+        if standalone {
+            self.standalone.answered();
+        }
+        stream
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -193,26 +228,32 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        self.authorised(auth_token, |token| {
-            let (uri, session_id, last_event_id, headers) = (
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                custom_headers.clone(),
-            );
-            async move {
-                self.inner
-                    .get_stream_with_max_sse_event_size(
-                        uri,
-                        session_id,
-                        last_event_id,
-                        token,
-                        headers,
-                        max_sse_event_size,
-                    )
-                    .await
-            }
-        })
-        .await
+        let standalone = last_event_id.is_none();
+        let stream = self
+            .authorised(auth_token, |token| {
+                let (uri, session_id, last_event_id, headers) = (
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    custom_headers.clone(),
+                );
+                async move {
+                    self.inner
+                        .get_stream_with_max_sse_event_size(
+                            uri,
+                            session_id,
+                            last_event_id,
+                            token,
+                            headers,
+                            max_sse_event_size,
+                        )
+                        .await
+                }
+            })
+            .await;
+        if standalone {
+            self.standalone.answered();
+        }
+        stream
     }
 }
