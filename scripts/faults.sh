@@ -4,7 +4,8 @@
 # then strikes each fault against a live multi-process NATS deployment under load.
 # One JSON line per cell (fault, lost, duplicated, stuck, crashed, …) and a summary line on
 # stdout; the exit status is non-zero when any count is. Failed cells keep their process logs
-# under target/faults/<cell>.
+# under target/faults/<cell> (every cell does with FAULTS_KEEP_LOGS=1; FAULTS_HERMES_LOG sets
+# the processes' log filter, `warn` by default).
 #
 #   scripts/faults.sh [--release] [--quick] [--only PATTERN] [--list] [--sessions N] [--turns M]
 #

@@ -106,8 +106,8 @@ pub fn run_cell(rt: &Arc<Runtime>, options: &Options, cell: &Cell) -> Outcome {
         }
     };
     line.insert("secs".into(), json!(secs));
-    if !failed {
-        // Keep the logs of failed cells only.
+    if !failed && std::env::var_os("FAULTS_KEEP_LOGS").is_none() {
+        // Keep the logs of failed cells only (of every cell with FAULTS_KEEP_LOGS set).
         let _ = std::fs::remove_dir_all(&work);
     } else {
         line.insert("logs".into(), json!(work.display().to_string()));

@@ -19,6 +19,7 @@
 mod durable;
 mod fanout;
 mod queue_state;
+mod wild_index;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

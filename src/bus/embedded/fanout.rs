@@ -12,8 +12,9 @@
 //! guard) removes it at once. A body published as a value (`Message::local`) goes as it is to
 //! the channels that take values and is encoded once, at publish, for everyone else.
 //!
-//! Lookup: patterns without wildcards sit in a map by subject, so a publish costs a hash lookup
-//! plus a scan of the (few) wildcard patterns, whatever the number of sessions listening.
+//! Lookup: patterns without wildcards sit in a map by subject, wildcard ones in a tree of tokens
+//! ([`WildIndex`]), so a publish costs a hash lookup and a walk of its subject's tokens,
+//! whatever the number of sessions listening.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -24,7 +25,8 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
-use crate::bus::{pattern, Handler, Message};
+use super::wild_index::WildIndex;
+use crate::bus::{Handler, Message};
 
 /// Messages a subscription buffers before its publishers feel backpressure.
 pub(crate) const SUBSCRIPTION_CAPACITY: usize = 4096;
@@ -74,7 +76,7 @@ struct State {
     /// Ids of entries whose pattern has no wildcard, by subject.
     exact: HashMap<String, Vec<u64>>,
     /// Ids of entries whose pattern has a wildcard.
-    wild: Vec<u64>,
+    wild: WildIndex,
     /// Round-robin position per queue group.
     rotation: HashMap<String, usize>,
 }
@@ -122,7 +124,7 @@ impl Fanout {
         state.next_id += 1;
         let id = state.next_id;
         if has_wildcard(pattern) {
-            state.wild.push(id);
+            state.wild.insert(pattern, id);
         } else {
             state.exact.entry(pattern.to_string()).or_default().push(id);
         }
@@ -194,7 +196,7 @@ impl Fanout {
             return;
         };
         if has_wildcard(&entry.pattern) {
-            state.wild.retain(|w| *w != id);
+            state.wild.remove(&entry.pattern, id);
         } else if let Some(ids) = state.exact.get_mut(&entry.pattern) {
             ids.retain(|e| *e != id);
             if ids.is_empty() {
@@ -277,7 +279,7 @@ impl Fanout {
 
     /// The listeners of `subject`, in table order; a group's members come rotated so that
     /// its next member in turn is tried first. Called on every publish and request, so it
-    /// allocates only what it returns.
+    /// allocates only the listeners' ids and what it returns.
     fn targets(&self, subject: &str) -> Vec<Target> {
         let mut state = self.lock();
         let State {
@@ -290,14 +292,10 @@ impl Fanout {
         let mut targets = Vec::new();
         let mut groups: Vec<(&str, Vec<Sink>)> = Vec::new();
         let mut closed = Vec::new();
-        let exact_ids = exact.get(subject).map_or(&[][..], Vec::as_slice);
-        let listeners = exact_ids.iter().map(|id| (*id, entries.get(id))).chain(
-            wild.iter()
-                .map(|id| (*id, entries.get(id)))
-                .filter(|(_, entry)| entry.is_some_and(|e| pattern::matches(&e.pattern, subject))),
-        );
-        for (id, entry) in listeners {
-            let Some(entry) = entry else {
+        let mut ids: Vec<u64> = exact.get(subject).cloned().unwrap_or_default();
+        wild.matching(subject, &mut ids);
+        for id in ids {
+            let Some(entry) = entries.get(&id) else {
                 continue;
             };
             if entry.sink.is_closed() {
