@@ -19,6 +19,14 @@ pub struct Fixture {
     store: Store,
 }
 
+impl Fixture {
+    /// Every task's status, in no order: what a test checks its client did to the tasks.
+    #[allow(dead_code, reason = "read by the tests that build this fixture in")]
+    pub fn statuses(&self) -> Vec<rmcp::model::TaskStatus> {
+        self.store.statuses()
+    }
+}
+
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(

@@ -112,6 +112,15 @@ impl Store {
             .ok_or_else(|| unknown(id))
     }
 
+    /// Every task's status, in no order.
+    #[allow(dead_code, reason = "read by the tests that build this fixture in")]
+    pub fn statuses(&self) -> Vec<TaskStatus> {
+        self.lock()
+            .values()
+            .map(|entry| entry.task.status())
+            .collect()
+    }
+
     /// `tasks/update`: answers to questions the task asks are taken (others are ignored); the
     /// task stays `input_required` with the rest and completes when none is left.
     pub fn answer(&self, id: &str, responses: InputResponses) -> Result<(), ErrorData> {

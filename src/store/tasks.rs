@@ -170,6 +170,10 @@ pub struct PendingInput {
     /// taken for this round's answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answered_by: Vec<String>,
+    /// The job that followed the MCP task which asks (a task's question, not a call's): its
+    /// task waits on the server, and is cancelled with the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_job: Option<String>,
 }
 
 /// An async job a call submitted; the turn continues when every such job has a result.

@@ -445,6 +445,14 @@ pub(super) async fn cancel_children(
     for job in record.unfinished_jobs().filter(|j| j.child.is_none()) {
         env.ports.cancel_job(&job.job_id, reason).await;
     }
+    // A job that ended with its MCP task's question: the task waits on its server for an
+    // answer that will not come now.
+    let asking_tasks = record
+        .undecided()
+        .filter_map(|c| c.input.as_ref()?.task_job.as_deref());
+    for job_id in asking_tasks {
+        env.ports.cancel_job(job_id, reason).await;
+    }
     told
 }
 

@@ -41,8 +41,13 @@ pub(super) fn take(
             results.push((call, result, announce));
             continue;
         };
+        let task_job = record
+            .jobs
+            .iter()
+            .find(|j| j.call_id == call.id && j.child.is_none())
+            .map(|j| j.job_id.clone());
         record.jobs.retain(|j| j.call_id != call.id);
-        match self::record(record, &call, asked) {
+        match self::record(record, &call, asked, task_job) {
             Ok(()) => questioned.push(call),
             Err(failed) => results.push((call, *failed, true)),
         }
@@ -57,6 +62,7 @@ pub(super) fn record(
     record: &mut TurnRecord,
     call: &ToolCall,
     asked: McpInputRequired,
+    task_job: Option<String>,
 ) -> Result<(), Box<ToolCallResult>> {
     let earlier = record
         .confirmations
@@ -103,6 +109,7 @@ pub(super) fn record(
             asked,
             round,
             answered_by,
+            task_job,
         }),
         content: None,
     });
@@ -225,7 +232,7 @@ mod tests {
     #[test]
     fn an_approved_question_goes_back_with_the_content_or_the_forms_defaults() {
         let mut turn = TurnRecord::received("t".into(), "m".into(), "tr".into());
-        record(&mut turn, &call(), form()).unwrap();
+        record(&mut turn, &call(), form(), None).unwrap();
         let pending = turn.confirmations[0].clone();
         assert_eq!(pending.decision, None, "the turn waits for the user");
         let input = pending.input.clone().unwrap();
@@ -269,7 +276,7 @@ mod tests {
     fn a_server_that_keeps_asking_fails_the_call_after_the_last_round() {
         let mut turn = TurnRecord::received("t".into(), "m".into(), "tr".into());
         for round in 1..=MAX_ROUNDS {
-            record(&mut turn, &call(), form()).unwrap();
+            record(&mut turn, &call(), form(), None).unwrap();
             let pending = &mut turn.confirmations[0];
             assert_eq!(pending.input.as_ref().unwrap().round, round);
             pending.decision = Some(Decision::Approved);
@@ -278,7 +285,7 @@ mod tests {
         assert_eq!(turn.confirmations.len(), 1, "each round replaces the last");
         let answered = &turn.confirmations[0].input.as_ref().unwrap().answered_by;
         assert_eq!(answered.len(), MAX_ROUNDS as usize - 1);
-        let failed = record(&mut turn, &call(), form()).unwrap_err();
+        let failed = record(&mut turn, &call(), form(), None).unwrap_err();
         assert!(failed.error.unwrap().message.contains("still asked"));
     }
 
@@ -288,6 +295,7 @@ mod tests {
             asked: form(),
             round: 1,
             answered_by: Vec::new(),
+            task_job: None,
         };
         assert!(check_answer(&input, &json!({"name": "Grace"})).is_ok());
         let wrong = check_answer(&input, &json!({"name": 7})).unwrap_err();

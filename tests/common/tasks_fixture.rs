@@ -15,5 +15,12 @@ pub use server::Fixture;
 
 /// Serve a fresh fixture on a free loopback port; returns `http://127.0.0.1:<port>/mcp`.
 pub async fn serve() -> String {
-    crate::common::dynamic_mcp::serve_http(Fixture::default()).await
+    serve_observed().await.0
+}
+
+/// [`serve`], with the fixture to look at its tasks.
+pub async fn serve_observed() -> (String, Fixture) {
+    let fixture = Fixture::default();
+    let url = crate::common::dynamic_mcp::serve_http(fixture.clone()).await;
+    (url, fixture)
 }

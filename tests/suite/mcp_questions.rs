@@ -231,6 +231,38 @@ fn a_task_that_asks_the_user_pauses_the_turn_and_the_answer_goes_back_to_the_tas
 }
 
 #[test]
+fn cancelling_the_turn_while_a_tasks_question_waits_cancels_the_task_on_its_server() {
+    let rt = crate::common::fake_http::runtime();
+    let (url, fixture) = rt.block_on(crate::common::tasks_fixture::serve_observed());
+    let dir = tempfile::tempdir().unwrap();
+    let tool = "fx__confirm_delete";
+    let config = fixture_config(dir.path(), &url, tool, json!({"filename": "notes.txt"}));
+    let observed = fixture.clone();
+    with_engine(config, |engine| async move {
+        let mut c = SessionClient::open(engine.bus.clone(), "assistant", "del", "u1")
+            .await
+            .unwrap();
+        let trace = c.turn("please delete notes.txt", T, |_| {}).await.unwrap();
+        assert!(trace.needs_confirmation.is_some(), "{:?}", trace.events);
+        assert_eq!(
+            observed.statuses(),
+            vec![rmcp::model::TaskStatus::InputRequired]
+        );
+        c.cancel(T).await.unwrap();
+        let deadline = std::time::Instant::now() + T;
+        while observed.statuses() != vec![rmcp::model::TaskStatus::Cancelled] {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the task still waits for its answer: {:?}",
+                observed.statuses()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    drop(fixture);
+}
+
+#[test]
 fn a_call_that_asks_first_and_then_runs_as_a_task_completes_with_the_answer() {
     let rt = crate::common::fake_http::runtime();
     let url = rt.block_on(crate::common::tasks_fixture::serve());

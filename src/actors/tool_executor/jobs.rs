@@ -94,7 +94,8 @@ async fn start_job(
 }
 
 /// Stop `job_id`'s deferred work at its backend (an MCP server's task); the job then ends
-/// as the backend reports it (cancelled). A job without deferred work runs to its end.
+/// as the backend reports it (cancelled). A job that ended with its task's question stops the
+/// task that waits for the answer. A job without deferred work runs to its end.
 pub async fn cancel(core: &ExecCore, job_id: &str) -> crate::protocol::JobCancelReply {
     let not = |note: String| crate::protocol::JobCancelReply {
         cancelled: false,
@@ -105,10 +106,17 @@ pub async fn cancel(core: &ExecCore, job_id: &str) -> crate::protocol::JobCancel
         Ok(None) => return not(format!("no job {job_id} is recorded here")),
         Err(e) => return not(format!("job store: {e}")),
     };
+    // A job that ended with its task's question leaves the task waiting on its server.
+    let asking = record.status == JobStatus::Done
+        && record
+            .result
+            .as_ref()
+            .and_then(crate::tools::remote::asked_in_output)
+            .is_some();
     let Some(handle) = record
         .external
         .clone()
-        .filter(|_| !record.status.is_final())
+        .filter(|_| asking || !record.status.is_final())
     else {
         return not("the job has ended or its work cannot be stopped".to_owned());
     };
