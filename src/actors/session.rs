@@ -19,6 +19,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tracing::Instrument;
 
+mod freshness;
+mod job_events;
 mod unservable;
 
 use super::router::SessionRouter;
@@ -360,15 +362,24 @@ impl SessionActor {
         tracing::info!(session = %self.session, message = %id, "redelivered message was already accepted; not accepting it twice");
         let accepted = inbound::accepted(inbound, &self.session, stored);
         let (env, to) = (self.env.clone(), inbound.reply.clone());
-        let resume = self.task.resumable_turn().is_some();
+        // Nothing to resume here, yet the message came again: the process that ran its turn
+        // may have died mid-turn after this copy last read the session.
+        let check_the_log = self.task.resumable_turn().is_none();
+        let go_on = |act: &mut Self, ctx: &mut Context<Self>, _behind: bool| {
+            if act.task.resumable_turn().is_some() {
+                act.run(ctx);
+            } else {
+                act.finished();
+            }
+        };
         ctx.wait(
             async move { inbound::reply(&env, to.as_deref(), &accepted).await }
                 .into_actor(self)
                 .map(move |_, act, ctx| {
-                    if resume {
-                        act.run(ctx);
+                    if check_the_log {
+                        act.refresh_then(ctx, go_on);
                     } else {
-                        act.finished();
+                        go_on(act, ctx, false);
                     }
                 }),
         );
@@ -384,7 +395,21 @@ impl Handler<Decide> for SessionActor {
         if let Some(cause) = self.unservable.clone() {
             return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
         }
-        let msg = msg.inbound;
+        self.decide(msg.inbound, false, ctx);
+    }
+}
+
+impl SessionActor {
+    /// [`Decide`]'s work; a decision that finds no question here reads the session again
+    /// first (this copy may be behind the log), then `refreshed` is set.
+    fn decide(&mut self, msg: Inbound<Confirmation>, refreshed: bool, ctx: &mut Context<Self>) {
+        let asks = self
+            .task
+            .unfinished_turn()
+            .is_some_and(|t| t.undecided().next().is_some());
+        if !asks && !refreshed {
+            return self.refresh_then(ctx, move |act, ctx, _| act.decide(msg, true, ctx));
+        }
         let Some(mut meta) = self.meta.take() else {
             let env = self.env.clone();
             let text = format!(
@@ -520,61 +545,6 @@ impl Handler<Wake> for SessionActor {
             // Its job's state is asked again (the job may have ended unheard).
             _ if waits_for_job => self.run(ctx),
             _ => self.finished(),
-        }
-    }
-}
-
-impl Handler<JobFinished> for SessionActor {
-    type Result = ();
-
-    /// Record the job's result in the waiting turn and let the turn go on. The result is
-    /// stored with the turn's next write; a crash before that is covered by the turn asking
-    /// the executor for the job's state when it resumes.
-    fn handle(&mut self, msg: JobFinished, ctx: &mut Self::Context) {
-        self.settling.extend(msg.settle);
-        if let Some(cause) = self.unservable.clone() {
-            return self.hand_back_or_refuse(None, cause, ctx);
-        }
-        // A parked turn's job: that turn becomes the current one, unless the current turn
-        // cannot step aside (it waits for the user), in which case the parked turn keeps the
-        // result and reads it again when it goes on.
-        let owner = self
-            .task
-            .turn_awaiting(&msg.event.job_id)
-            .map(|t| t.turn_id.clone());
-        if let Some(owner) = owner {
-            if !self.task.unpark(&owner) {
-                if let Some(job) = self
-                    .task
-                    .parked
-                    .iter_mut()
-                    .flat_map(|t| t.jobs.iter_mut())
-                    .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
-                {
-                    if let Some(result) = turn::finished_by(job, &msg.event) {
-                        job.result = Some((&result).into());
-                    }
-                }
-                self.finished();
-                return;
-            }
-        }
-        let awaited = self.task.unfinished_turn_mut().and_then(|t| {
-            t.jobs
-                .iter_mut()
-                .find(|j| j.result.is_none() && j.job_id == msg.event.job_id)
-        });
-        let Some(job) = awaited else {
-            self.finished();
-            return;
-        };
-        match turn::finished_by(job, &msg.event) {
-            Some(result) => {
-                tracing::info!(session = %self.session, job = %job.job_id, "job finished; the waiting turn goes on");
-                job.result = Some((&result).into());
-                self.run(ctx);
-            }
-            None => self.finished(),
         }
     }
 }
