@@ -467,7 +467,19 @@ impl Handler<CancelTurn> for SessionActor {
         if let Some(cause) = self.unservable.clone() {
             return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
         }
-        let msg = msg.inbound;
+        // Nothing to stop here: this copy may be behind the log (another process ran the
+        // session's turn meanwhile), so it reads the session again first.
+        if self.task.unfinished_turn().is_none() && self.task.parked.is_empty() {
+            let msg = msg.inbound;
+            return self.refresh_then(ctx, move |act, ctx, _| act.cancel_turn(msg, ctx));
+        }
+        self.cancel_turn(msg.inbound, ctx);
+    }
+}
+
+impl SessionActor {
+    /// [`CancelTurn`]'s work.
+    fn cancel_turn(&mut self, msg: Inbound<Cancel>, ctx: &mut Context<Self>) {
         let env = self.env.clone();
         let mut meta = self.meta.take();
         let mut task = std::mem::take(&mut self.task);
