@@ -80,13 +80,8 @@ pub async fn start() -> String {
 /// Serve `handler` over Streamable HTTP on a free loopback port (on the current tokio
 /// runtime); returns `http://127.0.0.1:<port>/mcp`.
 pub async fn serve_http<H: ServerHandler + Clone + Send + Sync + 'static>(handler: H) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let (listener, addr) = loopback().await;
+    let service = mcp_service(handler);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let service = hyper_util::service::TowerToHyperService::new(service.clone());
@@ -98,6 +93,24 @@ pub async fn serve_http<H: ServerHandler + Clone + Send + Sync + 'static>(handle
         }
     });
     format!("http://{addr}/mcp")
+}
+
+/// A listener on a free loopback port, and its address.
+async fn loopback() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
+
+/// rmcp's Streamable HTTP service for `handler`, a fresh handler per session.
+fn mcp_service<H: ServerHandler + Clone + Send + Sync + 'static>(
+    handler: H,
+) -> StreamableHttpService<H, LocalSessionManager> {
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    )
 }
 
 /// What a [`serve_http_with_slow_stream`] server saw, in order: `"GET answered"` when it
@@ -114,13 +127,8 @@ where
     H: ServerHandler + Clone + Send + Sync + 'static,
 {
     use hyper::service::Service as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let (listener, addr) = loopback().await;
+    let service = mcp_service(handler);
     let seen = Seen::default();
     let recording = seen.clone();
     tokio::spawn(async move {

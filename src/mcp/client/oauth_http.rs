@@ -116,6 +116,29 @@ impl OAuthHttp {
     }
 }
 
+impl OAuthHttp {
+    /// Open a GET stream through [`Self::authorised`]; one without `Last-Event-ID` is the
+    /// standalone stream, whose answer (a stream, a refusal or an error) is noted.
+    async fn open_stream<F, Fut>(
+        &self,
+        standalone: bool,
+        auth_token: Option<String>,
+        open: F,
+    ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<
+            Output = Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError>,
+        >,
+    {
+        let stream = self.authorised(auth_token, open).await;
+        if standalone {
+            self.standalone.answered();
+        }
+        stream
+    }
+}
+
 /// An authorization failure as the transport reports it (the message reaches the user).
 fn unauthorised(error: OAuthError) -> HttpError {
     StreamableHttpError::UnexpectedServerResponse(Cow::Owned(error.to_string()))
@@ -197,26 +220,20 @@ impl StreamableHttpClient for OAuthHttp {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        let standalone = last_event_id.is_none();
-        let stream = self
-            .authorised(auth_token, |token| {
-                let (uri, session_id, last_event_id, headers) = (
-                    uri.clone(),
-                    session_id.clone(),
-                    last_event_id.clone(),
-                    custom_headers.clone(),
-                );
-                async move {
-                    self.inner
-                        .get_stream(uri, session_id, last_event_id, token, headers)
-                        .await
-                }
-            })
-            .await;
-        if standalone {
-            self.standalone.answered();
-        }
-        stream
+        self.open_stream(last_event_id.is_none(), auth_token, |token| {
+            let (uri, session_id, last_event_id, headers) = (
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                custom_headers.clone(),
+            );
+            async move {
+                self.inner
+                    .get_stream(uri, session_id, last_event_id, token, headers)
+                    .await
+            }
+        })
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -228,32 +245,26 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError> {
-        let standalone = last_event_id.is_none();
-        let stream = self
-            .authorised(auth_token, |token| {
-                let (uri, session_id, last_event_id, headers) = (
-                    uri.clone(),
-                    session_id.clone(),
-                    last_event_id.clone(),
-                    custom_headers.clone(),
-                );
-                async move {
-                    self.inner
-                        .get_stream_with_max_sse_event_size(
-                            uri,
-                            session_id,
-                            last_event_id,
-                            token,
-                            headers,
-                            max_sse_event_size,
-                        )
-                        .await
-                }
-            })
-            .await;
-        if standalone {
-            self.standalone.answered();
-        }
-        stream
+        self.open_stream(last_event_id.is_none(), auth_token, |token| {
+            let (uri, session_id, last_event_id, headers) = (
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                custom_headers.clone(),
+            );
+            async move {
+                self.inner
+                    .get_stream_with_max_sse_event_size(
+                        uri,
+                        session_id,
+                        last_event_id,
+                        token,
+                        headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+        })
+        .await
     }
 }
