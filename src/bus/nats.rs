@@ -26,7 +26,7 @@ mod snapshot;
 mod tap;
 mod trace;
 
-pub use tap::MessageTap;
+pub use tap::{MessageTap, TAP_CAUSED};
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

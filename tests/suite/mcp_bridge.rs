@@ -11,8 +11,8 @@ use hermes::mcp::client::RmcpClient;
 use hermes::mcp::McpClient;
 use hermes::protocol::envelope::Envelope;
 use hermes::protocol::{
-    McpAuditReply, McpAuditRequest, McpCatalog, McpPromptRequest, ToolCallRequest, ToolCallResult,
-    ToolStatus,
+    McpAuditReply, McpAuditRequest, McpCallRequest, McpCatalog, McpPromptRequest, ToolCallRequest,
+    ToolCallResult, ToolStatus,
 };
 use serde_json::{json, Value};
 
@@ -142,6 +142,44 @@ fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_au
             .all(|r| r.who == "alice" && r.target == "echo" && r.side == "client"));
         let statuses: Vec<_> = calls.iter().map(|r| r.status.as_str()).collect();
         assert_eq!(statuses, vec!["ok", "error", "ok"], "newest first");
+    });
+}
+
+#[test]
+fn a_call_to_a_server_that_is_down_is_audited_whether_or_not_it_accepts_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path(), &script());
+    config.mcp.servers = vec![crate::common::mcp_servers::command_config(
+        "ghost",
+        "/nonexistent/no-such-mcp-server",
+        &[],
+    )];
+    with_engine(config, |engine| async move {
+        let bus = engine.bus.as_ref();
+        for accept_task in [false, true] {
+            let request = Envelope::request(McpCallRequest {
+                server: "ghost".into(),
+                tool: "echo".into(),
+                arguments: json!({"message": "hello"}),
+                user: Some("alice".into()),
+                accept_task,
+                input: None,
+            });
+            let reply = rpc::request(bus, request, WAIT).await.unwrap().body;
+            let error = reply
+                .error
+                .expect("a server that is down answers with an error");
+            assert!(error.contains("not running"), "{error}");
+        }
+        let records = audit(bus, 10).await.records;
+        let refused: Vec<_> = records
+            .iter()
+            .filter(|r| r.server == "ghost" && r.method == "tools/call" && r.status == "error")
+            .collect();
+        assert_eq!(refused.len(), 2, "{records:?}");
+        assert!(refused
+            .iter()
+            .all(|r| r.who == "alice" && r.target == "echo"));
     });
 }
 

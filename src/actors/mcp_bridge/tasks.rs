@@ -49,7 +49,13 @@ impl CallContext<'_> {
         let call = uuid::Uuid::new_v4().to_string();
         let (client, timeout) = match pool.client(&body.server) {
             Ok(found) => found,
-            Err(e) => return failed(&e),
+            // No call was made (unknown or down server), and the trail says so, as for a call
+            // that does not accept a task.
+            Err(e) => {
+                self.audited(record.for_call(&call).outcome(started, Some(e.to_string())))
+                    .await;
+                return failed(&e);
+            }
         };
         self.audited(record.started(&call)).await;
         let outcome = client
@@ -100,19 +106,28 @@ impl CallContext<'_> {
 
     /// Follow (or cancel) one task for at most the request's wait.
     async fn task(&self, pool: &McpPool, body: McpTaskRequest) -> McpTaskReply {
-        let (client, timeout) = match pool.client(&body.server) {
-            Ok(found) => found,
-            Err(e) => return task_failed(e.to_string()),
-        };
-        if body.cancel {
-            let started = Instant::now();
-            let record = AuditRecord::new(
+        let started = Instant::now();
+        let cancel_record = || {
+            AuditRecord::new(
                 "client",
                 body.user.as_deref(),
                 &body.server,
                 "tasks/cancel",
                 &body.task_id,
-            );
+            )
+        };
+        let (client, timeout) = match pool.client(&body.server) {
+            Ok(found) => found,
+            Err(e) => {
+                if body.cancel {
+                    self.audited(cancel_record().outcome(started, Some(e.to_string())))
+                        .await;
+                }
+                return task_failed(e.to_string());
+            }
+        };
+        if body.cancel {
+            let record = cancel_record();
             let outcome = client.cancel_task(&body.task_id, timeout).await;
             self.audited(record.outcome(started, outcome.as_ref().err().map(|e| e.to_string())))
                 .await;

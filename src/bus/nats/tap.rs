@@ -87,6 +87,12 @@ impl MessageTap {
     }
 }
 
+/// The kind of JetStream's advisories and metrics (`$JS.EVENT.>`). The server publishes them
+/// only to a subject someone listens on, and the tap listens on everything: without a tap a
+/// deployment carries none (a traced run without it shows no `$JS.EVENT` message), so they are
+/// reported apart and left out of a turn's total.
+pub const TAP_CAUSED: &str = "js.event (advisories, sent only because the tap listens)";
+
 /// The kind a subject is counted under: Hermes subjects by their family
 /// (`hermes.in`, `hermes.memory.recall`, …), JetStream API calls by operation
 /// (`$JS.API.CONSUMER.MSG.NEXT.s.c` → `js.api.consumer.msg`), acks, flow control, KV buckets
@@ -98,7 +104,7 @@ pub fn kind_of(subject: &str) -> String {
         ["$JS", "API", rest @ ..] => format!("js.api.{}", lower(&rest[..rest.len().min(2)])),
         ["$JS", "ACK", ..] => "js.ack".into(),
         ["$JS", "FC", ..] => "js.flow_control".into(),
-        ["$JS", "EVENT", ..] => "js.event".into(),
+        ["$JS", "EVENT", ..] => TAP_CAUSED.into(),
         ["$KV", bucket, ..] => format!("kv.{bucket}"),
         ["_INBOX", ..] => "inbox (replies, pulled messages)".into(),
         ["hermes", family @ ("memory" | "mcp" | "tools" | "sessions" | "jobs" | "audit"), verb, ..] =>
@@ -132,6 +138,11 @@ mod tests {
         assert_eq!(kind_of("$JS.API.INFO"), "js.api.info");
         assert_eq!(kind_of("$JS.ACK.HERMES_IN.sessions.1.2.3.4.5"), "js.ack");
         assert_eq!(kind_of("$KV.hermes_jobs.j-1"), "kv.hermes_jobs");
+        assert_eq!(
+            kind_of("$JS.EVENT.ADVISORY.API"),
+            super::TAP_CAUSED,
+            "advisories exist only for a listener"
+        );
         assert_eq!(
             kind_of("_INBOX.abc.def"),
             "inbox (replies, pulled messages)"
