@@ -18,7 +18,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+mod codec;
 mod reconcile;
+
+use codec::{decode, encode, encode_record};
 
 pub use reconcile::ASIDE_TREE;
 
@@ -160,17 +163,6 @@ fn message_key(agent: &str, session: &str, seq: u64) -> Vec<u8> {
     let mut k = message_prefix(agent, session);
     k.extend_from_slice(&seq.to_be_bytes());
     k
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
-        what: what.to_string(),
-        reason: e.to_string(),
-    })
-}
-
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
 }
 
 impl SessionStore {
@@ -409,23 +401,17 @@ impl SessionStore {
         let mut after = meta.clone();
         after.updated_at = now;
         after.next_seq = next_seq_after(after.next_seq, messages);
-        let record = LogRecord {
-            meta: after,
-            messages: messages.to_vec(),
-            task: task.clone(),
-        };
-        let bytes = bytes::Bytes::from(encode(&record)?);
+        // The task is encoded once, for the log record and the local cache.
+        let task_bytes = encode(task)?;
+        let bytes = bytes::Bytes::from(encode_record(&after, messages, &task_bytes)?);
         meta.log_seq = log
             .append(&meta.agent, &meta.session, bytes, meta.log_seq)
             .await?;
-        let cached = match encode(task) {
-            Ok(task) => self
-                .tasks
-                .insert(session_key(&meta.agent, &meta.session), task)
-                .map(drop)
-                .map_err(StoreError::from),
-            Err(e) => Err(e),
-        };
+        let cached = self
+            .tasks
+            .insert(session_key(&meta.agent, &meta.session), task_bytes)
+            .map(drop)
+            .map_err(StoreError::from);
         let cached = match cached {
             Ok(()) => self.append_at(meta, messages, now, meta_write),
             Err(e) => Err(e),

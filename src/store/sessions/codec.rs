@@ -1,0 +1,82 @@
+//! How session records are written to and read from bytes: JSON, and a log record put
+//! together from borrowed parts so a save encodes its task once.
+
+use serde::{Deserialize, Serialize};
+
+use super::{SessionMeta, StoreError, StoredMessage};
+
+pub(super) fn decode<T: for<'de> Deserialize<'de>>(
+    what: &str,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+pub(super) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+/// A [`LogRecord`] as `serde_json` writes it, from borrowed parts and the task already
+/// encoded: a save neither clones its messages and task into a record nor encodes the task
+/// twice (once for the log, once for the local cache).
+pub(super) fn encode_record(
+    meta: &SessionMeta,
+    messages: &[StoredMessage],
+    task_json: &[u8],
+) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(512 + task_json.len());
+    out.extend_from_slice(b"{\"meta\":");
+    serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
+    out.extend_from_slice(b",\"messages\":");
+    serde_json::to_writer(&mut out, messages).map_err(|e| StoreError::Encode(e.to_string()))?;
+    out.extend_from_slice(b",\"task\":");
+    out.extend_from_slice(task_json);
+    out.push(b'}');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ChatMessage;
+    use crate::store::replica::LogRecord;
+    use crate::store::tasks::TaskState;
+    use chrono::Utc;
+
+    fn msg(seq: u64, text: &str) -> StoredMessage {
+        StoredMessage {
+            seq,
+            id: format!("m{seq}"),
+            turn_id: "t".into(),
+            ts: Utc::now(),
+            tokens: 3,
+            usage: None,
+            tool_status: None,
+            message: ChatMessage::user(text),
+        }
+    }
+
+    #[test]
+    fn a_log_record_encoded_from_parts_is_byte_for_byte_what_serde_writes() {
+        let meta = SessionMeta::new("assistant", "s1", "alice");
+        let messages = vec![msg(0, "hello \"you\""), msg(1, "ünïcode ✓")];
+        let task = TaskState {
+            goal: Some("find the \\ path".into()),
+            ..TaskState::default()
+        };
+        let whole = serde_json::to_vec(&LogRecord {
+            meta: meta.clone(),
+            messages: messages.clone(),
+            task: task.clone(),
+        })
+        .unwrap();
+        let parts = encode_record(&meta, &messages, &encode(&task).unwrap()).unwrap();
+        assert_eq!(
+            String::from_utf8(parts).unwrap(),
+            String::from_utf8(whole).unwrap()
+        );
+    }
+}
