@@ -549,10 +549,11 @@ pub(super) async fn blocking<T: Send + 'static>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn msg(seq: u64, text: &str) -> StoredMessage {
+    /// A user message `text` at `seq` (for the tests of this module and its submodules).
+    pub(in crate::store::sessions) fn msg(seq: u64, text: &str) -> StoredMessage {
         StoredMessage {
             seq,
             id: format!("m{seq}"),

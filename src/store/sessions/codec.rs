@@ -41,23 +41,9 @@ pub(super) fn encode_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ChatMessage;
     use crate::store::replica::LogRecord;
+    use crate::store::sessions::tests::msg;
     use crate::store::tasks::TaskState;
-    use chrono::Utc;
-
-    fn msg(seq: u64, text: &str) -> StoredMessage {
-        StoredMessage {
-            seq,
-            id: format!("m{seq}"),
-            turn_id: "t".into(),
-            ts: Utc::now(),
-            tokens: 3,
-            usage: None,
-            tool_status: None,
-            message: ChatMessage::user(text),
-        }
-    }
 
     #[test]
     fn a_log_record_encoded_from_parts_is_byte_for_byte_what_serde_writes() {
