@@ -8,6 +8,7 @@
 # the processes' log filter, `warn` by default).
 #
 #   scripts/faults.sh [--release] [--quick] [--only PATTERN] [--list] [--sessions N] [--turns M]
+#                     [--planner-with-sessions]
 #
 # Needs nats-server (scripts/setup-test-deps.sh puts it in .tools); the disk-full cell mounts
 # a small tmpfs and needs root, else it reports "skipped" with the reason.

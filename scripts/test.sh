@@ -22,5 +22,8 @@ bash scripts/deny.sh
 # The fault matrix, reduced (a few minutes; the binaries are already built): each fault against
 # a live multi-process deployment under load; fails on any lost, duplicated, stuck or crashed.
 bash scripts/faults.sh --quick
+# Again with a planner in each session process: a turn's message then goes into the session log
+# with the turn's first write, which the faults must not break either.
+bash scripts/faults.sh --quick --planner-with-sessions
 # The MCP conformance suite both ways (a few minutes once hermes is built).
 bash scripts/conformance.sh

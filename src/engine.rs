@@ -410,6 +410,7 @@ impl Engine {
             cancel: Arc::default(),
             ack: Default::default(),
             prefetched: Default::default(),
+            first_write: Default::default(),
         };
         let reader = SessionReader::of(&env.store);
         self.services.extend(

@@ -56,6 +56,8 @@ pub struct Dirs<'a> {
     pub data: &'a Path,
     /// A configuration file for nats-server (the permissions cell), else none.
     pub nats_config: Option<&'a Path>,
+    /// Session processes run a planner of their own (`--actors session,planner`).
+    pub planner_with_sessions: bool,
 }
 
 impl Deployment {
@@ -96,6 +98,10 @@ impl Deployment {
                 bus: &url,
                 data_dir: dirs.data.join(format!("{name}-data")),
                 log_dir: &logs,
+                actors: match role {
+                    Role::Session if dirs.planner_with_sessions => "session,planner",
+                    _ => role.actors(),
+                },
             })?;
             deployment.procs.push(proc);
             if role == Role::Session {

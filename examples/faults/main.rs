@@ -67,6 +67,11 @@ struct Args {
     /// Sessions of background load per cell (default 4 quick, 6 full).
     #[arg(long)]
     sessions: Option<usize>,
+    /// Run the planner in each session process too (`--actors session,planner`), so a turn
+    /// plans in-process: the layout where a turn's message goes into the session log with
+    /// its first write (the separate planner process stays, and serves no session process).
+    #[arg(long)]
+    planner_with_sessions: bool,
     /// Turns per session (default 4: one of each kind).
     #[arg(long, default_value_t = 4)]
     turns: u32,
@@ -139,6 +144,7 @@ fn run_matrix(args: &Args) -> anyhow::Result<bool> {
         sessions: args.sessions.unwrap_or(if args.quick { 4 } else { 6 }),
         turns: args.turns,
         flood_size: args.quick.then_some(2_000),
+        planner_with_sessions: args.planner_with_sessions,
         out: std::path::absolute(&args.out)?,
     };
     let rt = Arc::new(
@@ -175,6 +181,7 @@ fn run_matrix(args: &Args) -> anyhow::Result<bool> {
         "crashed": totals[3],
         "errors_told": totals[4],
         "quick": args.quick,
+        "planner_with_sessions": args.planner_with_sessions,
         "secs": started.elapsed().as_secs(),
     });
     println!("{summary}");

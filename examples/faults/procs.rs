@@ -51,6 +51,7 @@ impl Role {
 pub struct Proc {
     pub name: String,
     pub role: Role,
+    actors: &'static str,
     hermes: PathBuf,
     config: PathBuf,
     bus: String,
@@ -70,6 +71,8 @@ pub struct ProcSpec<'a> {
     pub bus: &'a str,
     pub data_dir: PathBuf,
     pub log_dir: &'a Path,
+    /// The `--actors` value (the role's own, or more).
+    pub actors: &'static str,
 }
 
 impl Proc {
@@ -77,6 +80,7 @@ impl Proc {
         let mut proc = Self {
             name: spec.name.to_string(),
             role: spec.role,
+            actors: spec.actors,
             hermes: spec.hermes.to_path_buf(),
             config: spec.config.to_path_buf(),
             bus: spec.bus.to_string(),
@@ -117,7 +121,7 @@ impl Proc {
             .env_remove("HERMES_CONFIG")
             .arg("--config")
             .arg(&self.config)
-            .args(["serve", "--bus", &self.bus, "--actors", self.role.actors()])
+            .args(["serve", "--bus", &self.bus, "--actors", self.actors])
             .arg("--data-dir")
             .arg(&self.data_dir)
             .stdin(Stdio::null())

@@ -24,6 +24,8 @@ pub struct Options {
     pub sessions: usize,
     pub turns: u32,
     pub flood_size: Option<usize>,
+    /// Session processes plan in-process (`--actors session,planner`).
+    pub planner_with_sessions: bool,
     /// Where each cell's config, ledger and process logs go (`<out>/<cell>`).
     pub out: PathBuf,
 }
@@ -152,6 +154,7 @@ fn run(rt: &Arc<Runtime>, options: &Options, cell: &Cell, work: &Path) -> anyhow
         work,
         data: &data,
         nats_config: nats_config.as_deref(),
+        planner_with_sessions: options.planner_with_sessions,
     };
     let mut dep = Deployment::start(rt, &options.hermes, &dirs)?;
     let load = Load::start(&dep, options.sessions, options.turns)?;

@@ -55,6 +55,9 @@ pub struct SessionActor {
     to_poll: Vec<String>,
     /// The trace context the message that starts the next turn arrived with.
     arrived_trace: Option<String>,
+    /// Where the publisher of the message that started the turn waits for its
+    /// acknowledgement: told there if the message never reaches the log.
+    arrived_reply: Option<String>,
     /// Why the session could not be loaded (its log unreachable or refusing): every item is
     /// handed back, or told, without being served from a cache the log may contradict.
     unservable: Option<String>,
@@ -73,6 +76,7 @@ impl SessionActor {
             settling: Vec::new(),
             to_poll: Vec::new(),
             arrived_trace: None,
+            arrived_reply: None,
             unservable: None,
         }
     }
@@ -118,13 +122,20 @@ impl SessionActor {
                 .as_ref()
                 .filter(|e| e.hands_back())
                 .map(ToString::to_string);
-            (meta, task, outcome.messages, handed_back)
+            let lost = outcome.message_lost;
+            (meta, task, outcome.messages, handed_back, lost)
         }
         .instrument(span);
         ctx.wait(
             fut.into_actor(self)
-                .map(|(meta, task, added, handed_back), act, ctx| {
+                .map(|(meta, task, added, handed_back, lost), act, ctx| {
+                    let reply = act.arrived_reply.take();
                     if let Some(cause) = handed_back {
+                        if lost {
+                            // Never acknowledged: handed back, or refused, as a message the
+                            // session could not accept.
+                            return act.hand_back_or_refuse(reply, cause, ctx);
+                        }
                         if act.last_chance() {
                             return act.end_turn_unservable(meta, task, cause, ctx);
                         }
@@ -335,6 +346,7 @@ impl Handler<Deliver> for SessionActor {
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
                             Arc::make_mut(&mut act.history).push(*stored);
+                            act.arrived_reply = inbound_reply;
                             act.run(ctx);
                         }
                         inbound::Acceptance::Refused => act.finished(),

@@ -99,6 +99,15 @@ impl AckSlot {
         }
     }
 
+    /// The acknowledgement on its way will never leave (its message never reached the log):
+    /// the events held for it are dropped, and the session's events go out again as they
+    /// come.
+    pub async fn drop_held(&self) {
+        let mut held = self.0.lock().await;
+        held.events.clear();
+        held.gate = None;
+    }
+
     /// Wait until the acknowledgement on its way, if any, has left with the events held for
     /// it.
     pub async fn sent(&self) {

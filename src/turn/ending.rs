@@ -18,6 +18,10 @@ pub(super) async fn fail(state: &mut TurnState<'_>, record: &TurnRecord, e: &Tur
     state.record().error = Some(e.to_string());
     state.record().cancelled = matches!(e, TurnError::Cancelled(_));
     if let Err(se) = state.save_task().await {
+        if se.hands_back() && state.message_unwritten() {
+            // Its message never reached the log: the turn goes back to the inbox, untold.
+            return;
+        }
         tracing::error!(error = %se, "failed turn state not stored");
     }
     if let Err(se) = state.env.commit().await {

@@ -1,6 +1,7 @@
 //! What arrives for a session before a turn runs: a user message, accepted by persisting it
 //! with a new turn (on disk before the acknowledgement leaves, which in `sync` mode shares
-//! the turn's next flush: [`super::ack`]), and the user's decision on a paused turn's
+//! the turn's next flush: [`super::ack`]; on the replicated log it goes with the turn's first
+//! write: [`super::first_write`]), and the user's decision on a paused turn's
 //! high-risk calls and answers to its MCP servers' questions. Replies to the publisher go through the ports.
 
 use chrono::Utc;
@@ -13,7 +14,7 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::refusal::Refusal;
 use crate::protocol::{Accepted, Confirmation, ConfirmationAccepted, UserMessage};
 use crate::store::durability::Ticket;
-use crate::store::sessions::{SessionMeta, StoredMessage};
+use crate::store::sessions::{next_seq_after, SessionMeta, StoredMessage};
 use crate::store::tasks::{Decision, TaskState, TurnPhase, TurnRecord};
 
 /// An inbound message for a session that passed the router's checks.
@@ -249,6 +250,19 @@ pub async fn accept(
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
     let recalling = recall_ahead(env, meta, msg, &turn_id, &text);
+    if env.store.is_replicated() && env.ports.plans_in_process() {
+        // Appended with the turn's first write, or alone once that is late.
+        if let Some(recall) = recalling {
+            env.prefetched.put(&turn_id, recall);
+        }
+        let before = meta.clone();
+        meta.next_seq = next_seq_after(meta.next_seq, std::slice::from_ref(&stored));
+        let ack = (msg.reply.clone(), accepted(msg, &meta.session, &stored));
+        env.first_write
+            .defer(env, before, stored.clone(), task.clone(), ack)
+            .await;
+        return Acceptance::Accepted(Box::new(stored));
+    }
     let messages = std::slice::from_ref(&stored);
     // A session's first message creates its metadata record; later ones only move its
     // sequence, which the record may lag.

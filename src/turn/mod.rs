@@ -15,6 +15,7 @@ mod context;
 pub mod delegation;
 mod emit;
 mod ending;
+pub mod first_write;
 mod handoff;
 pub mod inbound;
 mod observe;
@@ -65,6 +66,9 @@ pub struct TurnEnv {
     pub ack: ack::AckSlot,
     /// Memories recalled for the session's new turn while its message was being stored.
     pub prefetched: prefetch::Prefetched,
+    /// The new turn's message while it waits for the turn's first write to the replicated
+    /// log.
+    pub first_write: first_write::FirstWrite,
 }
 
 impl TurnEnv {
@@ -75,6 +79,7 @@ impl TurnEnv {
             cancel: Arc::default(),
             ack: ack::AckSlot::default(),
             prefetched: prefetch::Prefetched::default(),
+            first_write: first_write::FirstWrite::default(),
             ..self.clone()
         }
     }
@@ -157,6 +162,10 @@ impl TurnError {
 pub struct TurnOutcome {
     pub messages: Vec<StoredMessage>,
     pub error: Option<TurnError>,
+    /// The turn's message never reached the replicated log ([`first_write`]): it was not
+    /// acknowledged, so it is handed back — or refused — like a message that could not be
+    /// accepted.
+    pub message_lost: bool,
 }
 
 impl TurnOutcome {
@@ -164,6 +173,7 @@ impl TurnOutcome {
         Self {
             messages: Vec::new(),
             error: Some(error),
+            message_lost: false,
         }
     }
 }
@@ -181,7 +191,7 @@ pub async fn run_turn(
     let emitter = Emitter::new(env, meta, &record.trace_id);
     let mut state = TurnState::new(env, meta, task, &log, emitter);
     let result = steps(&mut state, &record).await;
-    let error = result.err();
+    let mut error = result.err();
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
         fail(&mut state, &record, e).await;
     }
@@ -191,6 +201,12 @@ pub async fn run_turn(
         if let Err(e) = state.flush_deferred().await {
             tracing::error!(session = %state.meta.session, error = %e, "the turn's last steps were not stored; it resumes from the step before them");
         }
+    }
+    // A turn whose message never reached the replicated log is not settled: it goes back to
+    // the inbox, and the message is accepted again (here, or by the session's owner).
+    let message_lost = state.message_lost().await;
+    if message_lost && !error.as_ref().is_some_and(TurnError::hands_back) {
+        error = Some(TurnError::Store(first_write::never_written()));
     }
     // The turn answered, paused or failed: what it still holds leaves now.
     state.emitter.flush().await;
@@ -203,6 +219,7 @@ pub async fn run_turn(
     TurnOutcome {
         messages: state.added,
         error,
+        message_lost,
     }
 }
 

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::llm::ModelErrorKind;
 use crate::protocol::envelope::{Envelope, EnvelopeError};
 use crate::protocol::request::ToolsListRequest;
+use crate::protocol::subjects;
 use crate::protocol::tool::{repeated_write_wait, ToolEffect, ToolSource};
 use crate::protocol::{
     Cancel, CancelAccepted, ExtractJob, JobEvent, PlanReply, PlanRequest, RecallHit, RecallRequest,
@@ -67,6 +68,11 @@ pub trait TurnPorts: Send + Sync {
     }
     /// Put a finished turn on the extraction queue; false when it could not be queued.
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool;
+    /// Whether plans are made in this process, so the model's streamed text reaches the
+    /// session only through the turn's own events (see [`super::first_write`]).
+    fn plans_in_process(&self) -> bool {
+        true
+    }
     /// Answer the publisher of an inbound message on its reply subject.
     async fn reply(&self, to: &str, payload: bytes::Bytes);
     /// Give another session a message (a delegated task); Ok once it is stored there.
@@ -381,6 +387,10 @@ impl TurnPorts for BusPorts {
             }
             Err(e) => tracing::warn!(job = %job_id, error = %e, "job not cancelled"),
         }
+    }
+
+    fn plans_in_process(&self) -> bool {
+        self.bus.local_handler(subjects::PLAN).is_some()
     }
 
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool {

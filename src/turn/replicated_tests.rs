@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::fake::FakePorts;
+use super::first_write::FIRST_WRITE_WITHIN;
 use super::tests::{calls, last_is_user, says, tool, Session};
 use crate::llm::Role;
 use crate::store::replica::{LogRecord, SessionLog};
@@ -35,19 +36,25 @@ fn call_then_answer(name: &'static str) -> FakePorts {
 }
 
 #[tokio::test]
-async fn a_tool_loop_turn_appends_its_steps_with_the_answer_not_one_by_one() {
+async fn a_quick_tool_loop_turn_appends_its_message_and_steps_with_the_answer_not_one_by_one() {
     let log = Arc::new(MemoryLog::default());
     let ports = call_then_answer("add").tool(tool("add"), |_| Ok(json!({"result": 3})));
     let mut s = Session::on_log(ports, log.clone());
     let outcome = s.say("add one and two").await;
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let records = records(&log);
-    // Accepted; answered with the call and its result; extraction queued.
+    // Answered with its message, the call and its result; extraction queued.
     assert_eq!(
         records.len(),
-        3,
+        2,
         "one append per commit point and the extraction note"
     );
+    // The acknowledgement left once the message was in the log, before the turn's events
+    // (the read it called ran before that).
+    let out = s.ports.seen().out.clone();
+    let told = out.iter().find(|o| *o != "call");
+    assert_eq!(told.map(String::as_str), Some("reply"), "{out:?}");
+    assert_eq!(out.iter().filter(|o| *o == "reply").count(), 1, "{out:?}");
     let roles: Vec<Role> = records
         .iter()
         .flat_map(|r| r.messages.iter().map(|m| m.message.role))
@@ -62,7 +69,7 @@ async fn a_tool_loop_turn_appends_its_steps_with_the_answer_not_one_by_one() {
         .collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
     assert_eq!(
-        records[1].task.turn.as_ref().map(|t| t.phase),
+        records[0].task.turn.as_ref().map(|t| t.phase),
         Some(TurnPhase::Answered)
     );
     // The local copy holds what the log holds.
@@ -119,6 +126,57 @@ async fn an_owner_that_lost_the_session_learns_it_before_a_write_runs() {
         0,
         "the write ran on a lost session"
     );
+    // Its message never reached this copy's log: it acknowledged nothing and said nothing.
+    let seen = s.ports.seen();
+    assert!(seen.replies.is_empty(), "{:?}", seen.out);
+    assert!(seen.events.is_empty(), "{:?}", seen.events);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_turn_has_its_message_appended_and_acknowledged_within_the_wait() {
+    let log = Arc::new(MemoryLog::default());
+    let seen_by_planner = log.clone();
+    let ports = FakePorts::new(move |_| {
+        // A model that takes its time: meanwhile the message is appended alone.
+        std::thread::sleep(FIRST_WRITE_WITHIN * 5);
+        let stored: Vec<Role> = records(&seen_by_planner)
+            .iter()
+            .flat_map(|r| r.messages.iter().map(|m| m.message.role))
+            .collect();
+        assert_eq!(stored, [Role::User], "appended while the model thinks");
+        says("done")
+    });
+    let mut s = Session::on_log(ports, log.clone());
+    let outcome = s.say("think hard").await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(s.ports.seen().plans.len(), 1, "the planner's checks ran");
+    // Appended alone, then the answer from the fence that append left, then the note.
+    assert_eq!(records(&log).len(), 3);
+    let out = s.ports.seen().out.clone();
+    assert_eq!(out.first().map(String::as_str), Some("reply"), "{out:?}");
+    s.reload();
+    assert_eq!(s.log.len(), 2);
+}
+
+#[tokio::test]
+async fn a_turn_whose_message_could_not_be_written_goes_back_to_the_inbox() {
+    let log = Arc::new(MemoryLog::default());
+    let mut s = Session::on_log(FakePorts::new(|_| says("hello")), log.clone());
+    s.accept("hi").await;
+    // Another process took the session over and appended meanwhile.
+    log.append("assistant", "s1", Bytes::from_static(b"{}"), 0)
+        .await
+        .unwrap();
+    let outcome = s.resume().await;
+    assert!(
+        outcome.error.as_ref().is_some_and(|e| e.hands_back()),
+        "{:?}",
+        outcome.error
+    );
+    let seen = s.ports.seen();
+    assert!(seen.replies.is_empty(), "acknowledged: {:?}", seen.out);
+    assert!(seen.events.is_empty(), "said: {:?}", seen.events);
+    assert!(seen.extractions.is_empty());
 }
 
 /// A recalled memory saying `content`.
@@ -177,6 +235,8 @@ async fn a_new_turn_recalls_while_its_message_is_appended_and_not_again() {
     // A turn resumed after a restart has nothing recalled ahead: it recalls for itself.
     s.accept("and to eat?").await;
     recalled(&s, 2).await;
+    // The message is in the log (appended alone once its turn did not write it in time).
+    tokio::time::sleep(FIRST_WRITE_WITHIN * 3).await;
     s.reload();
     s.env.prefetched = Default::default();
     s.resume().await;

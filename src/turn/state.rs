@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
+use super::first_write::{self, Claim, HeldAck};
 use super::{new_stored, Emitter, TurnEnv, TurnError};
 use crate::llm::{ChatMessage, Usage};
 use crate::protocol::ToolStatus;
 use crate::store::sessions::{next_seq_after, SessionMeta, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
+use crate::store::StoreError;
 
 /// Mutable state of a running turn: the session's view, persisted at every step.
 pub(super) struct TurnState<'a> {
@@ -31,6 +33,9 @@ pub(super) struct TurnState<'a> {
     deferred: Vec<StoredMessage>,
     /// When the oldest of `deferred` was kept back.
     deferred_since: Option<Instant>,
+    /// The turn's message was taken for a write of the turn ([`first_write`]) that has not
+    /// succeeded yet.
+    message_unwritten: bool,
 }
 
 /// Longest a mid-turn step is kept back: a turn of slow reads still stores its progress about
@@ -55,6 +60,7 @@ impl<'a> TurnState<'a> {
             emitter,
             deferred: Vec::new(),
             deferred_since: None,
+            message_unwritten: false,
         }
     }
 
@@ -129,10 +135,13 @@ impl<'a> TurnState<'a> {
             self.deferred.push(stored.clone());
             let since = *self.deferred_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= DEFER_AT_MOST {
-                self.env
+                let ack = self.claim_first_write().await?;
+                let saved = self
+                    .env
                     .store
                     .save_step(self.meta, &self.deferred, self.task)
-                    .await?;
+                    .await;
+                self.written(ack, saved).await?;
                 self.deferred.clear();
                 self.deferred_since = None;
             }
@@ -152,16 +161,23 @@ impl<'a> TurnState<'a> {
     /// [`Self::save_task`] for a note on the task that leaves the session's metadata as the
     /// last full save wrote it (but for the time).
     pub(super) async fn save_task_note(&mut self) -> Result<(), TurnError> {
+        let ack = self.claim_first_write().await?;
         if !self.deferred.is_empty() {
-            return self.save_task().await;
+            return self.save_claimed(&[], ack).await;
         }
-        Ok(self.env.store.save_step(self.meta, &[], self.task).await?)
+        let saved = self.env.store.save_step(self.meta, &[], self.task).await;
+        self.written(ack, saved).await
     }
 
     /// Append the deferred mid-turn messages now: before a call that acts on the world, so a
     /// process that lost the session to another owner learns it (its append is fenced) before
     /// it acts, not after. The turn's message is acknowledged (so on disk) by then as well.
     pub(super) async fn flush_deferred(&mut self) -> Result<(), TurnError> {
+        // A message still waiting for its first write goes now (its acknowledgement with it).
+        let ack = self.claim_first_write().await?;
+        if ack.is_some() {
+            self.save_claimed(&[], ack).await?;
+        }
         if self.env.ack.pending().await {
             // No waiting for a flush another commit may ask for: this call needs it now.
             self.env.commit().await?;
@@ -175,16 +191,84 @@ impl<'a> TurnState<'a> {
     /// A full save of the task with the deferred messages and then `messages`; the deferred
     /// ones are dropped only once stored.
     async fn save_with(&mut self, messages: &[StoredMessage]) -> Result<(), TurnError> {
+        let ack = self.claim_first_write().await?;
+        self.save_claimed(messages, ack).await
+    }
+
+    /// [`Self::save_with`] once the turn's message, if it still waited, is in `deferred`.
+    async fn save_claimed(
+        &mut self,
+        messages: &[StoredMessage],
+        ack: Option<Box<HeldAck>>,
+    ) -> Result<(), TurnError> {
         if self.deferred.is_empty() {
-            self.env.store.save(self.meta, messages, self.task).await?;
-            return Ok(());
+            let saved = self.env.store.save(self.meta, messages, self.task).await;
+            return self.written(ack, saved).await;
         }
         let mut all = self.deferred.clone();
         all.extend_from_slice(messages);
-        self.env.store.save(self.meta, &all, self.task).await?;
+        let saved = self.env.store.save(self.meta, &all, self.task).await;
+        self.written(ack, saved).await?;
         self.deferred.clear();
         self.deferred_since = None;
         Ok(())
+    }
+
+    /// Before a write: the turn's message, if it still waits for its first write
+    /// ([`first_write`]), goes first in this one; the acknowledgement to send once it is
+    /// written.
+    async fn claim_first_write(&mut self) -> Result<Option<Box<HeldAck>>, TurnError> {
+        match self.env.first_write.claim().await {
+            Claim::Nothing => Ok(None),
+            Claim::Take { message, ack } => {
+                self.deferred.insert(0, *message);
+                self.deferred_since.get_or_insert_with(Instant::now);
+                self.message_unwritten = true;
+                Ok(Some(ack))
+            }
+            Claim::Appended { log_seq } => {
+                self.meta.log_seq = log_seq;
+                Ok(None)
+            }
+            Claim::Failed(e) => Err(first_write::not_written(e).into()),
+        }
+    }
+
+    /// After a write: the acknowledgement of the turn's message it carried leaves. A write that
+    /// failed while the message was not in the log yet sends the turn back to the inbox
+    /// (the acknowledgement never leaves, nor the events held for it).
+    async fn written(
+        &mut self,
+        ack: Option<Box<HeldAck>>,
+        saved: Result<(), StoreError>,
+    ) -> Result<(), TurnError> {
+        match saved {
+            Ok(()) => {
+                if let Some(ack) = ack {
+                    self.message_unwritten = false;
+                    ack.send(self.env).await;
+                }
+                Ok(())
+            }
+            Err(e) if self.message_unwritten => Err(first_write::not_written(e).into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A write carried the turn's message and failed ([`first_write`]).
+    pub(super) fn message_unwritten(&self) -> bool {
+        self.message_unwritten
+    }
+
+    /// The turn ends: true when its message never reached the log (a write that carried it
+    /// failed, or none was made), so it goes back to the inbox; what was held for its
+    /// acknowledgement is dropped then.
+    pub(super) async fn message_lost(&mut self) -> bool {
+        let lost = self.env.first_write.abandon().await || self.message_unwritten;
+        if lost {
+            self.env.ack.drop_held().await;
+        }
+        lost
     }
 
     /// This turn's messages so far (those already in the log, then those added now). Another

@@ -57,6 +57,7 @@ impl Session {
             cancel: Arc::default(),
             ack: Default::default(),
             prefetched: Default::default(),
+            first_write: Default::default(),
         };
         let meta = SessionMeta {
             agent: "assistant".into(),
