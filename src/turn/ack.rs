@@ -78,6 +78,11 @@ impl AckSlot {
         if held.gate.is_some() || held.timer {
             return;
         }
+        self.send_within(&mut held, ports);
+    }
+
+    /// Send what `held` holds within [`EVENTS_WITHIN`] (with the events after it).
+    fn send_within(&self, held: &mut Held, ports: &Arc<dyn TurnPorts>) {
         held.timer = true;
         let (slot, ports) = (self.clone(), ports.clone());
         tokio::spawn(async move {
@@ -139,11 +144,12 @@ async fn publish_held(held: &mut Held, ports: &dyn TurnPorts) {
 }
 
 impl AckOpener {
-    /// The acknowledgement has left: publish the events held for it, in order, and let the
-    /// turn's events go out again as they come.
-    pub async fn open(self, ports: &dyn TurnPorts) {
+    /// The acknowledgement has left: the events held for it go out as the turn's events do —
+    /// with the ones after them, within [`EVENTS_WITHIN`] or at the turn's next
+    /// [`AckSlot::flush`] (an acknowledgement that leaves with the answer's commit thus shares
+    /// one message of events with the answer).
+    pub async fn open(self, ports: &Arc<dyn TurnPorts>) {
         let mut held = self.slot.0.lock().await;
-        publish_held(&mut held, ports).await;
         if held
             .gate
             .as_ref()
@@ -152,6 +158,9 @@ impl AckOpener {
             held.gate = None;
         }
         self.open.send_replace(true);
+        if held.gate.is_none() && !held.events.is_empty() && !held.timer {
+            self.slot.send_within(&mut held, ports);
+        }
     }
 }
 
@@ -254,17 +263,36 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
-        opener.open(dyn_ports.as_ref()).await;
+        opener.open(&dyn_ports).await;
         waiter.await.unwrap();
-        assert_eq!(
-            ports.seen().event_messages,
-            [2],
-            "one message after the ack"
+        assert!(
+            emitted(&ports).is_empty(),
+            "batched with the events after them"
         );
         slot.emit(&dyn_ports, &scope(), event(3)).await;
         slot.flush(dyn_ports.as_ref()).await;
         assert_eq!(texts(&ports), ["1", "2", "3"]);
+        assert_eq!(
+            ports.seen().event_messages,
+            [3],
+            "one message after the ack"
+        );
         assert!(!slot.pending().await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_held_for_the_acknowledgement_leave_by_themselves_after_it() {
+        let (ports, dyn_ports) = fake();
+        let slot = AckSlot::default();
+        let opener = slot.hold().await;
+        slot.emit(&dyn_ports, &scope(), event(1)).await;
+        opener.open(&dyn_ports).await;
+        assert!(
+            emitted(&ports).is_empty(),
+            "waiting for the events after them"
+        );
+        tokio::time::sleep(EVENTS_WITHIN * 2).await;
+        assert_eq!(texts(&ports), ["1"]);
     }
 
     #[tokio::test]

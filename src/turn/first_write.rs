@@ -77,7 +77,7 @@ impl HeldAck {
     /// The message is in the log: the acknowledgement leaves, then the events held for it.
     pub(super) async fn send(self, env: &TurnEnv) {
         super::inbound::reply(env, self.to.as_deref(), &self.accepted).await;
-        self.opener.open(env.ports.as_ref()).await;
+        self.opener.open(&env.ports).await;
     }
 }
 

@@ -377,7 +377,7 @@ async fn acknowledge_once_flushed(
                 reply(&env, to.as_deref(), &err).await;
             }
         }
-        opener.open(env.ports.as_ref()).await;
+        opener.open(&env.ports).await;
     });
 }
 

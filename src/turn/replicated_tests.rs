@@ -236,7 +236,19 @@ async fn a_new_turn_recalls_while_its_message_is_appended_and_not_again() {
     s.accept("and to eat?").await;
     recalled(&s, 2).await;
     // The message is in the log (appended alone once its turn did not write it in time).
-    tokio::time::sleep(FIRST_WRITE_WITHIN * 3).await;
+    let users = |log: &MemoryLog| {
+        records(log)
+            .iter()
+            .flat_map(|r| r.messages.iter().filter(|m| m.message.role == Role::User))
+            .count()
+    };
+    for _ in 0..500 {
+        if users(&log) == 2 {
+            break;
+        }
+        tokio::time::sleep(FIRST_WRITE_WITHIN).await;
+    }
+    assert_eq!(users(&log), 2, "appended alone");
     s.reload();
     s.env.prefetched = Default::default();
     s.resume().await;
