@@ -6,6 +6,7 @@
 # included) spent per turn: over the whole run (warm-up included) and in W1 concurrent alone.
 #   scripts/bench-cluster.sh                  # all six deployments
 #   SHAPES="1x1 2x1" scripts/bench-cluster.sh # <session processes>x<NATS nodes>
+#   SESSION_ACTORS=session,planner scripts/bench-cluster.sh   # a planner in each session process
 # Each deployment is started with scripts/cluster.sh (planners 2, two tool-executors, one
 # memory-extractor, no MCP-bridge: W1 calls the built-in `add`) and stopped afterwards.
 set -euo pipefail
@@ -54,7 +55,7 @@ for shape in $SHAPES; do
     export HERMES_CLUSTER_DIR=$WORK/cluster HERMES_CLUSTER_PORT=$PORT HERMES_BIN=$HERMES
     export HERMES_CONFIG=$WORK/bench.toml HERMES_LOG=warn
     SESSIONS=$sessions PLANNERS=2 TOOLS=2 MCP=0 MEMORY=1 NODES=$nodes \
-        bash scripts/cluster.sh up >/dev/null
+        SESSION_ACTORS=${SESSION_ACTORS:-session} bash scripts/cluster.sh up >/dev/null
     url=$(bash scripts/cluster.sh status | sed -n 's/^bus: //p')
     pids=$(cat "$WORK"/cluster/pids/*)
     before=$(cpu_ticks $pids)

@@ -16,6 +16,9 @@
 #   SESSIONS PLANNERS TOOLS MCP MEMORY
 #                        processes per actor kind                 (default 2 2 2 1 1)
 #   NODES                NATS nodes: 3 (replicas 3) or 1 (replicas 1)  (default 3)
+#   SESSION_ACTORS       what a session process runs (default session); session,planner plans
+#                        in the session process, so a quick turn's message goes into the
+#                        session log with the turn's first write (docs/clusters.md)
 #
 # Session processes share sessions through JetStream (partitions with one owner each, failover,
 # the replicated session log); tool-executors share idempotency records, job records and raw
@@ -32,6 +35,7 @@ TOOLS=${TOOLS:-2}
 MCP=${MCP:-1}
 MEMORY=${MEMORY:-1}
 NODES=${NODES:-3}
+SESSION_ACTORS=${SESSION_ACTORS:-session}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 case $NODES in 1|3) ;; *) echo "NODES must be 1 or 3" >&2; exit 2 ;; esac
 
@@ -161,7 +165,7 @@ up() {
     } >"$DIR/cluster.toml"
     # A cluster that does not come up is stopped again: no half-started processes are left.
     if ! { start_nats &&
-        start_hermes session session "$SESSIONS" &&
+        start_hermes session "$SESSION_ACTORS" "$SESSIONS" &&
         start_hermes planner planner "$PLANNERS" &&
         start_hermes tools tool-executor "$TOOLS" &&
         start_hermes mcp mcp-bridge "$MCP" &&

@@ -21,6 +21,9 @@ pub struct ClusterConfig {
     pub ack_wait_secs: u64,
     /// Copies JetStream keeps of every stream and bucket Hermes creates (3 on a 3-node cluster).
     pub replicas: usize,
+    /// Milliseconds a new turn's message waits for the turn's first write to the session log
+    /// before it is appended alone (`crate::turn::first_write`); 0 appends it on arrival.
+    pub first_write_within_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -31,11 +34,17 @@ impl Default for ClusterConfig {
             failover_secs: d.failover.as_secs(),
             ack_wait_secs: d.ack_wait.as_secs(),
             replicas: d.replicas,
+            first_write_within_ms: 50,
         }
     }
 }
 
 impl ClusterConfig {
+    /// How long a new turn's message waits for the turn's first write; `None`: not at all.
+    pub fn first_write_within(&self) -> Option<Duration> {
+        (self.first_write_within_ms > 0).then(|| Duration::from_millis(self.first_write_within_ms))
+    }
+
     pub fn options(&self) -> ClusterOptions {
         ClusterOptions {
             partitions: self.partitions,
@@ -53,6 +62,15 @@ impl ClusterConfig {
                 message: format!(
                     "{} is out of range; use 1 to 4096 (16 suits up to a few dozen session processes)",
                     self.partitions
+                ),
+            });
+        }
+        if self.first_write_within_ms > 1_000 {
+            return Err(ConfigError::Invalid {
+                key: "cluster.first_write_within_ms".into(),
+                message: format!(
+                    "{} ms would keep `accepted` (and a turn's first events) waiting that long; use 0 to 1000 (50 suits most)",
+                    self.first_write_within_ms
                 ),
             });
         }

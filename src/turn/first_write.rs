@@ -2,7 +2,7 @@
 //!
 //! On the replicated log (the NATS bus) accepting a message is an append, and a quick turn's
 //! answer is another one a millisecond later. So the message is not appended on arrival: it
-//! waits up to [`FIRST_WRITE_WITHIN`] for the turn's first write (a commit point, or the step
+//! waits up to `cluster.first_write_within_ms` (50 ms) for the turn's first write (a commit point, or the step
 //! before a call that acts on the world) and goes into the log with it. A quick turn then
 //! costs one append instead of two. Meanwhile the message is safe in the session's inbox,
 //! whose item is settled only when the turn ends.
@@ -16,7 +16,8 @@
 //!
 //! Only when the planner runs in this process ([`super::ports::TurnPorts::plans_in_process`]).
 //! A planner elsewhere streams the model's text to the session's subject itself, and that
-//! must not happen before the message is in the log.
+//! must not happen before the message is in the log. `cluster.first_write_within_ms` sets the
+//! wait (0: every message is appended on arrival).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,11 +32,6 @@ use crate::store::replica::LogError;
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::TaskState;
 use crate::store::StoreError;
-
-/// Longest a message waits for its turn's first write before it is appended alone: the
-/// longest `accepted` can be late. A turn whose model and tools answer in-process (or a
-/// cached reply) ends well within it.
-pub const FIRST_WRITE_WITHIN: Duration = Duration::from_millis(10);
 
 /// The message of the session's new turn while it waits for its first write. One per
 /// session actor; clones share it.
@@ -99,10 +95,11 @@ pub(super) enum Claim {
 impl FirstWrite {
     /// Keep `message` (stored in the session as `task` says, after `meta`) for its turn's
     /// first write, acknowledged on `to` with `accepted` by whichever write takes it; the timer
-    /// appends it alone after [`FIRST_WRITE_WITHIN`].
+    /// appends it alone after `within`.
     pub(super) async fn defer(
         &self,
         env: &TurnEnv,
+        within: Duration,
         meta: SessionMeta,
         message: StoredMessage,
         task: TaskState,
@@ -123,7 +120,7 @@ impl FirstWrite {
         *self.0.lock().await = Slot::Waiting(Box::new(waiting));
         let env = env.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(FIRST_WRITE_WITHIN).await;
+            tokio::time::sleep(within).await;
             append_alone(&env, &turn_id).await;
         });
     }

@@ -250,7 +250,10 @@ pub async fn accept(
     record.answer_to = msg.envelope.body.answer_to.clone();
     task.turn = Some(record);
     let recalling = recall_ahead(env, meta, msg, &turn_id, &text);
-    if env.store.is_replicated() && env.ports.plans_in_process() {
+    let first_write_within = env.config.cluster.first_write_within();
+    if let Some(within) =
+        first_write_within.filter(|_| env.store.is_replicated() && env.ports.plans_in_process())
+    {
         // Appended with the turn's first write, or alone once that is late.
         if let Some(recall) = recalling {
             env.prefetched.put(&turn_id, recall);
@@ -259,7 +262,7 @@ pub async fn accept(
         meta.next_seq = next_seq_after(meta.next_seq, std::slice::from_ref(&stored));
         let ack = (msg.reply.clone(), accepted(msg, &meta.session, &stored));
         env.first_write
-            .defer(env, before, stored.clone(), task.clone(), ack)
+            .defer(env, within, before, stored.clone(), task.clone(), ack)
             .await;
         return Acceptance::Accepted(Box::new(stored));
     }

@@ -7,13 +7,20 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::fake::FakePorts;
-use super::first_write::FIRST_WRITE_WITHIN;
 use super::tests::{calls, last_is_user, says, tool, Session};
 use crate::llm::Role;
 use crate::store::replica::{LogRecord, SessionLog};
 use crate::store::tasks::TurnPhase;
 use crate::store::test_log::MemoryLog;
 use crate::tools::definition::ToolEffect;
+
+/// How long a new turn's message waits for the turn's first write (the default
+/// `cluster.first_write_within_ms`).
+fn first_write_within() -> std::time::Duration {
+    crate::config::ClusterConfig::default()
+        .first_write_within()
+        .expect("on by default")
+}
 
 /// The session's records in the log, decoded.
 fn records(log: &MemoryLog) -> Vec<LogRecord> {
@@ -138,7 +145,7 @@ async fn a_slow_turn_has_its_message_appended_and_acknowledged_within_the_wait()
     let seen_by_planner = log.clone();
     let ports = FakePorts::new(move |_| {
         // A model that takes its time: meanwhile the message is appended alone.
-        std::thread::sleep(FIRST_WRITE_WITHIN * 5);
+        std::thread::sleep(first_write_within() * 5);
         let stored: Vec<Role> = records(&seen_by_planner)
             .iter()
             .flat_map(|r| r.messages.iter().map(|m| m.message.role))
@@ -246,11 +253,26 @@ async fn a_new_turn_recalls_while_its_message_is_appended_and_not_again() {
         if users(&log) == 2 {
             break;
         }
-        tokio::time::sleep(FIRST_WRITE_WITHIN).await;
+        tokio::time::sleep(first_write_within()).await;
     }
     assert_eq!(users(&log), 2, "appended alone");
     s.reload();
     s.env.prefetched = Default::default();
     s.resume().await;
     assert_eq!(s.ports.seen().recalls, 3, "recalled for the resumed turn");
+}
+
+#[tokio::test]
+async fn with_the_wait_off_a_message_is_appended_on_arrival() {
+    let log = Arc::new(MemoryLog::default());
+    let mut s = Session::on_log(FakePorts::new(|_| says("hello")), log.clone());
+    let mut config = (*s.env.config).clone();
+    config.cluster.first_write_within_ms = 0;
+    s.env.config = Arc::new(config);
+    s.accept("hi").await;
+    assert_eq!(records(&log).len(), 1, "appended before the turn runs");
+    assert_eq!(s.ports.seen().replies.len(), 1, "and acknowledged");
+    let outcome = s.resume().await;
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(records(&log).len(), 3, "message, answer, extraction note");
 }

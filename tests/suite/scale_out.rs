@@ -659,8 +659,10 @@ fn deploy_on(nats: Nats, replicas: u32) -> Deployment {
         let config = write_config(dir.path(), name, replicas, &ledger_url);
         Serve::start(&config, &url, actors)
     };
+    // Session-b plans in-process too, so its turns' messages go into the session log with their
+    // first write (turn::first_write); session-a's are appended on arrival.
     let session_a = start("session-a", "session");
-    let session_b = start("session-b", "session");
+    let session_b = start("session-b", "session,planner");
     let tools_a = start("tools-a", "tool-executor,mcp-bridge");
     let others = vec![
         start("tools-b", "tool-executor,mcp-bridge"),
