@@ -572,6 +572,8 @@ mod provider_parts_tests;
 #[cfg(test)]
 mod replicated_tests;
 #[cfg(test)]
+mod resume_tests;
+#[cfg(test)]
 mod talk_tests;
 #[cfg(test)]
 mod tests;
