@@ -20,6 +20,7 @@ pub mod glob;
 mod handler;
 pub mod http;
 pub mod memory;
+mod memory_tools;
 mod passthrough;
 mod traced;
 

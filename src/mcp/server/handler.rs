@@ -10,10 +10,10 @@ use std::time::Instant;
 use rmcp::model::RequestParamsMeta;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::model::{
     CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams, TASKS_EXTENSION_ID,
@@ -32,14 +32,12 @@ use tracing::Instrument;
 use super::agents;
 use super::auth::{Denied, Principal};
 use super::forwarded::first_page;
-use super::memory::{
-    self, ForgetArgs, MemoryArgsError, MemoryClient, ReadFailure, SearchArgs, WriteArgs,
-};
+use super::memory::{self, MemoryClient};
 use super::passthrough::Passthrough;
 use super::{exposed, traced, ServerDeps, SERVER_NAME};
 use crate::mcp::audit::{self, AuditRecord};
 use crate::protocol::subjects::audit_kinds;
-use crate::protocol::{MemoryForgetRequest, MemoryListRequest, RecallRequest};
+use crate::protocol::MemoryListRequest;
 
 pub(super) const WRITE: &str = "memory_write";
 pub(super) const SEARCH: &str = "memory_search";
@@ -56,7 +54,7 @@ pub struct HermesMcpServer {
 }
 
 /// What a tool call produced: the text/JSON result, or an error for the caller.
-type Outcome = Result<Value, String>;
+pub(super) type Outcome = Result<Value, String>;
 
 impl HermesMcpServer {
     /// A handler whose principal comes from each HTTP request (`fixed = None`) or is fixed.
@@ -85,7 +83,7 @@ impl HermesMcpServer {
             .ok_or_else(|| ErrorData::invalid_request(Denied::NoToken.to_string(), None))
     }
 
-    fn memory(&self) -> MemoryClient<'_> {
+    pub(super) fn memory(&self) -> MemoryClient<'_> {
         MemoryClient {
             bus: self.deps.bus.as_ref(),
             timeout: self.deps.request_timeout,
@@ -136,211 +134,6 @@ impl HermesMcpServer {
             FORGET => self.forget(who, memory::parse(name, arguments)).await,
             other => Ok(exposed::call(&self.deps, who, other, arguments, idempotency_key).await),
         }
-    }
-
-    async fn write(
-        &self,
-        who: &Principal,
-        args: Result<WriteArgs, MemoryArgsError>,
-    ) -> Result<Outcome, Denied> {
-        let args = match args {
-            Ok(args) => args,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
-        let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
-        who.check_data(&user, &namespace)?;
-        let source = format!("mcp:{}", who.user);
-        let outcome = match memory::write_request(args, &user, &namespace, &source) {
-            Ok(request) => self
-                .memory()
-                .write(request)
-                .await
-                .map(|reply| json!({"changes": reply.changes}))
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        Ok(outcome)
-    }
-
-    async fn search(
-        &self,
-        who: &Principal,
-        args: Result<SearchArgs, MemoryArgsError>,
-    ) -> Result<Outcome, Denied> {
-        let args = match args {
-            Ok(args) => args,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
-        // Another user's memories are searched in one (granted) namespace only, never across.
-        let namespace = match (&args.namespace, user == who.user) {
-            (None, true) => None,
-            (namespace, _) => {
-                let namespace = memory::namespace_or_default(namespace.as_deref()).to_owned();
-                who.check_data(&user, &namespace)?;
-                Some(namespace)
-            }
-        };
-        let request = RecallRequest {
-            user,
-            query: args.query,
-            limit: args.limit.unwrap_or(5).clamp(1, 5),
-            namespace,
-            ..RecallRequest::default()
-        };
-        let outcome = self.memory().recall(request).await.map(|reply| {
-            let hits: Vec<Value> = reply
-                .hits
-                .iter()
-                .map(|hit| memory::hit_json(&hit.record, hit.score))
-                .collect();
-            json!({ "memories": hits })
-        });
-        let outcome = outcome.map_err(|e| e.to_string());
-        Ok(outcome)
-    }
-
-    async fn forget(
-        &self,
-        who: &Principal,
-        args: Result<ForgetArgs, MemoryArgsError>,
-    ) -> Result<Outcome, Denied> {
-        let args = match args {
-            Ok(args) => args,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        if args.id.is_none() && args.key.is_none() {
-            return Ok(Err(
-                "give the memory's `id` (from memory_search) or its `key`".into(),
-            ));
-        }
-        let user = args.user.clone().unwrap_or_else(|| who.user.clone());
-        let namespace = memory::namespace_or_default(args.namespace.as_deref()).to_owned();
-        who.check_data(&user, &namespace)?;
-        let request = MemoryForgetRequest {
-            user,
-            namespace,
-            id: args.id,
-            key: args.key,
-        };
-        Ok(self
-            .memory()
-            .forget(request)
-            .await
-            .map(|reply| json!({"changes": reply.changes}))
-            .map_err(|e| e.to_string()))
-    }
-
-    fn memory_tools() -> Vec<Tool> {
-        vec![
-            Tool::new(WRITE, "Remember one thing about a user for later conversations and other agents: a fact, preference, constraint or event, as one sentence. Writing the same `key` again updates it. Returns {changes: [{op, key, content}]}. Writes only your own user's memories unless your role grants the namespace.", rmcp::handler::server::common::schema_for_type::<WriteArgs>()),
-            Tool::new(SEARCH, "Search a user's memories by words (Chinese or English); returns up to 5, best first: {memories: [{id, uri, key, content, kind, namespace, score}]}. Use before answering questions about the user's preferences or history.", rmcp::handler::server::common::schema_for_type::<SearchArgs>()),
-            Tool::new(FORGET, "Forget one memory, by its `id` (from memory_search) or its `key`. Returns {changes}. Use when the user asks to forget or cancel something.", rmcp::handler::server::common::schema_for_type::<ForgetArgs>()),
-        ]
-    }
-
-    pub(super) async fn read_memory(
-        &self,
-        who: &Principal,
-        uri: &str,
-    ) -> Result<Result<ReadResourceResult, ReadFailure>, Denied> {
-        let Some((user, id)) = memory::parse_uri(uri) else {
-            return Ok(Err(ReadFailure::NotAMemoryUri(uri.to_owned())));
-        };
-        if user != who.user {
-            // Only a granted namespace opens another user's record: look it up, then check.
-            let records = self
-                .memory()
-                .list(MemoryListRequest {
-                    user: user.clone(),
-                    namespace: None,
-                    id: Some(id.clone()),
-                    ..MemoryListRequest::default()
-                })
-                .await;
-            let namespace = match &records {
-                Ok(records) => records.first().map(|r| r.namespace.clone()),
-                Err(_) => None,
-            };
-            who.check_data(
-                &user,
-                namespace
-                    .as_deref()
-                    .unwrap_or(memory::namespace_or_default(None)),
-            )?;
-        }
-        let records = self
-            .memory()
-            .list(MemoryListRequest {
-                user,
-                namespace: None,
-                id: Some(id),
-                ..MemoryListRequest::default()
-            })
-            .await;
-        Ok(match records {
-            Ok(records) => match records.into_iter().next() {
-                Some(record) => {
-                    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
-                    Ok(ReadResourceResult::new(vec![
-                        ResourceContents::TextResourceContents {
-                            uri: uri.to_owned(),
-                            mime_type: Some("application/json".into()),
-                            text,
-                            meta: None,
-                        },
-                    ]))
-                }
-                None => Err(ReadFailure::NotFound(uri.to_owned())),
-            },
-            Err(e) => Err(e.into()),
-        })
-    }
-
-    pub(super) async fn qa_prompt(
-        &self,
-        who: &Principal,
-        arguments: Option<JsonObject>,
-    ) -> Result<GetPromptResult, ErrorData> {
-        let question = arguments
-            .as_ref()
-            .and_then(|args| args.get("question"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ErrorData::invalid_params("memory_qa needs the argument `question`", None)
-            })?
-            .to_owned();
-        let recalled = self
-            .memory()
-            .recall(RecallRequest {
-                user: who.user.clone(),
-                query: question.clone(),
-                limit: 5,
-                ..RecallRequest::default()
-            })
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let memories: Vec<String> = recalled
-            .hits
-            .iter()
-            .map(|hit| format!("- [{}] {}", hit.record.key, hit.record.content))
-            .collect();
-        let listed = if memories.is_empty() {
-            "(none found)".to_owned()
-        } else {
-            memories.join("\n")
-        };
-        let text = format!(
-            "Answer the question about user `{}` using only the memories below. If they do not \
-             contain the answer, say that you do not know.\n\nMemories:\n{listed}\n\nQuestion: {question}",
-            who.user
-        );
-        Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).with_description(
-                format!("Memory QA for `{}` ({} memories)", who.user, memories.len()),
-            ),
-        )
     }
 }
 
