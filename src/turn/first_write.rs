@@ -2,10 +2,10 @@
 //!
 //! On the replicated log (the NATS bus) accepting a message is an append, and a quick turn's
 //! answer is another one a millisecond later. So the message is not appended on arrival: it
-//! waits up to `cluster.first_write_within_ms` (50 ms) for the turn's first write (a commit point, or the step
-//! before a call that acts on the world) and goes into the log with it. A quick turn then
-//! costs one append instead of two. Meanwhile the message is safe in the session's inbox,
-//! whose item is settled only when the turn ends.
+//! waits up to `cluster.first_write_within_ms` (50 ms) for the turn's first write (a commit
+//! point, or the step before a call that acts on the world) and goes into the log with it. A
+//! quick turn then costs one append instead of two. Meanwhile the message is safe in the
+//! session's inbox, whose item is settled only when the turn ends.
 //!
 //! `accepted` keeps its meaning ("in the session log"). The acknowledgement and the turn's
 //! events are held until that write ([`super::ack::AckSlot::hold`]). So a process that lost
