@@ -31,6 +31,23 @@ fn records(log: &MemoryLog) -> Vec<LogRecord> {
         .collect()
 }
 
+/// Another process took the session over and appended meanwhile.
+async fn another_process_appends(log: &MemoryLog) {
+    let last = log.last("assistant", "s1").await.unwrap();
+    log.append("assistant", "s1", Bytes::from_static(b"{}"), last)
+        .await
+        .unwrap();
+}
+
+/// The turn went back to the session's inbox.
+fn assert_handed_back(outcome: &super::TurnOutcome) {
+    assert!(
+        outcome.error.as_ref().is_some_and(|e| e.hands_back()),
+        "{:?}",
+        outcome.error
+    );
+}
+
 /// Calls `name` once, then answers.
 fn call_then_answer(name: &'static str) -> FakePorts {
     FakePorts::new(move |r| {
@@ -117,17 +134,8 @@ async fn an_owner_that_lost_the_session_learns_it_before_a_write_runs() {
     let ports = call_then_answer("refund").tool(refund, |_| Ok(json!({"refunded": true})));
     let mut s = Session::on_log(ports, log.clone());
     s.accept("refund A-1").await;
-    // Another process took the session over and appended meanwhile.
-    let last = log.last("assistant", "s1").await.unwrap();
-    log.append("assistant", "s1", Bytes::from_static(b"{}"), last)
-        .await
-        .unwrap();
-    let outcome = s.resume().await;
-    assert!(
-        outcome.error.as_ref().is_some_and(|e| e.hands_back()),
-        "{:?}",
-        outcome.error
-    );
+    another_process_appends(&log).await;
+    assert_handed_back(&s.resume().await);
     assert_eq!(
         s.ports.seen().calls.len(),
         0,
@@ -170,16 +178,8 @@ async fn a_turn_whose_message_could_not_be_written_goes_back_to_the_inbox() {
     let log = Arc::new(MemoryLog::default());
     let mut s = Session::on_log(FakePorts::new(|_| says("hello")), log.clone());
     s.accept("hi").await;
-    // Another process took the session over and appended meanwhile.
-    log.append("assistant", "s1", Bytes::from_static(b"{}"), 0)
-        .await
-        .unwrap();
-    let outcome = s.resume().await;
-    assert!(
-        outcome.error.as_ref().is_some_and(|e| e.hands_back()),
-        "{:?}",
-        outcome.error
-    );
+    another_process_appends(&log).await;
+    assert_handed_back(&s.resume().await);
     let seen = s.ports.seen();
     assert!(seen.replies.is_empty(), "acknowledged: {:?}", seen.out);
     assert!(seen.events.is_empty(), "said: {:?}", seen.events);
