@@ -411,6 +411,7 @@ impl Engine {
             ack: Default::default(),
             prefetched: Default::default(),
             first_write: Default::default(),
+            inbox_item: Default::default(),
         };
         let reader = SessionReader::of(&env.store);
         self.services.extend(

@@ -197,7 +197,9 @@ impl SessionRouter {
 
     /// Hand one inbox item to its session. The envelope is decoded once, here.
     async fn take(&self, item: OwnedItem, ack_wait: Duration) {
-        let settle = Settle::new(item.acker.clone(), ack_wait, item.delivery).stored_ago(item.age);
+        let settle = Settle::new(item.acker.clone(), ack_wait, item.delivery)
+            .stored_ago(item.age)
+            .at(item.seq);
         let max = self.inner.env.config.engine.max_envelope_bytes;
         let raw = match Envelope::decode(&item.payload, max) {
             Ok(raw) => raw,

@@ -88,6 +88,7 @@ impl SessionActor {
     /// The item in hand is handled: tell the router, settle its inbox items.
     fn finished(&mut self) {
         self.router.done(&self.key());
+        self.env.inbox_item.store(0, Ordering::Release);
         for settle in self.settling.drain(..) {
             settle.ack();
         }
@@ -193,10 +194,17 @@ impl SessionActor {
 }
 
 impl SessionActor {
-    /// Queue the extraction of an answered turn that a crash cut off before it was queued.
-    fn queue_extraction(&mut self, ctx: &mut Context<Self>) {
+    /// Queue the extraction of an answered turn that a crash cut off before it was queued (for
+    /// one that answered while its inbox item was held, only if the inbox still holds it).
+    /// `then` goes on: [`Self::after_turn`] with an item in hand (settled there), or what
+    /// a start does next.
+    fn queue_extraction(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: fn(&mut Self, &mut Context<Self>),
+    ) {
         let Some(mut meta) = self.meta.take() else {
-            return;
+            return then(self, ctx);
         };
         let env = self.env.clone();
         let mut task = std::mem::take(&mut self.task);
@@ -207,11 +215,19 @@ impl SessionActor {
             }
             (meta, task)
         };
-        ctx.wait(fut.into_actor(self).map(|(meta, task), act, ctx| {
+        ctx.wait(fut.into_actor(self).map(move |(meta, task), act, ctx| {
             act.meta = Some(meta);
             act.task = task;
-            act.after_turn(ctx);
+            then(act, ctx);
         }));
+    }
+
+    /// After a start's own work: parked turns look at their work once. With no item in hand
+    /// there is nothing to settle, and nothing for the router to count as done.
+    fn poll_parked(&mut self, ctx: &mut Context<Self>) {
+        if !self.to_poll.is_empty() {
+            self.after_turn(ctx);
+        }
     }
 }
 
@@ -233,8 +249,8 @@ impl Actor for SessionActor {
                 if let Some(t) = act.task.resumable_turn() {
                     tracing::info!(session = %act.session, turn = %t.turn_id, phase = ?t.phase, "resuming an interrupted turn");
                     act.run(ctx);
-                } else if act.task.pending_extraction().is_some() {
-                    act.queue_extraction(ctx);
+                } else if act.task.extraction_unnoted().is_some() {
+                    act.queue_extraction(ctx, Self::poll_parked);
                 } else if !act.to_poll.is_empty() {
                     act.after_turn(ctx);
                 }
@@ -309,6 +325,7 @@ impl Handler<Deliver> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        let item = msg.settle.as_ref().and_then(Settle::seq);
         self.settling.extend(msg.settle);
         if let Some(cause) = self.unservable.clone() {
             return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
@@ -340,13 +357,18 @@ impl Handler<Deliver> for SessionActor {
         // `wait`: the next message of this session starts only after this one is handled.
         ctx.wait(
             fut.into_actor(self)
-                .map(|(meta, task, accepted), act, ctx| {
+                .map(move |(meta, task, accepted), act, ctx| {
                     act.meta = Some(meta);
                     act.task = task;
                     match accepted {
                         inbound::Acceptance::Accepted(stored) => {
                             Arc::make_mut(&mut act.history).push(*stored);
                             act.arrived_reply = inbound_reply;
+                            // Held until the turn is done (`finished`), so its answer's
+                            // extraction is queued before the item is acked.
+                            act.env
+                                .inbox_item
+                                .store(item.unwrap_or(0), Ordering::Release);
                             act.run(ctx);
                         }
                         inbound::Acceptance::Refused => act.finished(),
@@ -380,6 +402,9 @@ impl SessionActor {
         let go_on = |act: &mut Self, ctx: &mut Context<Self>, _behind: bool| {
             if act.task.resumable_turn().is_some() {
                 act.run(ctx);
+            } else if act.task.extraction_unnoted().is_some() {
+                // Its turn answered, but whether its extraction was queued is not noted.
+                act.queue_extraction(ctx, Self::after_turn);
             } else {
                 act.finished();
             }

@@ -26,6 +26,8 @@ pub struct Settle {
     delivery: u64,
     /// When the item was first stored (its publisher has waited since).
     stored: std::time::Instant,
+    /// Where it sits in the inbox, when the cluster says ([`crate::bus::cluster::OwnedItem::seq`]).
+    seq: Option<u64>,
 }
 
 /// First redelivery delay of an item dropped unsettled; doubled per delivery up to the cap.
@@ -60,7 +62,21 @@ impl Settle {
             retry_after: retry_after(delivery),
             delivery,
             stored: std::time::Instant::now(),
+            seq: None,
         }
+    }
+
+    /// The item sits at `seq` in the inbox.
+    #[must_use]
+    pub fn at(mut self, seq: Option<u64>) -> Self {
+        self.seq = seq;
+        self
+    }
+
+    /// Where the item sits in the inbox, if known: while it is not acked,
+    /// [`crate::bus::cluster::Cluster::inbox_holds`] says so.
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
     }
 
     /// Which delivery of the item this is (1: the first).

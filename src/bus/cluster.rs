@@ -74,6 +74,9 @@ pub struct OwnedItem {
     /// A publisher's resend of an item already stored (its acknowledgement was lost): the
     /// session answers it as it answered the original and does not handle it twice.
     pub repeat: bool,
+    /// Where the item sits in the inbox (its stream sequence), when the backend says: what
+    /// [`Cluster::inbox_holds`] is asked about later.
+    pub seq: Option<u64>,
     pub acker: Arc<dyn Acker>,
     /// The W3C trace context of the span that enqueued it, when this process exports traces.
     pub traceparent: Option<String>,
@@ -126,6 +129,10 @@ pub trait Cluster: Send + Sync + 'static {
         reply: Option<&str>,
         dedupe_id: &str,
     ) -> Result<(), BusError>;
+
+    /// Whether the inbox still holds item `seq` (see [`OwnedItem::seq`]): true until the item
+    /// is acked, false once it is (an inbox keeps no settled item).
+    async fn inbox_holds(&self, seq: u64) -> Result<bool, BusError>;
 
     /// Start pulling every partition: items arrive for the partitions this process owns now,
     /// and for those it takes over from a dead owner.

@@ -42,6 +42,12 @@ pub struct TurnRecord {
     /// an answered turn without it is finished at start-up).
     #[serde(default = "already_queued")]
     pub extraction_queued: bool,
+    /// The session inbox item (its sequence) that brought the turn's message, when the turn
+    /// answered while that item was still unacked. The item is acked only after the
+    /// extraction is queued, so no note follows the answer: an answered turn with this set
+    /// had its extraction queued unless the inbox still holds the item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_item: Option<u64>,
     /// Tokens this task used: its own model calls and its delegated agents' turns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tokens_used: u64,
@@ -96,6 +102,7 @@ impl TurnRecord {
             confirmations: Vec::new(),
             jobs: Vec::new(),
             extraction_queued: false,
+            inbox_item: None,
             tokens_used: 0,
             parent: None,
             answer_to: None,
@@ -267,6 +274,13 @@ impl TaskState {
 
     /// An answered turn whose transcript still has to go onto the extraction queue.
     pub fn pending_extraction(&self) -> Option<&TurnRecord> {
+        self.extraction_unnoted().filter(|t| t.inbox_item.is_none())
+    }
+
+    /// An answered turn with no note that its extraction is queued: one whose extraction is
+    /// pending ([`Self::pending_extraction`]), or one that was queued before its inbox item
+    /// was acked, which only the inbox can tell ([`TurnRecord::inbox_item`]).
+    pub fn extraction_unnoted(&self) -> Option<&TurnRecord> {
         self.turn
             .as_ref()
             .filter(|t| t.phase == TurnPhase::Answered && !t.extraction_queued)

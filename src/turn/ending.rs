@@ -184,7 +184,8 @@ fn child_sessions(record: &TurnRecord) -> Vec<String> {
 /// Store the turn as answered and commit, publish the answer, then queue the transcript for
 /// extraction and note that it is queued — so an answer that left is on disk, and an answered
 /// turn whose extraction a crash cut off is queued at start-up ([`queue_extraction`]; the
-/// extractor skips a turn it already mined).
+/// extractor skips a turn it already mined). A turn that answered while its inbox item was
+/// held writes no note: the item's ack, after this, is the note (`TurnRecord::inbox_item`).
 pub(super) async fn finish(
     state: &mut TurnState<'_>,
     record: &TurnRecord,
@@ -206,7 +207,14 @@ pub(super) async fn finish(
         }
         None => true,
     };
-    state.record().extraction_queued = queued;
+    if queued && state.record().inbox_item.is_some() {
+        state.record().extraction_queued = true;
+        return Ok(());
+    }
+    // Not queued, or no inbox item: the note says which, for the start-up scan.
+    let record = state.record();
+    record.extraction_queued = queued;
+    record.inbox_item = None;
     state.save_task_note().await
 }
 
@@ -236,16 +244,30 @@ async fn deliver(
 /// Finish an answered turn a crash cut off after its answer was stored: deliver the answer
 /// again — the crash may have come before it left the process (the event keeps its id, see
 /// [`crate::bus::events::answer_event_id`]; a parent ignores a second report of a child it
-/// has heard from) — and queue the transcript for extraction.
+/// has heard from) — and queue the transcript for extraction. A turn queued before its inbox
+/// item was acked is finished only if the inbox still holds the item: then the crash came
+/// before the ack, perhaps before the queueing (the item comes back to this session too, and
+/// is recognised as accepted).
 pub async fn queue_extraction(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
     log: &[StoredMessage],
 ) -> Result<(), TurnError> {
-    let Some(record) = task.pending_extraction().cloned() else {
+    let Some(record) = task.extraction_unnoted().cloned() else {
         return Ok(());
     };
+    if let Some(item) = record.inbox_item {
+        // Queued before its inbox item was acked: gone from the inbox, it was queued.
+        if env.ports.inbox_holds(item).await == Some(false) {
+            tracing::debug!(turn = %record.turn_id, item, "answered turn's inbox item was acked, so its extraction was queued");
+            if let Some(turn) = task.turn.as_mut() {
+                turn.extraction_queued = true;
+            }
+            return Ok(());
+        }
+        tracing::info!(turn = %record.turn_id, item, "answered turn's inbox item was not acked (its owner stopped before): answer sent and extraction queued again");
+    }
     let start = turn_start(log, &record);
     let own: Vec<&StoredMessage> = log[start.min(log.len())..]
         .iter()
@@ -263,6 +285,7 @@ pub async fn queue_extraction(
     };
     if let Some(turn) = task.turn.as_mut() {
         turn.extraction_queued = queued;
+        turn.inbox_item = None;
     }
     env.store.save(meta, &[], task).await?;
     Ok(())

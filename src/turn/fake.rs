@@ -33,6 +33,11 @@ pub struct FakePorts {
     pub seen: Mutex<Seen>,
     /// Every delegated task is refused by its session.
     pub refuse_sends: bool,
+    /// What the session inbox says when asked whether it still holds an item (`None`: it
+    /// cannot be asked).
+    pub inbox_holding: Option<bool>,
+    /// The extraction queue refuses every job.
+    pub refuse_extractions: bool,
 }
 
 /// What the turn sent out.
@@ -56,6 +61,8 @@ pub struct Seen {
     pub out: Vec<String>,
     /// How many events each message of events carried, in order.
     pub event_messages: Vec<usize>,
+    /// The inbox items asked about.
+    pub inbox_asked: Vec<u64>,
 }
 
 impl FakePorts {
@@ -164,8 +171,16 @@ impl TurnPorts for FakePorts {
     }
 
     async fn enqueue_extraction(&self, _: &EventScope, job: ExtractJob) -> bool {
+        if self.refuse_extractions {
+            return false;
+        }
         self.seen().extractions.push(job);
         true
+    }
+
+    async fn inbox_holds(&self, seq: u64) -> Option<bool> {
+        self.seen().inbox_asked.push(seq);
+        self.inbox_holding
     }
 
     async fn reply(&self, to: &str, payload: Bytes) {

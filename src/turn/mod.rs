@@ -69,6 +69,10 @@ pub struct TurnEnv {
     /// The new turn's message while it waits for the turn's first write to the replicated
     /// log.
     pub first_write: first_write::FirstWrite,
+    /// The inbox item (its sequence; 0: none) of the message whose turn runs now, while the
+    /// session holds it unacked: it is acked after the turn, so an answer's extraction queued
+    /// before that needs no note of its own ([`crate::store::tasks::TurnRecord::inbox_item`]).
+    pub inbox_item: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TurnEnv {
@@ -80,6 +84,7 @@ impl TurnEnv {
             ack: ack::AckSlot::default(),
             prefetched: prefetch::Prefetched::default(),
             first_write: first_write::FirstWrite::default(),
+            inbox_item: Arc::default(),
             ..self.clone()
         }
     }
@@ -567,6 +572,8 @@ mod deferral_tests;
 mod delegation_tests;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod inbox_note_tests;
 #[cfg(test)]
 mod provider_parts_tests;
 #[cfg(test)]

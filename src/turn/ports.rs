@@ -68,6 +68,12 @@ pub trait TurnPorts: Send + Sync {
     }
     /// Put a finished turn on the extraction queue; false when it could not be queued.
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool;
+    /// Whether the session inbox still holds item `seq` (unacked); `None` when there is no
+    /// inbox or it could not be asked.
+    async fn inbox_holds(&self, seq: u64) -> Option<bool> {
+        let _ = seq;
+        None
+    }
     /// Whether plans are made in this process, so the model's streamed text reaches the
     /// session only through the turn's own events (see [`super::first_write`]).
     fn plans_in_process(&self) -> bool {
@@ -391,6 +397,17 @@ impl TurnPorts for BusPorts {
 
     fn plans_in_process(&self) -> bool {
         self.bus.local_handler(subjects::PLAN).is_some()
+    }
+
+    async fn inbox_holds(&self, seq: u64) -> Option<bool> {
+        let cluster = self.bus.cluster()?;
+        match cluster.inbox_holds(seq).await {
+            Ok(holds) => Some(holds),
+            Err(e) => {
+                tracing::warn!(item = seq, error = %e, "could not ask the session inbox whether it still holds an item; taking it as held");
+                None
+            }
+        }
     }
 
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool {

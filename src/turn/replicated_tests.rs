@@ -23,7 +23,7 @@ fn first_write_within() -> std::time::Duration {
 }
 
 /// The session's records in the log, decoded.
-fn records(log: &MemoryLog) -> Vec<LogRecord> {
+pub(super) fn records(log: &MemoryLog) -> Vec<LogRecord> {
     futures::executor::block_on(log.read_after("assistant", "s1", 0))
         .unwrap()
         .into_iter()

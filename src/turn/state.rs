@@ -2,6 +2,7 @@
 //! how each step is persisted — a mid-turn step kept back until the turn's next commit point
 //! (`TurnState::deferred`), everything else written at once.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -80,7 +81,10 @@ impl<'a> TurnState<'a> {
     /// The turn has its answer; queueing its extraction is still ahead (`ending::finish`).
     pub(super) fn set_answered(&mut self) {
         self.set_phase(TurnPhase::Answered);
-        self.record().extraction_queued = false;
+        let item = self.env.inbox_item.load(Ordering::Acquire);
+        let record = self.record();
+        record.extraction_queued = false;
+        record.inbox_item = (item != 0).then_some(item);
     }
 
     /// Store a message of this turn together with the current phase, flushed.

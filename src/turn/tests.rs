@@ -58,6 +58,7 @@ impl Session {
             ack: Default::default(),
             prefetched: Default::default(),
             first_write: Default::default(),
+            inbox_item: Default::default(),
         };
         let meta = SessionMeta {
             agent: "assistant".into(),

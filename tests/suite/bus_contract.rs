@@ -211,3 +211,27 @@ async fn nats_a_shared_bucket_reads_the_last_write_and_nothing_after_a_delete() 
         Some(&b"four"[..])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_the_session_inbox_holds_an_item_until_it_is_acked() {
+    let fx = fixture::Fixture::nats().await;
+    let cluster = fx.bus.cluster().expect("NATS has a cluster");
+    cluster
+        .enqueue("assistant", "s1", "hello".into(), None, "m-1")
+        .await
+        .unwrap();
+    let mut items = cluster.own_partitions().await.unwrap();
+    let item = tokio::time::timeout(WAIT, items.next())
+        .await
+        .expect("the item is delivered")
+        .expect("a partition stream")
+        .unwrap();
+    let seq = item.seq.expect("NATS says where the item sits");
+    assert!(cluster.inbox_holds(seq).await.unwrap(), "unacked: held");
+    item.acker.ack().await.unwrap();
+    assert!(!cluster.inbox_holds(seq).await.unwrap(), "acked: gone");
+    assert!(
+        !cluster.inbox_holds(seq + 1_000).await.unwrap(),
+        "never stored"
+    );
+}

@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_nats::jetstream::consumer::pull::{Config as PullConfig, Stream as PullStream};
 use async_nats::jetstream::consumer::{AckPolicy, PriorityPolicy, PullConsumer};
-use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
+use async_nats::jetstream::stream::{
+    Config, LastRawMessageErrorKind, RetentionPolicy, StorageType,
+};
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
 use async_trait::async_trait;
@@ -199,6 +201,28 @@ impl Cluster for NatsCluster {
             self.store_item(&subject, &repeat, &payload).await?;
         }
         Ok(())
+    }
+
+    async fn inbox_holds(&self, seq: u64) -> Result<bool, BusError> {
+        self.ensure_inbox().await?;
+        let jetstream = self.jetstream.clone();
+        // On the connection's runtime, whatever runtime asks (a session actor's arbiter).
+        let ask = self.runtime.spawn(async move {
+            let stream = jetstream
+                .get_stream_no_info(INBOX_STREAM)
+                .await
+                .map_err(|e| storage_error("cannot open the session inbox stream", e))?;
+            match through_failover("reading the session inbox", || stream.get_raw_message(seq))
+                .await
+            {
+                Ok(_) => Ok(true),
+                // A work-queue stream deletes an item when it is acked.
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(false),
+                Err(e) => Err(storage_error("cannot read the session inbox", e)),
+            }
+        });
+        ask.await
+            .map_err(|e| storage_error("asking the session inbox failed", e))?
     }
 
     async fn own_partitions(&self) -> Result<OwnedItems, BusError> {
@@ -546,6 +570,7 @@ fn owned_item(message: async_nats::jetstream::Message) -> Result<OwnedItem, BusE
         delivery,
         age,
         repeat,
+        seq: message.info().ok().map(|info| info.stream_sequence),
         acker: Arc::new(JetStreamAcker::new(message)),
         traceparent,
     })
