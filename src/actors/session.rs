@@ -324,11 +324,31 @@ impl Handler<Retire> for SessionActor {
 impl Handler<Deliver> for SessionActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+    fn handle(&mut self, mut msg: Deliver, ctx: &mut Self::Context) {
         let item = msg.settle.as_ref().and_then(Settle::seq);
-        self.settling.extend(msg.settle);
+        self.settling.extend(msg.settle.take());
         if let Some(cause) = self.unservable.clone() {
             return self.hand_back_or_refuse(msg.inbound.reply, cause, ctx);
+        }
+        self.deliver(msg, item, false, ctx);
+    }
+}
+
+impl SessionActor {
+    /// [`Deliver`]'s work, its item already in hand (`item`: where it sits in the inbox). A
+    /// copy that would turn the message away as busy reads the session again first: on a
+    /// cluster it may be behind the log (the partition moved away and back while this actor
+    /// stayed alive), and its "unfinished turn" long finished — or it is this very message's
+    /// turn, which another process accepted and this copy must resume, not refuse and settle.
+    fn deliver(
+        &mut self,
+        msg: Deliver,
+        item: Option<u64>,
+        refreshed: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        if !refreshed && item.is_some() && self.would_be_busy() {
+            return self.refresh_then(ctx, move |act, ctx, _| act.deliver(msg, item, true, ctx));
         }
         // A delegated task may be sent again by a parent that cannot tell whether it arrived.
         // So may a trigger whose event was published twice, and an A2A client retrying.
@@ -382,6 +402,14 @@ impl Handler<Deliver> for SessionActor {
 }
 
 impl SessionActor {
+    /// Whether a new message would be refused as busy: a turn is in progress that does not
+    /// step aside (it runs, or waits for the user's decision).
+    fn would_be_busy(&self) -> bool {
+        self.task
+            .unfinished_turn()
+            .is_some_and(|t| !matches!(t.phase, TurnPhase::WaitingJob | TurnPhase::WaitingAgents))
+    }
+
     /// A redelivered message its first owner had already accepted: acknowledge it again and
     /// let the turn it started go on (a resumable turn was resumed when the actor started).
     fn already_accepted(
