@@ -477,6 +477,11 @@ impl Engine {
         {
             tracing::warn!("actor threads did not end in time; shutting down without them");
         }
+        // The inbox acks the sessions handed out last, then the bus's buffer, reach the server.
+        crate::actors::settle::acks_sent(ACKS_SENT_TIMEOUT).await;
+        if let Err(e) = self.bus.flush().await {
+            tracing::warn!(error = %e, "final bus flush failed; the last acks may come back as redeliveries");
+        }
         if let Some(db) = &self.db {
             if let Err(e) = db.flush_all().await {
                 tracing::warn!(error = %e, "final flush failed");
@@ -484,6 +489,9 @@ impl Engine {
         }
     }
 }
+
+/// How long a stop waits for the sessions' last inbox acks to be sent.
+const ACKS_SENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Stops a background task when the engine's services are dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

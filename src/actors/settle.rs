@@ -7,6 +7,7 @@
 //! session's owner gets it again soon instead of after the ack wait — after a delay that
 //! doubles with each delivery, so an item that keeps failing does not spin.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,19 @@ pub struct Settle {
     stored: std::time::Instant,
     /// Where it sits in the inbox, when the cluster says ([`crate::bus::cluster::OwnedItem::seq`]).
     seq: Option<u64>,
+}
+
+/// Acks handed to the I/O runtime and not yet given to the bus: a graceful stop waits for
+/// them ([`acks_sent`]), since an answered turn's ack may be the note that its extraction is
+/// queued (`TurnRecord::inbox_item`).
+static ACKS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Wait (at most `within`) until every ack handed out has been given to the bus.
+pub async fn acks_sent(within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while ACKS_IN_FLIGHT.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// First redelivery delay of an item dropped unsettled; doubled per delivery up to the cap.
@@ -104,10 +118,12 @@ impl Settle {
         self.heartbeat.abort();
         let acker = self.acker.clone();
         // Unconfirmed: a lost ack means a redelivery, which the session recognises.
+        ACKS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
         self.io.spawn(async move {
             if let Err(e) = acker.ack_unconfirmed().await {
                 tracing::warn!(error = %e, "session item not acked; it will be delivered again and recognised as handled");
             }
+            ACKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }
