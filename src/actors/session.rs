@@ -22,6 +22,8 @@ use tracing::Instrument;
 mod deliver;
 mod freshness;
 mod job_events;
+#[cfg(test)]
+mod stale_copy_tests;
 mod unservable;
 
 use super::router::SessionRouter;
@@ -62,6 +64,9 @@ pub struct SessionActor {
     /// Why the session could not be loaded (its log unreachable or refusing): every item is
     /// handed back, or told, without being served from a cache the log may contradict.
     unservable: Option<String>,
+    /// The message in hand, kept while its item is on its last chance: before refusing it,
+    /// the session is read again and the message handled once more against what the log says.
+    last_try: Option<(Deliver, Option<u64>)>,
 }
 
 impl SessionActor {
@@ -79,6 +84,7 @@ impl SessionActor {
             arrived_trace: None,
             arrived_reply: None,
             unservable: None,
+            last_try: None,
         }
     }
 
@@ -90,6 +96,7 @@ impl SessionActor {
     fn finished(&mut self) {
         self.router.done(&self.key());
         self.env.inbox_item.store(0, Ordering::Release);
+        self.last_try = None;
         for settle in self.settling.drain(..) {
             settle.ack();
         }
@@ -102,6 +109,7 @@ impl SessionActor {
         // Dropping a Settle naks its item: it comes back, after a short backoff, to whichever
         // process owns the session, which reloads it from the log.
         self.settling.clear();
+        self.last_try = None;
         self.router.done(&self.key());
         ctx.stop();
     }
@@ -275,6 +283,18 @@ pub struct Deliver {
     pub redelivered: bool,
     /// The trace context it arrived with (its turn's span continues that trace).
     pub traceparent: Option<String>,
+}
+
+impl Deliver {
+    /// The same message, to be handled once more (its item stays in the actor's hand).
+    fn again(&self) -> Self {
+        Self {
+            inbound: self.inbound.clone(),
+            settle: None,
+            redelivered: self.redelivered,
+            traceparent: self.traceparent.clone(),
+        }
+    }
 }
 
 /// Token usage and failure of a turn's run, on its `invoke_agent` span.

@@ -571,7 +571,7 @@ mod deferral_tests;
 #[cfg(test)]
 mod delegation_tests;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 #[cfg(test)]
 mod inbox_note_tests;
 #[cfg(test)]
@@ -583,4 +583,4 @@ mod resume_tests;
 #[cfg(test)]
 mod talk_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

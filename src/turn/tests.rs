@@ -30,22 +30,22 @@ fn tokens() -> TokenCounter {
 }
 
 /// A session of one user with its store, driven by hand.
-pub(super) struct Session {
-    pub(super) env: TurnEnv,
-    pub(super) db: Durable,
-    pub(super) ports: Arc<FakePorts>,
-    pub(super) meta: SessionMeta,
-    pub(super) task: TaskState,
-    pub(super) log: Vec<StoredMessage>,
+pub(crate) struct Session {
+    pub(crate) env: TurnEnv,
+    pub(crate) db: Durable,
+    pub(crate) ports: Arc<FakePorts>,
+    pub(crate) meta: SessionMeta,
+    pub(crate) task: TaskState,
+    pub(crate) log: Vec<StoredMessage>,
     _dir: tempfile::TempDir,
 }
 
 impl Session {
-    pub(super) fn new(ports: FakePorts) -> Self {
+    pub(crate) fn new(ports: FakePorts) -> Self {
         Self::with_config(ports, Config::embedded().unwrap())
     }
 
-    pub(super) fn with_config(ports: FakePorts, config: Config) -> Self {
+    pub(crate) fn with_config(ports: FakePorts, config: Config) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = Durable::new(crate::store::open(dir.path()).unwrap(), Mode::Sync);
         let ports = Arc::new(ports);
@@ -83,29 +83,48 @@ impl Session {
     }
 
     /// A session whose store writes through the replicated `log` (as with `--bus nats://`).
-    pub(super) fn on_log(
+    pub(crate) fn on_log(
         ports: FakePorts,
         log: Arc<dyn crate::store::replica::SessionLog>,
     ) -> Self {
-        let mut s = Self::new(ports);
+        Self::on_log_with(ports, log, Config::embedded().unwrap())
+    }
+
+    /// [`Self::on_log`] with `config`.
+    pub(crate) fn on_log_with(
+        ports: FakePorts,
+        log: Arc<dyn crate::store::replica::SessionLog>,
+        config: Config,
+    ) -> Self {
+        let mut s = Self::with_config(ports, config);
         s.env.store = s.env.store.clone().with_log(log);
         s
     }
 
     /// Accept `text` (as the router would hand it over) and run the turn.
-    pub(super) async fn say(&mut self, text: &str) -> TurnOutcome {
+    pub(crate) async fn say(&mut self, text: &str) -> TurnOutcome {
         self.accept(text).await;
         self.resume().await
     }
 
     /// Accept `text` and store it, without running the turn.
-    pub(super) async fn accept(&mut self, text: &str) {
-        let message = Inbound {
+    pub(crate) async fn accept(&mut self, text: &str) {
+        let message = self.message(text);
+        self.accept_message(&message).await;
+    }
+
+    /// `text` from the session's user, as the router hands it over.
+    pub(crate) fn message(&self, text: &str) -> Inbound<UserMessage> {
+        Inbound {
             envelope: Envelope::request(UserMessage::text(text)),
             user: self.meta.user.clone(),
             reply: Some("_INBOX.test".into()),
-        };
-        let stored = inbound::accept(&self.env, &mut self.meta, &mut self.task, &message)
+        }
+    }
+
+    /// Accept `message` and store it, without running the turn.
+    pub(crate) async fn accept_message(&mut self, message: &Inbound<UserMessage>) {
+        let stored = inbound::accept(&self.env, &mut self.meta, &mut self.task, message)
             .await
             .stored()
             .expect("accepted");
@@ -113,14 +132,14 @@ impl Session {
     }
 
     /// Run the turn in progress from where its state stands.
-    pub(super) async fn resume(&mut self) -> TurnOutcome {
+    pub(crate) async fn resume(&mut self) -> TurnOutcome {
         let log = Arc::new(self.log.clone());
         let outcome = run_turn(&self.env, &mut self.meta, &mut self.task, log).await;
         self.log.extend(outcome.messages.iter().cloned());
         outcome
     }
 
-    async fn decide(&mut self, approve: bool) -> bool {
+    pub(crate) async fn decide(&mut self, approve: bool) -> bool {
         let decision = Inbound {
             envelope: Envelope::request(Confirmation {
                 approve,
@@ -134,7 +153,7 @@ impl Session {
     }
 
     /// Reload the session from the store, as a restarted process would.
-    pub(super) fn reload(&mut self) {
+    pub(crate) fn reload(&mut self) {
         let (meta, log, task) = self
             .env
             .store
@@ -145,11 +164,11 @@ impl Session {
         self.task = task;
     }
 
-    pub(super) fn phase(&self) -> TurnPhase {
+    pub(crate) fn phase(&self) -> TurnPhase {
         self.task.turn.as_ref().map(|t| t.phase).unwrap()
     }
 
-    pub(super) fn answer(&self) -> Option<String> {
+    pub(crate) fn answer(&self) -> Option<String> {
         self.ports.seen().events.iter().rev().find_map(|e| match e {
             TurnEvent::Answer { text, .. } => Some(text.clone()),
             _ => None,
@@ -157,7 +176,7 @@ impl Session {
     }
 }
 
-pub(super) fn tool(name: &str) -> ToolDefinition {
+pub(crate) fn tool(name: &str) -> ToolDefinition {
     ToolDefinition {
         name: name.into(),
         description: format!("{name} things"),
@@ -171,7 +190,7 @@ pub(super) fn tool(name: &str) -> ToolDefinition {
     }
 }
 
-pub(super) fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
+pub(crate) fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
     PlanReply {
         text: String::new(),
         tool_calls: vec![ToolCall {
@@ -186,7 +205,7 @@ pub(super) fn calls(name: &str, arguments: serde_json::Value) -> PlanReply {
     }
 }
 
-pub(super) fn says(text: &str) -> PlanReply {
+pub(crate) fn says(text: &str) -> PlanReply {
     PlanReply {
         text: text.into(),
         tool_calls: Vec::new(),
@@ -197,7 +216,7 @@ pub(super) fn says(text: &str) -> PlanReply {
     }
 }
 
-pub(super) fn last_is_user(request: &PlanRequest) -> bool {
+pub(crate) fn last_is_user(request: &PlanRequest) -> bool {
     request
         .messages
         .last()
@@ -205,7 +224,7 @@ pub(super) fn last_is_user(request: &PlanRequest) -> bool {
 }
 
 /// A planner that calls `name` once, then answers with what the tool said.
-pub(super) fn call_then_answer(name: &'static str) -> FakePorts {
+pub(crate) fn call_then_answer(name: &'static str) -> FakePorts {
     FakePorts::new(move |r| {
         if last_is_user(r) {
             calls(name, json!({"x": 1}))

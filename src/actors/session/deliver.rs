@@ -1,6 +1,7 @@
 //! A user message for the session ([`Deliver`]): accepted with a new turn, which runs; or
 //! recognised as one already accepted (a redelivery, a resend), whose turn goes on; or refused.
-//! A copy that would refuse it as busy reads the session again first.
+//! A copy that would refuse it as busy reads the session again first; so does one about to
+//! refuse it on its item's last chance ([`super::unservable`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ impl SessionActor {
     /// cluster it may be behind the log (the partition moved away and back while this actor
     /// stayed alive), and its "unfinished turn" long finished — or it is this very message's
     /// turn, which another process accepted and this copy must resume, not refuse and settle.
-    fn deliver(
+    pub(super) fn deliver(
         &mut self,
         msg: Deliver,
         item: Option<u64>,
@@ -42,6 +43,9 @@ impl SessionActor {
     ) {
         if !refreshed && item.is_some() && self.would_be_busy() {
             return self.refresh_then(ctx, move |act, ctx, _| act.deliver(msg, item, true, ctx));
+        }
+        if !refreshed && item.is_some() && self.last_chance() {
+            self.last_try = Some((msg.again(), item));
         }
         // A delegated task may be sent again by a parent that cannot tell whether it arrived.
         // So may a trigger whose event was published twice, and an A2A client retrying.

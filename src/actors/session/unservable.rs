@@ -9,6 +9,12 @@
 //! message not yet accepted is refused with a `session_unavailable` error reply naming the
 //! cause, a turn in progress ends with an `error` event naming it, and the item is settled. No
 //! item goes round the inbox forever, and no message is accepted and left unanswered.
+//!
+//! Before a message is refused, the session is read again and the message handled once more
+//! against the log: a copy that stayed alive while the session's partition moved away and back
+//! is fenced because it is behind, and the message it would refuse may be one a dead owner
+//! accepted (and left unfinished) after this copy last read the session — refusing it would
+//! settle its item and leave that turn unfinished for ever.
 
 use actix::prelude::*;
 
@@ -48,6 +54,10 @@ impl SessionActor {
     ) {
         if !self.last_chance() {
             return self.hand_back(ctx);
+        }
+        if let Some((again, item)) = self.last_try.take() {
+            tracing::info!(agent = %self.agent, session = %self.session, %cause, "a message on its last chance was not accepted; reading the session again before refusing it");
+            return self.refresh_then(ctx, move |act, ctx, _| act.deliver(again, item, true, ctx));
         }
         tracing::error!(agent = %self.agent, session = %self.session, %cause, "session cannot be served (its item was handed back {HAND_BACK_LIMIT} times or waited {} s); refusing it with the cause", HAND_BACK_WINDOW.as_secs());
         let env = self.env.clone();
