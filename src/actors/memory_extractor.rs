@@ -1,8 +1,9 @@
 //! The Memory-extractor: the only writer of memories. Its store also answers the memory
 //! service of the bus ([`super::memory_service`]).
 //!
-//! Off the turn's path it consumes the durable `hermes.memory.extract` queue on its own arbiter,
-//! one job at a time: each finished turn goes to the extractor model, noise (moods, chit-chat)
+//! Off the turn's path it consumes the durable `hermes.memory.extract` queue on its own arbiter
+//! — on NATS also the jobs that answered turns' appends to the session log carry
+//! ([`crate::bus::cluster::Cluster::extraction_outbox`]) — one job at a time: each finished turn goes to the extractor model, noise (moods, chit-chat)
 //! is dropped, the updates are merged (committed), a `memory.written` event goes to the
 //! session, and only then is the job acknowledged — a crash in between means the job is
 //! delivered again, never lost; a turn already mined (tree `memory_extracted`) is acknowledged
@@ -103,6 +104,11 @@ impl MemoryExtractor {
             .bus
             .durable_consume(subjects::MEMORY_EXTRACT, options)
             .await?;
+        // On NATS most jobs ride on the answers' appends to the session log.
+        let consumer = match deps.bus.cluster() {
+            Some(cluster) => consumer.merge(cluster.extraction_outbox(options).await?),
+            None => consumer,
+        };
         let interval = deps.config.memory.sweep_interval_secs;
         if interval > 0 {
             deps.io

@@ -141,6 +141,15 @@ pub trait Cluster: Send + Sync + 'static {
     /// The replicated session log.
     fn session_log(&self) -> Arc<dyn SessionLog>;
 
+    /// The extraction jobs that answered turns' appends to the session log carry
+    /// ([`crate::store::replica::LogRecord::extract`]), as a durable queue every
+    /// memory-extractor of the deployment shares: each job goes to one of them, and comes
+    /// back after `options.ack_wait` unless acked. Records without a job are passed.
+    async fn extraction_outbox(
+        &self,
+        options: crate::bus::DurableOptions,
+    ) -> Result<crate::bus::DurableConsumer, BusError>;
+
     /// The replicated memory log: each user's memory writes, in order, keyed
     /// (`user`, hex of the user id) — what every memory-extractor copy brings its store up to
     /// date from.

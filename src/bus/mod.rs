@@ -228,6 +228,11 @@ impl DurableConsumer {
     pub async fn next(&mut self) -> Option<Result<DurableMessage, BusError>> {
         self.inner.next().await
     }
+
+    /// One consumer of two queues: deliveries of either, as they come.
+    pub fn merge(self, other: DurableConsumer) -> Self {
+        Self::new(futures::stream::select(self.inner, other.inner))
+    }
 }
 
 /// How a durable queue redelivers.

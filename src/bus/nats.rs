@@ -21,6 +21,7 @@ mod jetstream;
 mod kv;
 mod local;
 mod log;
+mod outbox;
 mod permissions;
 mod snapshot;
 mod tap;

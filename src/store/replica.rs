@@ -21,6 +21,12 @@ pub struct LogRecord {
     pub meta: SessionMeta,
     pub messages: Vec<StoredMessage>,
     pub task: TaskState,
+    /// The extraction job of the turn this record answers (the encoded `hermes.memory.extract`
+    /// envelope), on a deployment whose memory-extractors take their jobs from the log
+    /// ([`crate::bus::cluster::Cluster::extraction_outbox`]): the answer's append is the job's
+    /// queueing, with no message or write of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// Why the replicated log refused or failed.

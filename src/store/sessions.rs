@@ -261,6 +261,7 @@ impl SessionStore {
                 mut meta,
                 messages,
                 task,
+                ..
             } = record;
             let key = session_key(&meta.agent, &meta.session);
             for m in &messages {
@@ -360,7 +361,23 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
-        self.save_with(meta, messages, task, MetaWrite::Now).await
+        self.save_with(meta, messages, task, MetaWrite::Now, None)
+            .await
+    }
+
+    /// [`Self::save`] on the replicated log, the record carrying `extract_json` (an encoded
+    /// extraction job: [`crate::store::replica::LogRecord::extract`]). Without a log there is
+    /// nothing to carry it: the caller queues it itself.
+    pub async fn save_carrying(
+        &self,
+        meta: &mut SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+        extract_json: &[u8],
+    ) -> Result<(), StoreError> {
+        let extract = Some(extract_json);
+        self.save_with(meta, messages, task, MetaWrite::Now, extract)
+            .await
     }
 
     /// [`Self::save`] for a save whose metadata changed only by the new messages' sequence and
@@ -375,7 +392,8 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
-        self.save_with(meta, messages, task, MetaWrite::Lag).await
+        self.save_with(meta, messages, task, MetaWrite::Lag, None)
+            .await
     }
 
     async fn save_with(
@@ -384,6 +402,7 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
         meta_write: MetaWrite,
+        extract: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
         let meta_write = if self.log.is_some() {
@@ -403,7 +422,7 @@ impl SessionStore {
         after.next_seq = next_seq_after(after.next_seq, messages);
         // The task is encoded once, for the log record and the local cache.
         let task_bytes = encode(task)?;
-        let bytes = bytes::Bytes::from(encode_record(&after, messages, &task_bytes)?);
+        let bytes = bytes::Bytes::from(encode_record(&after, messages, &task_bytes, extract)?);
         meta.log_seq = log
             .append(&meta.agent, &meta.session, bytes, meta.log_seq)
             .await?;

@@ -43,9 +43,10 @@ pub struct TurnRecord {
     #[serde(default = "already_queued")]
     pub extraction_queued: bool,
     /// The session inbox item (its sequence) that brought the turn's message, when the turn
-    /// answered while that item was still unacked. The item is acked only after the
-    /// extraction is queued, so no note follows the answer: an answered turn with this set
-    /// had its extraction queued unless the inbox still holds the item.
+    /// answered while that item was still unacked. The item is acked only after the answer
+    /// left and the extraction was queued (or carried by the answer's own append, with
+    /// `extraction_queued` set in the same record), so no note follows the answer: an
+    /// answered turn with this set is finished unless the inbox still holds the item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_item: Option<u64>,
     /// Tokens this task used: its own model calls and its delegated agents' turns.
@@ -274,16 +275,18 @@ impl TaskState {
 
     /// An answered turn whose transcript still has to go onto the extraction queue.
     pub fn pending_extraction(&self) -> Option<&TurnRecord> {
-        self.extraction_unnoted().filter(|t| t.inbox_item.is_none())
+        self.extraction_unnoted()
+            .filter(|t| t.inbox_item.is_none() && !t.extraction_queued)
     }
 
-    /// An answered turn with no note that its extraction is queued: one whose extraction is
-    /// pending ([`Self::pending_extraction`]), or one that was queued before its inbox item
-    /// was acked, which only the inbox can tell ([`TurnRecord::inbox_item`]).
+    /// An answered turn not noted as finished: its extraction is pending
+    /// ([`Self::pending_extraction`]), or it answered while its inbox item was held, and only
+    /// the inbox can tell whether the item was acked after the answer left (and the extraction
+    /// was queued, when the answer's append did not carry it): [`TurnRecord::inbox_item`].
     pub fn extraction_unnoted(&self) -> Option<&TurnRecord> {
-        self.turn
-            .as_ref()
-            .filter(|t| t.phase == TurnPhase::Answered && !t.extraction_queued)
+        self.turn.as_ref().filter(|t| {
+            t.phase == TurnPhase::Answered && (!t.extraction_queued || t.inbox_item.is_some())
+        })
     }
 
     /// The unfinished turn, to change its waiting state.

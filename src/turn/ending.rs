@@ -6,8 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{delegation, turn_start, Emitter, TurnEnv, TurnError, TurnState};
-use crate::llm::ChatMessage;
-use crate::protocol::{CancelAccepted, ExtractJob, TurnEvent};
+use crate::protocol::{CancelAccepted, TurnEvent};
 use crate::store::sessions::{SessionMeta, StoredMessage};
 use crate::store::tasks::{CancelRecord, TaskState, TurnPhase, TurnRecord};
 
@@ -186,6 +185,7 @@ fn child_sessions(record: &TurnRecord) -> Vec<String> {
 /// turn whose extraction a crash cut off is queued at start-up ([`queue_extraction`]; the
 /// extractor skips a turn it already mined). A turn that answered while its inbox item was
 /// held writes no note: the item's ack, after this, is the note (`TurnRecord::inbox_item`).
+/// On NATS such a turn's job already went with the answer's append ([`super::outbox`]).
 pub(super) async fn finish(
     state: &mut TurnState<'_>,
     record: &TurnRecord,
@@ -195,20 +195,25 @@ pub(super) async fn finish(
     // while planning by an older version) or the loop guard's question is marked here.
     if state.record().phase != TurnPhase::Answered {
         state.set_answered();
+        state.carry_extraction(text);
         state.save_task().await?;
     }
     state.env.commit().await?;
     let current = state.record().clone();
     deliver(state.env, state.meta, &state.emitter, &current, text).await;
-    let current = state.current();
-    let queued = match current.first() {
-        Some(user_message) => {
-            enqueue_extraction(state.env, state.meta, record, user_message, text).await
-        }
-        None => true,
-    };
-    if queued && state.record().inbox_item.is_some() {
-        state.record().extraction_queued = true;
+    // Carried by the answer's append, or queued now.
+    let queued = current.extraction_queued
+        || match state.current().first() {
+            Some(user_message) => {
+                enqueue_extraction(state.env, state.meta, record, user_message, text).await
+            }
+            None => true,
+        };
+    if queued && current.inbox_item.is_some() {
+        // The item's ack, after the turn, notes it: this copy knows it noted.
+        let record = state.record();
+        record.extraction_queued = true;
+        record.inbox_item = None;
         return Ok(());
     }
     // Not queued, or no inbox item: the note says which, for the start-up scan.
@@ -244,10 +249,11 @@ async fn deliver(
 /// Finish an answered turn a crash cut off after its answer was stored: deliver the answer
 /// again — the crash may have come before it left the process (the event keeps its id, see
 /// [`crate::bus::events::answer_event_id`]; a parent ignores a second report of a child it
-/// has heard from) — and queue the transcript for extraction. A turn queued before its inbox
-/// item was acked is finished only if the inbox still holds the item: then the crash came
-/// before the ack, perhaps before the queueing (the item comes back to this session too, and
-/// is recognised as accepted).
+/// has heard from) — and queue the transcript for extraction unless the answer's append
+/// carried it ([`super::outbox`]). A turn that answered with its inbox item in hand is
+/// finished only if the inbox still holds the item: then the crash came before the ack,
+/// perhaps before the answer left (the item comes back to this session too, and is
+/// recognised as accepted).
 pub async fn queue_extraction(
     env: &TurnEnv,
     meta: &mut SessionMeta,
@@ -260,9 +266,10 @@ pub async fn queue_extraction(
     if let Some(item) = record.inbox_item {
         // Queued before its inbox item was acked: gone from the inbox, it was queued.
         if env.ports.inbox_holds(item).await == Some(false) {
-            tracing::debug!(turn = %record.turn_id, item, "answered turn's inbox item was acked, so its extraction was queued");
+            tracing::debug!(turn = %record.turn_id, item, "answered turn's inbox item was acked, so its answer left and its extraction was queued");
             if let Some(turn) = task.turn.as_mut() {
                 turn.extraction_queued = true;
+                turn.inbox_item = None;
             }
             return Ok(());
         }
@@ -279,7 +286,8 @@ pub async fn queue_extraction(
             let text = &answer.message.content;
             let emitter = Emitter::new(env, meta, &record.trace_id);
             deliver(env, meta, &emitter, &record, text).await;
-            enqueue_extraction(env, meta, &record, user_message, text).await
+            record.extraction_queued
+                || enqueue_extraction(env, meta, &record, user_message, text).await
         }
         _ => true,
     };
@@ -312,27 +320,7 @@ async fn enqueue_extraction(
     user_message: &StoredMessage,
     answer: &str,
 ) -> bool {
-    // An agent that writes no memories still queues the job: it releases the turn's holds
-    // on the memories it recalled.
-    let write = env
-        .config
-        .agents
-        .get(meta.active_agent())
-        .and_then(|a| a.memory.writes().map(str::to_string));
-    let job = ExtractJob {
-        write: write.is_some(),
-        namespace: write.unwrap_or_else(|| crate::protocol::DEFAULT_NAMESPACE.into()),
-        agent: meta.agent.clone(),
-        session: meta.session.clone(),
-        user: meta.user.clone(),
-        turn_id: record.turn_id.clone(),
-        message_id: record.message_id.clone(),
-        source_time: user_message.ts,
-        transcript: vec![
-            user_message.message.clone(),
-            ChatMessage::assistant(answer.to_string()),
-        ],
-    };
+    let job = super::outbox::extraction_job(env, meta, record, user_message, answer);
     let scope = super::emit::scope_of(env, meta, &record.trace_id);
     env.ports.enqueue_extraction(&scope, job).await
 }

@@ -38,6 +38,8 @@ pub struct FakePorts {
     pub inbox_holding: Option<bool>,
     /// The extraction queue refuses every job.
     pub refuse_extractions: bool,
+    /// Extraction jobs ride on the session log's appends ([`super::outbox`]).
+    pub extraction_on_log: bool,
 }
 
 /// What the turn sent out.
@@ -176,6 +178,10 @@ impl TurnPorts for FakePorts {
         }
         self.seen().extractions.push(job);
         true
+    }
+
+    fn extraction_rides_on_log(&self) -> bool {
+        self.extraction_on_log
     }
 
     async fn inbox_holds(&self, seq: u64) -> Option<bool> {

@@ -19,6 +19,7 @@ pub mod first_write;
 mod handoff;
 pub mod inbound;
 mod observe;
+mod outbox;
 mod port_error;
 pub mod ports;
 pub mod prefetch;
@@ -380,11 +381,14 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             state.record().tokens_used +=
                 u64::from(usage.prompt_tokens) + u64::from(usage.completion_tokens);
         }
-        // An answer is stored as `answered` with its extraction not yet queued, in the same
-        // write as its message; `finish` commits, publishes it and queues the extraction, and
-        // a crash before that is completed at start-up (`ending::queue_extraction`).
+        // An answer is stored as `answered` in the same write as its message, with its
+        // extraction not yet queued — or, on NATS, carried by that very write (`outbox`);
+        // `finish` commits, publishes it and queues the extraction, and a crash before that
+        // is completed at start-up (`ending::queue_extraction`).
         if reply.tool_calls.is_empty() {
             state.set_answered();
+            // On NATS the answer's append may carry its extraction job (`outbox`).
+            state.carry_extraction(&reply.text);
         } else {
             state.set_phase(TurnPhase::AwaitingTools);
         }
@@ -574,6 +578,8 @@ mod delegation_tests;
 pub(crate) mod fake;
 #[cfg(test)]
 mod inbox_note_tests;
+#[cfg(test)]
+mod outbox_tests;
 #[cfg(test)]
 mod provider_parts_tests;
 #[cfg(test)]

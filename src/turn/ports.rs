@@ -74,6 +74,11 @@ pub trait TurnPorts: Send + Sync {
         let _ = seq;
         None
     }
+    /// Whether the deployment's memory-extractors take extraction jobs from the replicated
+    /// session log, so an answer's append may carry its job ([`super::outbox`]).
+    fn extraction_rides_on_log(&self) -> bool {
+        false
+    }
     /// Whether plans are made in this process, so the model's streamed text reaches the
     /// session only through the turn's own events (see [`super::first_write`]).
     fn plans_in_process(&self) -> bool {
@@ -397,6 +402,11 @@ impl TurnPorts for BusPorts {
 
     fn plans_in_process(&self) -> bool {
         self.bus.local_handler(subjects::PLAN).is_some()
+    }
+
+    /// On NATS every memory-extractor reads jobs from the session log as well as the queue.
+    fn extraction_rides_on_log(&self) -> bool {
+        self.bus.cluster().is_some()
     }
 
     async fn inbox_holds(&self, seq: u64) -> Option<bool> {

@@ -37,6 +37,9 @@ pub(super) struct TurnState<'a> {
     /// The turn's message was taken for a write of the turn ([`first_write`]) that has not
     /// succeeded yet.
     message_unwritten: bool,
+    /// The answered turn's extraction job, for the answer's append to carry
+    /// ([`super::outbox`]).
+    pub(super) carried: Option<bytes::Bytes>,
 }
 
 /// Longest a mid-turn step is kept back: a turn of slow reads still stores its progress about
@@ -62,6 +65,7 @@ impl<'a> TurnState<'a> {
             deferred: Vec::new(),
             deferred_since: None,
             message_unwritten: false,
+            carried: None,
         }
     }
 
@@ -206,16 +210,29 @@ impl<'a> TurnState<'a> {
         ack: Option<Box<HeldAck>>,
     ) -> Result<(), TurnError> {
         if self.deferred.is_empty() {
-            let saved = self.env.store.save(self.meta, messages, self.task).await;
+            let saved = self.save_now(messages).await;
             return self.written(ack, saved).await;
         }
         let mut all = self.deferred.clone();
         all.extend_from_slice(messages);
-        let saved = self.env.store.save(self.meta, &all, self.task).await;
+        let saved = self.save_now(&all).await;
         self.written(ack, saved).await?;
         self.deferred.clear();
         self.deferred_since = None;
         Ok(())
+    }
+
+    /// One full save, carrying the extraction job when the answer's append is to.
+    async fn save_now(&mut self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        match self.carried.take() {
+            Some(job) => {
+                let store = &self.env.store;
+                store
+                    .save_carrying(self.meta, messages, self.task, &job)
+                    .await
+            }
+            None => self.env.store.save(self.meta, messages, self.task).await,
+        }
     }
 
     /// Before a write: the turn's message, if it still waits for its first write

@@ -3,6 +3,7 @@
 //! Test names read `bus_contract::<backend>::<behaviour>`.
 
 mod durable;
+mod extraction_outbox;
 mod fixture;
 mod messaging;
 

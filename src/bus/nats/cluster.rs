@@ -40,7 +40,7 @@ use super::kv::NatsKv;
 use super::log::NatsSessionLog;
 use crate::bus::cluster::{partition_of, Cluster, ClusterOptions, OwnedItem, OwnedItems};
 use crate::bus::kv::SharedKv;
-use crate::bus::{Acker, BusError};
+use crate::bus::{Acker, BusError, DurableConsumer, DurableOptions};
 use crate::store::replica::SessionLog;
 
 const INBOX_STREAM: &str = "HERMES_INBOX";
@@ -227,6 +227,18 @@ impl Cluster for NatsCluster {
 
     async fn own_partitions(&self) -> Result<OwnedItems, BusError> {
         self.ensure_inbox().await?;
+        // Before this process appends an answer carrying a job, so no extractor misses it.
+        let log = self.log.clone();
+        let ensure = self.runtime.spawn(async move {
+            let stream = log
+                .stream()
+                .await
+                .map_err(|e| storage_error("cannot open the session log", e))?;
+            super::outbox::ensure(stream, DurableOptions::default()).await
+        });
+        ensure
+            .await
+            .map_err(|e| storage_error("making the extraction consumer failed", e))??;
         let (jetstream, options) = (self.jetstream.clone(), self.options.clone());
         // Pull tasks live on the connection's runtime, whatever runtime calls us.
         let setup = self
@@ -239,6 +251,24 @@ impl Cluster for NatsCluster {
 
     fn session_log(&self) -> Arc<dyn SessionLog> {
         self.log.clone()
+    }
+
+    async fn extraction_outbox(
+        &self,
+        options: DurableOptions,
+    ) -> Result<DurableConsumer, BusError> {
+        let log = self.log.clone();
+        // The pull consumer spawns its request task where it is created: the I/O runtime.
+        let setup = self.runtime.spawn(async move {
+            let stream = log
+                .stream()
+                .await
+                .map_err(|e| storage_error("cannot open the session log", e))?;
+            super::outbox::consume(stream, options).await
+        });
+        setup
+            .await
+            .map_err(|e| storage_error("starting the extraction consumer failed", e))?
     }
 
     fn memory_log(&self) -> Arc<dyn SessionLog> {

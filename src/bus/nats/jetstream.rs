@@ -270,7 +270,7 @@ async fn pull_shared(
         .map_err(|e| jetstream_error("cannot start pulling", name, e))
 }
 
-fn pulling_failed(what: &str, name: &str, err: impl std::fmt::Display) -> BusError {
+pub(super) fn pulling_failed(what: &str, name: &str, err: impl std::fmt::Display) -> BusError {
     BusError::Io(format!(
         "{what} `{name}`: pulling failed: {err}; the consumer keeps retrying, check that \
          nats-server is reachable"
@@ -329,7 +329,7 @@ pub async fn capture(
     })))
 }
 
-fn durable_message(
+pub(super) fn durable_message(
     message: async_nats::jetstream::Message,
     queue: &str,
     max_deliver: u64,

@@ -65,7 +65,8 @@ impl NatsSessionLog {
         format!("{}.{agent}.{session}", self.prefix)
     }
 
-    async fn stream(&self) -> Result<&async_nats::jetstream::stream::Stream, LogError> {
+    /// The log's stream, created on first use.
+    pub(super) async fn stream(&self) -> Result<&async_nats::jetstream::stream::Stream, LogError> {
         self.stream
             .get_or_try_init(|| async {
                 let config = Config {

@@ -19,21 +19,27 @@ pub(super) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
 }
 
-/// A [`LogRecord`] as `serde_json` writes it, from borrowed parts and the task already
-/// encoded: a save neither clones its messages and task into a record nor encodes the task
-/// twice (once for the log, once for the local cache).
+/// A [`LogRecord`] as `serde_json` writes it, from borrowed parts and the task (and the
+/// extraction job it carries, if any) already encoded: a save neither clones its messages and
+/// task into a record nor encodes the task twice (once for the log, once for the local cache).
 pub(super) fn encode_record(
     meta: &SessionMeta,
     messages: &[StoredMessage],
     task_json: &[u8],
+    extract_json: Option<&[u8]>,
 ) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::with_capacity(512 + task_json.len());
+    let extra = extract_json.map_or(0, <[u8]>::len);
+    let mut out = Vec::with_capacity(512 + task_json.len() + extra);
     out.extend_from_slice(b"{\"meta\":");
     serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
     out.extend_from_slice(b",\"messages\":");
     serde_json::to_writer(&mut out, messages).map_err(|e| StoreError::Encode(e.to_string()))?;
     out.extend_from_slice(b",\"task\":");
     out.extend_from_slice(task_json);
+    if let Some(job) = extract_json {
+        out.extend_from_slice(b",\"extract\":");
+        out.extend_from_slice(job);
+    }
     out.push(b'}');
     Ok(out)
 }
@@ -57,12 +63,39 @@ mod tests {
             meta: meta.clone(),
             messages: messages.clone(),
             task: task.clone(),
+            extract: None,
         })
         .unwrap();
-        let parts = encode_record(&meta, &messages, &encode(&task).unwrap()).unwrap();
+        let parts = encode_record(&meta, &messages, &encode(&task).unwrap(), None).unwrap();
         assert_eq!(
             String::from_utf8(parts).unwrap(),
             String::from_utf8(whole).unwrap()
         );
+    }
+
+    #[test]
+    fn a_log_record_carrying_an_extraction_job_reads_back_with_the_job_verbatim() {
+        let meta = SessionMeta::new("assistant", "s1", "alice");
+        let job = br#"{"v":1,"kind":"memory.extract","body":{"turn_id":"t1"}}"#;
+        let parts = encode_record(
+            &meta,
+            &[],
+            &encode(&TaskState::default()).unwrap(),
+            Some(job),
+        )
+        .unwrap();
+        let record: LogRecord = serde_json::from_slice(&parts).unwrap();
+        assert_eq!(record.extract.unwrap().get().as_bytes(), job);
+        let whole = serde_json::to_vec(&LogRecord {
+            meta,
+            messages: Vec::new(),
+            task: TaskState::default(),
+            extract: Some(
+                serde_json::value::RawValue::from_string(String::from_utf8(job.to_vec()).unwrap())
+                    .unwrap(),
+            ),
+        })
+        .unwrap();
+        assert_eq!(whole, parts);
     }
 }

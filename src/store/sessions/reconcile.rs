@@ -237,6 +237,7 @@ async fn reconcile(
         meta: meta.clone(),
         messages: Vec::new(),
         task: log_task.clone(),
+        extract: None,
     };
     meta.log_seq = log
         .append(agent, session, bytes::Bytes::from(encode(&record)?), last)
@@ -269,6 +270,7 @@ async fn reseed(
         meta: meta.clone(),
         messages: missing.to_vec(),
         task: task.clone(),
+        extract: None,
     };
     meta.log_seq = log
         .append(
