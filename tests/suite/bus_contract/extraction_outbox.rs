@@ -54,6 +54,7 @@ async fn nats_the_extraction_outbox_delivers_the_jobs_records_carry_until_each_i
         .append("assistant", "s1", record(None), old)
         .await
         .unwrap();
+    let appended = std::time::Instant::now();
     log.append("assistant", "s1", record(Some(JOB_A)), plain)
         .await
         .unwrap();
@@ -67,6 +68,11 @@ async fn nats_the_extraction_outbox_delivers_the_jobs_records_carry_until_each_i
     let a = next(&mut jobs).await;
     assert_eq!(a.payload, JOB_A.as_bytes(), "the job alone, verbatim");
     assert_eq!(a.delivery, 1);
+    assert!(
+        appended.elapsed() >= Duration::from_millis(200),
+        "handed over only once the answer it follows has left (SETTLE, 250 ms): {:?}",
+        appended.elapsed()
+    );
     let b = next(&mut jobs).await;
     assert_eq!(b.payload, JOB_B.as_bytes());
     b.ack().await.unwrap();
