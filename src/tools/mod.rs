@@ -23,6 +23,7 @@ pub mod remote;
 pub mod remote_task;
 pub mod scenes;
 pub mod stores;
+pub mod suggest;
 pub mod transform;
 pub mod validate;
 #[cfg(test)]

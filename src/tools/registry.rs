@@ -16,6 +16,7 @@
 //! The registry is cheap to clone (one `Arc`) and `Send + Sync`; its lock is a
 //! `std::sync::RwLock` held only for map look-ups, never across an `.await`.
 
+use super::suggest::closest_names;
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -327,37 +328,6 @@ pub(crate) fn refuse_injected(arguments: &Value) -> Result<(), ToolError> {
     .with_details(reserved))
 }
 
-/// Up to `max` of `names` closest to `wanted` by edit distance (case-insensitive), ties by name.
-pub fn closest_names(wanted: &str, names: &[String], max: usize) -> Vec<String> {
-    let wanted = wanted.to_lowercase();
-    let mut scored: Vec<(usize, &String)> = names
-        .iter()
-        .map(|n| (levenshtein(&wanted, &n.to_lowercase()), n))
-        .collect();
-    scored.sort();
-    scored
-        .into_iter()
-        .take(max)
-        .map(|(_, n)| n.clone())
-        .collect()
-}
-
-/// Levenshtein edit distance over `char`s (insert, delete, substitute each cost 1).
-pub fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitute.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,14 +567,5 @@ mod tests {
         let lookup = registry.definition("order_lookup").unwrap();
         assert!(lookup.input_schema["properties"].get(USER_ARG).is_none());
         assert_eq!(registry.definitions().len(), 2);
-    }
-
-    #[test]
-    fn levenshtein_counts_edits() {
-        assert_eq!(levenshtein("", ""), 0);
-        assert_eq!(levenshtein("abc", ""), 3);
-        assert_eq!(levenshtein("kitten", "sitting"), 3);
-        assert_eq!(levenshtein("order_lookpu", "order_lookup"), 2);
-        assert_eq!(levenshtein("订单", "订单查询"), 2);
     }
 }

@@ -11,7 +11,7 @@ use crate::protocol::tool::tool_reply_wait;
 use crate::protocol::{McpInputAnswers, ToolCallRequest, ToolCallResult, TurnEvent};
 use crate::store::sessions::SessionMeta;
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode};
-use crate::tools::registry::closest_names;
+use crate::tools::suggest::closest_names;
 use crate::tools::transform::{self, DEFAULT_DETAIL_CHARS};
 use crate::tools::worker;
 use crate::tools::{ToolError, ToolErrorCode};
