@@ -33,12 +33,16 @@ impl TurnState<'_> {
         {
             return;
         }
-        let Some(user_message) = self.first_message().cloned() else {
-            return;
+        let encoded = {
+            let (Some(record), Some(user_message)) =
+                (self.task.turn.as_ref(), self.first_message())
+            else {
+                return;
+            };
+            let job = extraction_job(self.env, self.meta, record, user_message, answer);
+            encode_job(self.env, self.meta, record, job)
         };
-        let record = self.record().clone();
-        let job = extraction_job(self.env, self.meta, &record, &user_message, answer);
-        match encode_job(self.env, self.meta, &record, job) {
+        match encoded {
             Ok(payload) => {
                 self.carried = Some(payload);
                 let record = self.record();
@@ -46,7 +50,8 @@ impl TurnState<'_> {
                 record.updated_at = Utc::now();
             }
             Err(e) => {
-                tracing::error!(turn = %record.turn_id, error = %e, "extraction job not encoded; it is queued on its own instead");
+                let turn = &self.record().turn_id;
+                tracing::error!(%turn, error = %e, "extraction job not encoded; it is queued on its own instead");
             }
         }
     }

@@ -144,6 +144,17 @@ fn answered(copy: &Session) -> bool {
         .any(|e| matches!(e, TurnEvent::Answer { .. }))
 }
 
+/// The copy acknowledged `message` again (only `accepted` replies, at least one) and ran the
+/// turn it had started to its answer, instead of refusing it; `case` names the run.
+fn resumed_not_refused(copy: &Session, message: &Inbound<UserMessage>, case: &str) {
+    let replies = replies(copy, message);
+    assert!(
+        replies.iter().all(|r| r.starts_with("\"accepted\"")) && !replies.is_empty(),
+        "{case}: acknowledged again, not refused: {replies:?}"
+    );
+    assert!(answered(copy), "{case}: the copy ran the accepted turn");
+}
+
 #[actix_rt::test]
 async fn a_stale_copy_that_would_refuse_a_message_as_busy_resumes_the_turn_another_owner_accepted()
 {
@@ -165,12 +176,7 @@ async fn a_stale_copy_that_would_refuse_a_message_as_busy_resumes_the_turn_anoth
 
     let settled = redeliver(&actor, &message, Duration::from_secs(1)).await;
     assert_eq!(settled, ["ack"], "settled once the turn is done");
-    let replies = replies(&copy, &message);
-    assert!(
-        replies.iter().all(|r| r.starts_with("\"accepted\"")) && !replies.is_empty(),
-        "acknowledged again, not refused as busy: {replies:?}"
-    );
-    assert!(answered(&copy), "the copy ran the accepted turn");
+    resumed_not_refused(&copy, &message, "busy");
 }
 
 /// A copy whose append of the message is fenced (it is behind the log) on the item's last
@@ -190,15 +196,8 @@ async fn a_stale_copy_fenced_on_a_messages_last_chance_reads_the_session_again_a
         owner.accept_message(&message).await;
 
         let settled = redeliver(&actor, &message, Duration::from_secs(20)).await;
-        assert_eq!(settled, ["ack"], "first_write {first_write}");
-        let replies = replies(&copy, &message);
-        assert!(
-            replies.iter().all(|r| r.starts_with("\"accepted\"")) && !replies.is_empty(),
-            "first_write {first_write}: acknowledged again, not refused: {replies:?}"
-        );
-        assert!(
-            answered(&copy),
-            "first_write {first_write}: the copy ran the accepted turn"
-        );
+        let case = format!("first_write {first_write}");
+        assert_eq!(settled, ["ack"], "{case}");
+        resumed_not_refused(&copy, &message, &case);
     }
 }

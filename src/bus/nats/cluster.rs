@@ -38,6 +38,7 @@ use super::balance::{self, Membership};
 use super::jetstream::{through_failover, while_forming, JetStreamAcker};
 use super::kv::NatsKv;
 use super::log::NatsSessionLog;
+use super::outbox;
 use crate::bus::cluster::{partition_of, Cluster, ClusterOptions, OwnedItem, OwnedItems};
 use crate::bus::kv::SharedKv;
 use crate::bus::{Acker, BusError, DurableConsumer, DurableOptions};
@@ -228,17 +229,10 @@ impl Cluster for NatsCluster {
     async fn own_partitions(&self) -> Result<OwnedItems, BusError> {
         self.ensure_inbox().await?;
         // Before this process appends an answer carrying a job, so no extractor misses it.
-        let log = self.log.clone();
-        let ensure = self.runtime.spawn(async move {
-            let stream = log
-                .stream()
-                .await
-                .map_err(|e| storage_error("cannot open the session log", e))?;
-            super::outbox::ensure(stream, DurableOptions::default()).await
-        });
-        ensure
-            .await
-            .map_err(|e| storage_error("making the extraction consumer failed", e))??;
+        outbox::on_the_log(&self.runtime, self.log.clone(), |log| async move {
+            outbox::ensure(&log, DurableOptions::default()).await
+        })
+        .await?;
         let (jetstream, options) = (self.jetstream.clone(), self.options.clone());
         // Pull tasks live on the connection's runtime, whatever runtime calls us.
         let setup = self
@@ -257,18 +251,10 @@ impl Cluster for NatsCluster {
         &self,
         options: DurableOptions,
     ) -> Result<DurableConsumer, BusError> {
-        let log = self.log.clone();
-        // The pull consumer spawns its request task where it is created: the I/O runtime.
-        let setup = self.runtime.spawn(async move {
-            let stream = log
-                .stream()
-                .await
-                .map_err(|e| storage_error("cannot open the session log", e))?;
-            super::outbox::consume(stream, options).await
-        });
-        setup
-            .await
-            .map_err(|e| storage_error("starting the extraction consumer failed", e))?
+        outbox::on_the_log(&self.runtime, self.log.clone(), move |log| async move {
+            outbox::consume(&log, options).await
+        })
+        .await
     }
 
     fn memory_log(&self) -> Arc<dyn SessionLog> {

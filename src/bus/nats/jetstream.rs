@@ -244,22 +244,38 @@ async fn pull_shared(
     name: &str,
     options: DurableOptions,
 ) -> Result<async_nats::jetstream::consumer::pull::Stream, BusError> {
-    let max_deliver = i64::try_from(options.max_deliver)
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or(-1);
-    let config = pull::Config {
-        durable_name: Some(DURABLE_NAME.to_string()),
-        ack_policy: AckPolicy::Explicit,
-        ack_wait: options.ack_wait,
-        max_deliver,
-        ..Default::default()
-    };
+    let config = shared_config(DURABLE_NAME, options);
     let consumer = while_forming("creating a durable consumer", || {
         stream.create_consumer(config.clone())
     })
     .await
     .map_err(|e| jetstream_error("cannot create the durable consumer", name, e))?;
+    pull(&consumer, options)
+        .await
+        .map_err(|e| jetstream_error("cannot start pulling", name, e))
+}
+
+/// A durable pull consumer `name` that the processes of a deployment share: explicit acks,
+/// `options`' ack wait and delivery limit (0: unlimited).
+pub(super) fn shared_config(name: &str, options: DurableOptions) -> pull::Config {
+    let max_deliver = i64::try_from(options.max_deliver)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(-1);
+    pull::Config {
+        durable_name: Some(name.to_string()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: options.ack_wait,
+        max_deliver,
+        ..Default::default()
+    }
+}
+
+/// Start pulling from `consumer`, `options.batch` messages per request.
+pub(super) async fn pull(
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    options: DurableOptions,
+) -> Result<pull::Stream, async_nats::jetstream::consumer::StreamError> {
     consumer
         .stream()
         .max_messages_per_batch(options.batch.max(1))
@@ -267,7 +283,6 @@ async fn pull_shared(
         .heartbeat(PULL_HEARTBEAT)
         .messages()
         .await
-        .map_err(|e| jetstream_error("cannot start pulling", name, e))
 }
 
 pub(super) fn pulling_failed(what: &str, name: &str, err: impl std::fmt::Display) -> BusError {

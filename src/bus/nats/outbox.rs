@@ -17,13 +17,18 @@
 //! `memory.written` on the session's subject before the answer. A session process stalled
 //! for longer than that between the append and the answer may still see it come first.
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use std::future::Future;
+use std::sync::Arc;
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::stream::Stream;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::Deserialize;
+use tokio::runtime::Handle;
 
-use super::jetstream::{durable_message, pulling_failed, while_forming};
+use super::jetstream::{durable_message, pull, pulling_failed, shared_config, while_forming};
+use super::log::NatsSessionLog;
 use crate::bus::{BusError, DurableConsumer, DurableOptions};
 
 /// The durable consumer of the session log that every memory-extractor binds to.
@@ -48,19 +53,45 @@ fn outbox_error(what: &str, err: impl std::fmt::Display) -> BusError {
 }
 
 fn config(options: DurableOptions) -> pull::Config {
-    let max_deliver = i64::try_from(options.max_deliver)
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or(-1);
     pull::Config {
-        durable_name: Some(CONSUMER.to_string()),
         description: Some("memory extraction jobs carried by answered turns".into()),
-        ack_policy: AckPolicy::Explicit,
         deliver_policy: DeliverPolicy::New,
-        ack_wait: options.ack_wait,
-        max_deliver,
-        ..Default::default()
+        ..shared_config(CONSUMER, options)
     }
+}
+
+/// Make the consumer, or update it to `options`.
+async fn create(log: &Stream, options: DurableOptions) -> Result<PullConsumer, BusError> {
+    while_forming(
+        "creating the extraction consumer of the session log",
+        || log.create_consumer(config(options)),
+    )
+    .await
+    .map_err(|e| outbox_error("cannot create the consumer", e))
+}
+
+/// Run `work` on the session log's stream, on `runtime` (the connection's I/O runtime: a pull
+/// consumer spawns its request task where it is created), whatever runtime calls this.
+pub(super) async fn on_the_log<T, F, Fut>(
+    runtime: &Handle,
+    log: Arc<NatsSessionLog>,
+    work: F,
+) -> Result<T, BusError>
+where
+    T: Send + 'static,
+    F: FnOnce(Stream) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, BusError>> + Send,
+{
+    let task = runtime.spawn(async move {
+        let stream = log
+            .stream()
+            .await
+            .map_err(|e| outbox_error("cannot open the session log", e))?
+            .clone();
+        work(stream).await
+    });
+    task.await
+        .map_err(|e| outbox_error("the session log's task stopped", e))?
 }
 
 /// Make the consumer if it does not exist yet (a session process, before its first append);
@@ -69,13 +100,7 @@ pub(super) async fn ensure(log: &Stream, options: DurableOptions) -> Result<(), 
     if log.get_consumer::<pull::Config>(CONSUMER).await.is_ok() {
         return Ok(());
     }
-    while_forming(
-        "creating the extraction consumer of the session log",
-        || log.create_consumer(config(options)),
-    )
-    .await
-    .map(drop)
-    .map_err(|e| outbox_error("cannot create the consumer", e))
+    create(log, options).await.map(drop)
 }
 
 /// Consume the jobs the session log carries (creating or updating the consumer, so a changed
@@ -84,18 +109,8 @@ pub(super) async fn consume(
     log: &Stream,
     options: DurableOptions,
 ) -> Result<DurableConsumer, BusError> {
-    let consumer = while_forming(
-        "creating the extraction consumer of the session log",
-        || log.create_consumer(config(options)),
-    )
-    .await
-    .map_err(|e| outbox_error("cannot create the consumer", e))?;
-    let messages = consumer
-        .stream()
-        .max_messages_per_batch(options.batch.max(1))
-        .expires(std::time::Duration::from_secs(30))
-        .heartbeat(std::time::Duration::from_secs(15))
-        .messages()
+    let consumer = create(log, options).await?;
+    let messages = pull(&consumer, options)
         .await
         .map_err(|e| outbox_error("cannot start pulling", e))?;
     let jobs = messages.filter_map(move |item| async move {
