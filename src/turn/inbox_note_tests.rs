@@ -30,7 +30,7 @@ async fn say_from_the_inbox(s: &mut Session, text: &str) -> super::TurnOutcome {
 }
 
 /// The session as a restarted process finds it in the log.
-fn restarted(s: &mut Session, log: &MemoryLog) {
+pub(super) fn restarted(s: &mut Session, log: &MemoryLog) {
     let last = records(log).pop().expect("a record");
     s.task = last.task;
 }

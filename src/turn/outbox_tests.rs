@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::fake::FakePorts;
+use super::inbox_note_tests::restarted;
 use super::replicated_tests::records;
 use super::tests::{says, Session};
 use crate::protocol::envelope::Envelope;
@@ -74,8 +75,7 @@ async fn a_restart_while_the_inbox_holds_the_item_sends_the_answer_again_but_nev
         let log = Arc::new(MemoryLog::default());
         let mut s = session(&log, holding);
         say_from_the_inbox(&mut s, "my budget is 5000").await;
-        let last = records(&log).pop().expect("a record");
-        s.task = last.task;
+        restarted(&mut s, &log);
         assert!(
             s.task.pending_extraction().is_none(),
             "nothing for the start-up scan"
@@ -114,7 +114,7 @@ async fn a_restart_after_the_item_was_acked_sends_and_writes_nothing() {
     let log = Arc::new(MemoryLog::default());
     let mut s = session(&log, Some(false));
     say_from_the_inbox(&mut s, "my budget is 5000").await;
-    s.task = records(&log).pop().expect("a record").task;
+    restarted(&mut s, &log);
     let (events, replies) = {
         let seen = s.ports.seen();
         (seen.events.len(), seen.replies.len())
