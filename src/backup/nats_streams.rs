@@ -4,15 +4,22 @@
 //!
 //! Restoring recreates each stream with its configuration and appends its messages in order;
 //! durable consumers are not kept — Hermes creates its own at start, and work-queue streams
-//! hold only what was not yet done, which is then done. Restore before the deployment starts.
+//! hold only what was not yet done, which is then done. The one consumer whose position is
+//! state, the memory-extractors' on the session log, is written as what it had still to do:
+//! messages of the extraction queue ([`backup`]). Restore before the deployment starts.
 
 use std::path::Path;
 
 use super::archive::{ArchiveReader, ArchiveWriter, Frame};
 use super::{owned_stream, BackupError, BusKind, Manifest, Progress};
-use crate::bus::snapshot::{Snapshots, StoredMessage};
+use crate::bus::snapshot::{ExtractionOutbox, Snapshots, StoredMessage, StreamSummary};
+use crate::store::replica::carried_job;
 
 /// Write every stream Hermes owns to `out`; `source` names the deployment in the manifest.
+///
+/// The memory-extractors' consumer of the session log is not kept, so the extraction jobs
+/// that session-log records carry and that were not yet done are written as messages of the
+/// extraction queue: a restore queues them, and the restored deployment does them.
 pub async fn backup(
     snapshots: &dyn Snapshots,
     out: &Path,
@@ -25,23 +32,35 @@ pub async fn backup(
         .into_iter()
         .filter(|s| owned_stream(&s.name))
         .collect();
+    // Read before the log: the consumer's ack floor only rises, so a job done meanwhile is
+    // at worst done once more after a restore, never left out.
+    let outbox = snapshots.extraction_outbox().await?;
+    let streams = outbox_order(streams, outbox.as_ref());
     progress.start(
         "JetStream messages",
         Some(streams.iter().map(|s| s.messages).sum()),
     );
     let mut writer = ArchiveWriter::create(out)?;
     let mut manifest = Manifest::new(BusKind::Nats, source.to_string());
+    let mut jobs_to_do: Vec<Vec<u8>> = Vec::new();
     for stream in streams {
         writer.frame(&Frame::Stream {
             name: stream.name.clone(),
             config: stream.config.clone(),
         })?;
+        let carries_jobs = outbox.as_ref().filter(|o| o.log_stream == stream.name);
         let mut count = 0u64;
         if stream.messages > 0 {
             for seq in stream.first_seq..=stream.last_seq {
                 let Some(message) = snapshots.message(&stream.name, seq).await? else {
                     continue;
                 };
+                if carries_jobs.is_some_and(|o| seq > o.done_through) {
+                    // A record the consumer cannot read is skipped by it too.
+                    if let Ok(Some(job)) = carried_job(&message.payload) {
+                        jobs_to_do.push(job.get().as_bytes().to_vec());
+                    }
+                }
                 writer.frame(&Frame::StreamMessage {
                     stream: stream.name.clone(),
                     subject: message.subject,
@@ -52,10 +71,61 @@ pub async fn backup(
                 progress.advance(1);
             }
         }
+        if let Some(o) = outbox.as_ref().filter(|o| o.queue_stream == stream.name) {
+            for job in jobs_to_do.drain(..) {
+                writer.frame(&Frame::StreamMessage {
+                    stream: stream.name.clone(),
+                    subject: o.queue_subject.clone(),
+                    headers: Vec::new(),
+                    payload: job,
+                })?;
+                count += 1;
+            }
+        }
         manifest.streams.insert(stream.name, count);
         manifest.records += count;
     }
     writer.finish(manifest)
+}
+
+/// `streams` with the session log first and the extraction queue last (added, empty, when
+/// the deployment has none yet, with the log's replica count), so the jobs still to do that
+/// the log carries are known when the queue's messages are written.
+fn outbox_order(
+    mut streams: Vec<StreamSummary>,
+    outbox: Option<&ExtractionOutbox>,
+) -> Vec<StreamSummary> {
+    let Some(outbox) = outbox else {
+        return streams;
+    };
+    if !streams.iter().any(|s| s.name == outbox.queue_stream) {
+        let mut config = outbox.queue_config.clone();
+        let replicas = streams
+            .iter()
+            .find(|s| s.name == outbox.log_stream)
+            .and_then(|s| s.config.get("num_replicas").cloned());
+        if let (Some(replicas), Some(fields)) = (replicas, config.as_object_mut()) {
+            fields.insert("num_replicas".into(), replicas);
+        }
+        streams.push(StreamSummary {
+            name: outbox.queue_stream.clone(),
+            config,
+            first_seq: 0,
+            last_seq: 0,
+            messages: 0,
+        });
+    }
+    let rank = |s: &StreamSummary| {
+        if s.name == outbox.log_stream {
+            0
+        } else if s.name == outbox.queue_stream {
+            2
+        } else {
+            1
+        }
+    };
+    streams.sort_by_key(rank);
+    streams
 }
 
 /// Restore the backup at `path` into the JetStream account behind `snapshots`. Streams Hermes

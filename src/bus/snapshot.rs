@@ -25,6 +25,24 @@ pub struct StoredMessage {
     pub payload: Bytes,
 }
 
+/// Where a deployment's session log carries memory-extraction jobs, and how far its
+/// memory-extractors have done them: what a backup turns into messages of the extraction
+/// queue, so that a restore does the jobs that were still to do (the consumer that tracks
+/// them is not part of a backup).
+#[derive(Debug, Clone)]
+pub struct ExtractionOutbox {
+    /// The stream whose records carry the jobs (the session log).
+    pub log_stream: String,
+    /// Every record of `log_stream` up to this sequence is done (the consumer's ack floor);
+    /// a job after it may be done or not, and counts as not.
+    pub done_through: u64,
+    /// The extraction queue: its stream, its subject, and its configuration (as
+    /// [`StreamSummary::config`]) for a backup that holds no such stream.
+    pub queue_stream: String,
+    pub queue_subject: String,
+    pub queue_config: serde_json::Value,
+}
+
 /// Streams of a JetStream account, read and written whole.
 #[async_trait]
 pub trait Snapshots: Send + Sync {
@@ -36,4 +54,7 @@ pub trait Snapshots: Send + Sync {
     async fn recreate(&self, stream: &str, config: &serde_json::Value) -> Result<(), BusError>;
     /// Store a message, waiting for the stream's acknowledgement.
     async fn append(&self, message: StoredMessage) -> Result<(), BusError>;
+    /// The session log's extraction jobs and how far they are done; `None` when no
+    /// memory-extractor reads jobs from the log (no consumer, or no log).
+    async fn extraction_outbox(&self) -> Result<Option<ExtractionOutbox>, BusError>;
 }

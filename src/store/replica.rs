@@ -29,6 +29,19 @@ pub struct LogRecord {
     pub extract: Option<Box<serde_json::value::RawValue>>,
 }
 
+/// The extraction job an encoded [`LogRecord`] carries, if any, read without decoding the rest
+/// of the record (what the memory-extractors' consumer and a backup look at).
+pub fn carried_job(
+    record: &[u8],
+) -> Result<Option<&serde_json::value::RawValue>, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Carried<'a> {
+        #[serde(borrow, default)]
+        extract: Option<&'a serde_json::value::RawValue>,
+    }
+    serde_json::from_slice::<Carried>(record).map(|c| c.extract)
+}
+
 /// Why the replicated log refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {

@@ -3,7 +3,8 @@
 //! it serves, restored into a fresh deployment (a new data directory; on NATS a new
 //! nats-server too), and there every session continues with its history, the memories are
 //! listed, the job's record and the audit records are there. A restore into a target that
-//! holds data is refused unless --force.
+//! holds data is refused unless --force. On NATS, the extraction jobs the session log carries
+//! and no memory-extractor had done yet are done after the restore.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -243,4 +244,46 @@ fn a_nats_deployment_backed_up_while_serving_continues_on_a_fresh_nats_server() 
         let record = kv.get(&job).await.unwrap();
         assert!(record.is_some(), "job {job} restored");
     });
+}
+
+#[test]
+fn a_nats_backup_keeps_the_extraction_jobs_no_memory_extractor_had_done_for_the_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = NatsServer::start();
+    let url = first.url();
+    let source = write_serve_config(dir.path(), "source", &script());
+    // No memory-extractor: the answer's append carries its job, and nobody takes it.
+    let serve = Serve::start(&source, &url, "session,planner,tool-executor");
+    let bus = ["--bus", url.as_str()];
+    send(&source, &bus, "s1", "what is the sum?", "The sum is 42.");
+    let file = dir.path().join("nats.hermes-backup");
+    let written = ok(
+        &source,
+        &[
+            "backup",
+            "--out",
+            file.to_str().unwrap(),
+            "--bus",
+            &url,
+            "--json",
+        ],
+    );
+    let manifest: serde_json::Value = serde_json::from_str(&written).expect("a JSON manifest");
+    assert_eq!(
+        manifest["streams"]["HERMES_MEMORY_EXTRACT"], 1,
+        "the turn's job is queued in the backup: {written}"
+    );
+    serve.stop();
+    drop(first);
+
+    let second = NatsServer::start();
+    let url = second.url();
+    let target = write_serve_config(dir.path(), "target", &script());
+    ok(&target, &["restore", file.to_str().unwrap(), "--bus", &url]);
+    let _serve = Serve::start(&target, &url, "all");
+    eventually(
+        &target,
+        &["memory", "ls", "--user", "u1", "--bus", &url],
+        |out| out.contains("favourite_number"),
+    );
 }

@@ -46,7 +46,7 @@ use crate::store::replica::SessionLog;
 
 const INBOX_STREAM: &str = "HERMES_INBOX";
 const INBOX_PREFIX: &str = "hermes.inbox";
-const LOG_STREAM: &str = "HERMES_SESSION_LOG";
+pub(super) const LOG_STREAM: &str = "HERMES_SESSION_LOG";
 const LOG_PREFIX: &str = "hermes.slog";
 /// The replicated memory log: one subject per user (see [`crate::memory::replica`]).
 const MEMORY_LOG_STREAM: &str = "HERMES_MEMORY_LOG";

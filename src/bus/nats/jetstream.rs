@@ -159,20 +159,25 @@ fn is_failing_over(error: &str) -> bool {
         .any(|sign| lower.contains(sign))
 }
 
-/// Create the queue's stream (with `replicas` copies), or get it when it exists.
-pub async fn ensure_stream(
-    context: &Context,
-    queue: &str,
-    replicas: usize,
-) -> Result<async_nats::jetstream::stream::Stream, BusError> {
-    let config = Config {
+/// The configuration of the queue's stream, with `replicas` copies.
+pub(super) fn queue_config(queue: &str, replicas: usize) -> Config {
+    Config {
         name: stream_name(queue),
         subjects: vec![queue.to_string()],
         retention: RetentionPolicy::WorkQueue,
         storage: StorageType::File,
         num_replicas: replicas.max(1),
         ..Default::default()
-    };
+    }
+}
+
+/// Create the queue's stream (with `replicas` copies), or get it when it exists.
+pub async fn ensure_stream(
+    context: &Context,
+    queue: &str,
+    replicas: usize,
+) -> Result<async_nats::jetstream::stream::Stream, BusError> {
+    let config = queue_config(queue, replicas);
     while_forming("creating a durable queue stream", || {
         context.get_or_create_stream(config.clone())
     })

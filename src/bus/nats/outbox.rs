@@ -24,12 +24,12 @@ use async_nats::jetstream::consumer::{pull, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::stream::Stream;
 use bytes::Bytes;
 use futures::StreamExt;
-use serde::Deserialize;
 use tokio::runtime::Handle;
 
 use super::jetstream::{durable_message, pull, pulling_failed, shared_config, while_forming};
 use super::log::NatsSessionLog;
 use crate::bus::{BusError, DurableConsumer, DurableOptions};
+use crate::store::replica::carried_job;
 
 /// The durable consumer of the session log that every memory-extractor binds to.
 pub const CONSUMER: &str = "memory-extractors";
@@ -37,13 +37,6 @@ pub const CONSUMER: &str = "memory-extractors";
 /// How long after its append a job is handed to an extractor: the answer it follows leaves
 /// first. Short beside any extraction a model makes.
 pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// What the consumer reads of a record: the job, if it carries one.
-#[derive(Deserialize)]
-struct Carried<'a> {
-    #[serde(borrow, default)]
-    extract: Option<&'a serde_json::value::RawValue>,
-}
 
 fn outbox_error(what: &str, err: impl std::fmt::Display) -> BusError {
     BusError::Storage(format!(
@@ -118,9 +111,9 @@ pub(super) async fn consume(
             Ok(message) => message,
             Err(e) => return Some(Err(pulling_failed("session log", CONSUMER, e))),
         };
-        let job = match serde_json::from_slice::<Carried>(&message.payload) {
-            Ok(Carried { extract: Some(job) }) => Bytes::copy_from_slice(job.get().as_bytes()),
-            Ok(Carried { extract: None }) => return pass(message).await,
+        let job = match carried_job(&message.payload) {
+            Ok(Some(job)) => Bytes::copy_from_slice(job.get().as_bytes()),
+            Ok(None) => return pass(message).await,
             Err(e) => {
                 tracing::error!(error = %e, subject = %message.subject, "a session log record the extraction consumer cannot read; skipped");
                 return pass(message).await;

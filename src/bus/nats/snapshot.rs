@@ -2,14 +2,19 @@
 //! (`STREAM.MSG.GET`, which works on work-queue streams too, where a second consumer would be
 //! refused), deleted, created and appended to.
 
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::stream::{Config, LastRawMessageErrorKind};
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use crate::bus::snapshot::{Snapshots, StoredMessage, StreamSummary};
+use super::cluster::LOG_STREAM;
+use super::jetstream::{queue_config, stream_name};
+use super::outbox::CONSUMER;
+use crate::bus::snapshot::{ExtractionOutbox, Snapshots, StoredMessage, StreamSummary};
 use crate::bus::BusError;
+use crate::protocol::subjects::MEMORY_EXTRACT;
 
 /// Headers a restore must not send again: expectations of the original append (they would
 /// fail against the new stream) and the dedupe id (two equal ids stored further apart than
@@ -110,5 +115,36 @@ impl Snapshots for NatsSnapshots {
         ack.await
             .map_err(|e| failed("no acknowledgement for a message on", &subject, e))?;
         Ok(())
+    }
+
+    async fn extraction_outbox(&self) -> Result<Option<ExtractionOutbox>, BusError> {
+        let log = self.jetstream.get_stream_no_info(LOG_STREAM);
+        let log = log
+            .await
+            .map_err(|e| failed("cannot open stream", LOG_STREAM, e))?;
+        let info = match log.consumer_info(CONSUMER).await {
+            Ok(info) => info,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ConsumerInfoErrorKind::NotFound | ConsumerInfoErrorKind::StreamNotFound
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => {
+                let what = format!("cannot read consumer `{CONSUMER}` of");
+                return Err(failed(&what, LOG_STREAM, e));
+            }
+        };
+        let queue_config = serde_json::to_value(queue_config(MEMORY_EXTRACT, 1))
+            .map_err(|e| failed("cannot encode the configuration of", MEMORY_EXTRACT, e))?;
+        Ok(Some(ExtractionOutbox {
+            log_stream: LOG_STREAM.to_string(),
+            done_through: info.ack_floor.stream_sequence,
+            queue_stream: stream_name(MEMORY_EXTRACT),
+            queue_subject: MEMORY_EXTRACT.to_string(),
+            queue_config,
+        }))
     }
 }
