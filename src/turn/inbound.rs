@@ -7,7 +7,6 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::ack::ACK_FLUSH_WITHIN;
 use super::{goal_tokens, new_stored, TurnEnv};
 use crate::llm::ChatMessage;
 use crate::protocol::envelope::Envelope;
@@ -281,7 +280,7 @@ pub async fn accept(
         }
     }
     let saved = match saving {
-        Ok(()) => match env.store.commit_within(ACK_FLUSH_WITHIN) {
+        Ok(()) => match env.store.commit_within(env.ack_flush_within) {
             Some(ticket) => {
                 acknowledge_once_flushed(env, msg, meta, &stored, ticket).await;
                 return Acceptance::Accepted(Box::new(stored));

@@ -74,6 +74,10 @@ pub struct TurnEnv {
     /// session holds it unacked: it is acked after the turn, so an answer's extraction queued
     /// before that needs no note of its own ([`crate::store::tasks::TurnRecord::inbox_item`]).
     pub inbox_item: Arc<std::sync::atomic::AtomicU64>,
+    /// Longest an acknowledgement waits for a flush another commit asks for
+    /// ([`ack::ACK_FLUSH_WITHIN`]; a test that needs the sharing to hold on a loaded machine
+    /// widens it).
+    pub ack_flush_within: std::time::Duration,
 }
 
 impl TurnEnv {
