@@ -90,7 +90,7 @@ pub fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     };
     let (http, hold) = (args.http.clone(), args.hold);
     let max_connections = config.http.max_connections;
-    let rows = with_engine_runtime(|io| async move {
+    let rows = with_engine_runtime(config.engine.io_threads, |io| async move {
         let server = match http {
             Some(listen) => {
                 let server = io

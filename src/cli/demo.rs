@@ -80,7 +80,7 @@ pub fn run(mut config: Config, mut args: DemoArgs) -> anyhow::Result<()> {
     let scripted = config.models.planner.is_demo_script();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         println!(
             "Hermes demo — embedded bus, data in {}",
             config.engine.data_dir.display()

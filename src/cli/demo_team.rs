@@ -51,7 +51,7 @@ pub fn run(args: DemoArgs, team: TeamArgs) -> anyhow::Result<()> {
     config.http.listen = args.http.clone();
     let config = Arc::new(config);
     let timeout = Duration::from_secs(args.timeout);
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         println!(
             "Hermes team demo — embedded bus, data in {}",
             config.engine.data_dir.display()

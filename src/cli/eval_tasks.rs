@@ -103,7 +103,7 @@ pub fn run(
     suite.select(&args.cases)?;
     let config = suite_config(&suite, config_flag, model_flag)?;
     let baseline = args.baseline.as_deref().map(baseline::load).transpose()?;
-    let mut report = with_engine_runtime(|io| async move {
+    let mut report = with_engine_runtime(config.engine.io_threads, |io| async move {
         let runner = Runner::new(config, io).await?;
         let bar = indicatif::ProgressBar::new(suite.cases.len() as u64);
         bar.set_style(indicatif::ProgressStyle::with_template(

@@ -177,7 +177,7 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let config = Arc::new(config);
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         let (bus, engine) = bus_for(config.clone(), LOCAL_MEMORY, io.clone()).await?;
         let deps = ServerDeps::from_config(bus, &config);
         if args.stdio {
@@ -223,7 +223,7 @@ const BRIDGE_ONLY: ActorSet = ActorSet {
 fn status(config: Config, json: bool) -> anyhow::Result<()> {
     let auth = super::mcp_login::auth_states(&config);
     let config = Arc::new(config);
-    let catalog = with_engine_runtime(|io| async move {
+    let catalog = with_engine_runtime(config.engine.io_threads, |io| async move {
         let asking = config.clone();
         let (way, remote) = io
             .spawn(async move {

@@ -82,9 +82,15 @@ pub fn start_traces(
     }
 }
 
+/// The I/O runtime of a command that runs no engine.
 pub fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    io_runtime_with(0)
+}
+
+/// The I/O runtime with `engine.io_threads` = `threads` ([`hermes::runtime::io_threads`]).
+fn io_runtime_with(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(hermes::runtime::io_threads(threads))
         .max_blocking_threads(hermes::runtime::BLOCKING_THREADS)
         .thread_name("hermes-io")
         .enable_all()
@@ -92,13 +98,14 @@ pub fn io_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the I/O runtime")
 }
 
-/// Run `body` inside an actix System, handing it the I/O runtime's handle.
-pub fn with_engine_runtime<F, Fut, T>(body: F) -> anyhow::Result<T>
+/// Run `body` inside an actix System, handing it the handle of an I/O runtime of
+/// `io_threads` workers (`engine.io_threads`).
+pub fn with_engine_runtime<F, Fut, T>(io_threads: usize, body: F) -> anyhow::Result<T>
 where
     F: FnOnce(tokio::runtime::Handle) -> Fut,
     Fut: Future<Output = anyhow::Result<T>>,
 {
-    let io = io_runtime()?;
+    let io = io_runtime_with(io_threads)?;
     let handle = io.handle().clone();
     let actors = hermes::runtime::actor_runtime().context("cannot start the actor runtime")?;
     let system = actix::System::with_tokio_rt(move || actors);

@@ -164,7 +164,7 @@ pub(super) fn explained(bus: &SharedBus, error: hermes_client::ClientError) -> a
 pub fn run_send(config: Config, args: SendArgs) -> anyhow::Result<()> {
     let config = apply(config, &args.target);
     let t = args.target;
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         let (bus, engine) = connect(config.clone(), io).await?;
         let mut client = open_client(bus.clone(), &config, &t.agent, &t.session, &t.user).await?;
         let mut printer = Printer::default();

@@ -51,7 +51,7 @@ pub fn run(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(stale);
     }
     let config = Arc::new(config);
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         // Before the engine starts, so its first turns and flushes are counted.
         let _http = start_http(&config, &io).await?;
         let engine = Engine::start(config.clone(), actors, io.clone()).await?;

@@ -144,6 +144,10 @@ pub struct EngineConfig {
     /// Arbiters (threads) the session actors are spread over; 0 = one per CPU.
     #[serde(default)]
     pub session_arbiters: usize,
+    /// Worker threads of the I/O runtime (NATS, HTTP, MCP); 0 = one on a machine of one or
+    /// two CPUs, two on a larger one ([`crate::runtime::io_threads`]).
+    #[serde(default)]
+    pub io_threads: usize,
     /// The most memory the database's page cache takes, MiB.
     #[serde(default = "default_cache_mb")]
     pub cache_mb: u64,

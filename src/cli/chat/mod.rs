@@ -74,7 +74,7 @@ pub fn run(config: Config, args: ChatArgs, logs: Option<PathBuf>) -> anyhow::Res
     };
     let timeout = Duration::from_secs(t.timeout);
     let trace = args.trace;
-    with_engine_runtime(|io| async move {
+    with_engine_runtime(config.engine.io_threads, |io| async move {
         let (bus, engine) = connect(config.clone(), io).await?;
         let mut client =
             super::send::open_client(bus.clone(), &config, &who.agent, &who.session, &who.user)
