@@ -41,3 +41,15 @@ pub fn actor_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 pub fn new_arbiter() -> std::io::Result<actix::Arbiter> {
     actix::Arbiter::try_with_tokio_rt(actor_runtime)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_threads_are_as_configured_or_one_on_a_small_machine_and_two_on_a_larger_one() {
+        assert_eq!(io_threads(3), 3);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(io_threads(0), if cpus <= 2 { 1 } else { 2 });
+    }
+}

@@ -222,3 +222,55 @@ pub async fn restore(
         .map_err(|e| BackupError::Store(format!("the reading task failed: {e}")))?;
     Ok(manifest)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stream(name: &str, replicas: u64) -> StreamSummary {
+        StreamSummary {
+            name: name.into(),
+            config: json!({"name": name, "num_replicas": replicas}),
+            first_seq: 1,
+            last_seq: 3,
+            messages: 3,
+        }
+    }
+
+    fn outbox() -> ExtractionOutbox {
+        ExtractionOutbox {
+            log_stream: "LOG".into(),
+            done_through: 0,
+            queue_stream: "QUEUE".into(),
+            queue_subject: "queue".into(),
+            queue_config: json!({"name": "QUEUE", "num_replicas": 1}),
+        }
+    }
+
+    fn names(streams: &[StreamSummary]) -> Vec<&str> {
+        streams.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_session_log_is_written_first_and_the_extraction_queue_last() {
+        let streams = vec![stream("QUEUE", 3), stream("A", 3), stream("LOG", 3)];
+        let ordered = outbox_order(streams, Some(&outbox()));
+        assert_eq!(names(&ordered), ["LOG", "A", "QUEUE"]);
+        assert_eq!(ordered[2].messages, 3, "the queue's own messages are kept");
+    }
+
+    #[test]
+    fn a_missing_extraction_queue_is_added_empty_with_the_logs_replica_count() {
+        let ordered = outbox_order(vec![stream("A", 3), stream("LOG", 3)], Some(&outbox()));
+        assert_eq!(names(&ordered), ["LOG", "A", "QUEUE"]);
+        assert_eq!(ordered[2].messages, 0);
+        assert_eq!(ordered[2].config["num_replicas"], 3);
+    }
+
+    #[test]
+    fn without_an_extraction_consumer_the_streams_keep_their_order() {
+        let ordered = outbox_order(vec![stream("QUEUE", 1), stream("LOG", 1)], None);
+        assert_eq!(names(&ordered), ["QUEUE", "LOG"]);
+    }
+}
