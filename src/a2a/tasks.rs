@@ -186,14 +186,12 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
         .and_then(|r| own.iter().find(|m| m.id == r.message_id))
         .or_else(|| own.iter().find(|m| m.message.role == ChatRole::User))
         .map(|m| (m.id.clone(), m.message.content.clone()));
-    let answer = own
+    let last_word = own
         .iter()
         .rev()
-        .find(|m| {
-            m.message.role == ChatRole::Assistant
-                && m.message.tool_calls.is_empty()
-                && !m.message.content.is_empty()
-        })
+        .find(|m| m.message.role == ChatRole::Assistant && m.message.tool_calls.is_empty());
+    let answer = last_word
+        .filter(|m| !m.message.content.is_empty())
         .map(|m| (m.id.clone(), m.message.content.clone()));
     let last_ts = own.last().map(|m| m.ts);
     let mut task = TurnTask {
@@ -224,6 +222,9 @@ fn turn_task(snapshot: &Snapshot, turn: &str, record: Option<&TurnView>) -> Turn
     task.state = match record.phase {
         TurnPhase::Received => TaskState::Submitted,
         TurnPhase::WaitingUser => TaskState::InputRequired,
+        // The embedded store writes a save's task state before its messages: a read between
+        // the two sees the turn answered and not yet its answer, which the next read has.
+        TurnPhase::Answered if last_word.is_none() => TaskState::Working,
         TurnPhase::Answered => TaskState::Completed,
         TurnPhase::Failed if record.cancelled => TaskState::Canceled,
         TurnPhase::Failed => TaskState::Failed,

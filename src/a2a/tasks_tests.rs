@@ -92,6 +92,21 @@ fn an_answered_turn_is_a_completed_task_with_its_answer_as_artifact_and_history(
 }
 
 #[test]
+fn a_turn_read_answered_before_its_answer_is_readable_is_still_working() {
+    let user = message(0, "m1", "t1", ChatMessage::user("first?"));
+    let answered = Some(record("t1", "m1", TurnPhase::Answered));
+    let between = snapshot(vec![user.clone()], answered.clone());
+    assert_eq!(turns(&between)[0].state, TaskState::Working);
+    let after = snapshot(
+        vec![user, message(1, "a1", "t1", ChatMessage::assistant("one"))],
+        answered,
+    );
+    let task = &turns(&after)[0];
+    assert_eq!(task.state, TaskState::Completed);
+    assert_eq!(task.answer, Some(("a1".to_string(), "one".to_string())));
+}
+
+#[test]
 fn a_turn_waiting_for_a_confirmation_asks_for_input_and_a_decided_one_works() {
     let mut waiting = record("t1", "m1", TurnPhase::WaitingUser);
     waiting.confirmations.push(ConfirmationView {
