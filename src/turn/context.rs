@@ -226,6 +226,12 @@ fn running_note(task: &TaskState) -> Option<String> {
 
 /// Fold older turns into the summary once enough have piled up behind the recent ones. A
 /// summariser failure is logged and the turns stay verbatim (the budget still holds).
+///
+/// The new summary is not written on its own: it rides the turn's next save (every save
+/// carries the whole task state), as a mid-turn step does. On the replicated log that is one
+/// append (and its delivery to the extractors) fewer every few turns, and it lets a turn's
+/// message wait for the answer's write ([`super::first_write`]) rather than go out with the
+/// summary. A crash before that save loses only the summary, which is made again.
 pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig) {
     let start = usize::try_from(state.task.summary_upto)
         .unwrap_or(usize::MAX)
@@ -269,9 +275,6 @@ pub(super) async fn compact(state: &mut TurnState<'_>, agent: &AgentConfig) {
             state.task.summary_tokens = state.env.tokens.count_message(&summary_message(&summary));
             state.task.summary = summary;
             state.task.summary_upto = upto;
-            if let Err(e) = state.save_task().await {
-                tracing::warn!(error = %e, "summary not stored; it will be made again");
-            }
         }
         Err(e) => tracing::warn!(error = %e, "summariser failed; older turns stay verbatim"),
     }

@@ -276,3 +276,45 @@ async fn with_the_wait_off_a_message_is_appended_on_arrival() {
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     assert_eq!(records(&log).len(), 3, "message, answer, extraction note");
 }
+
+#[tokio::test]
+async fn a_new_summary_rides_the_turns_next_append_rather_than_one_of_its_own() {
+    let log = Arc::new(MemoryLog::default());
+    let mut s = Session::on_log(FakePorts::new(|_| says("noted")), log.clone());
+    let mut appended_by_plain_turn = None;
+    let mut turns = 0;
+    loop {
+        turns += 1;
+        assert!(turns <= 40, "no summary was made");
+        let before = records(&log).len();
+        let outcome = s.say(&format!("turn {turns}")).await;
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+        let records = records(&log);
+        let appended = records.len() - before;
+        if s.ports.seen().summaries == 0 {
+            appended_by_plain_turn = Some(appended);
+            continue;
+        }
+        assert_eq!(
+            Some(appended),
+            appended_by_plain_turn,
+            "the turn that summarised appended as often as one that did not"
+        );
+        let summarised = records[before..]
+            .iter()
+            .find(|r| !r.task.summary.is_empty())
+            .expect("the summary is in the turn's records");
+        assert_eq!(summarised.task.summary, "earlier turns, summarised");
+        assert!(summarised.task.summary_upto > 0);
+        assert!(
+            summarised
+                .messages
+                .iter()
+                .any(|m| m.message.role == Role::Assistant),
+            "it rode the answer's append"
+        );
+        break;
+    }
+    s.reload();
+    assert_eq!(s.task.summary, "earlier turns, summarised");
+}
