@@ -64,7 +64,7 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> BackupError {
 }
 
 /// The directory `path` goes into (`.` for a bare file name).
-fn parent_of(path: &Path) -> PathBuf {
+pub(super) fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),

@@ -14,6 +14,7 @@
 pub mod archive;
 pub mod nats_streams;
 pub mod service;
+mod spill;
 // The sled half lives with the database it reads (sled stays inside `store/`).
 pub use crate::store::sled_snapshot;
 

@@ -10,7 +10,8 @@
 
 use std::path::Path;
 
-use super::archive::{ArchiveReader, ArchiveWriter, Frame};
+use super::archive::{parent_of, ArchiveReader, ArchiveWriter, Frame};
+use super::spill::JobSpill;
 use super::{owned_stream, BackupError, BusKind, Manifest, Progress};
 use crate::bus::snapshot::{ExtractionOutbox, Snapshots, StoredMessage, StreamSummary};
 use crate::store::replica::carried_job;
@@ -19,7 +20,8 @@ use crate::store::replica::carried_job;
 ///
 /// The memory-extractors' consumer of the session log is not kept, so the extraction jobs
 /// that session-log records carry and that were not yet done are written as messages of the
-/// extraction queue: a restore queues them, and the restored deployment does them.
+/// extraction queue: a restore queues them, and the restored deployment does them. Until the
+/// queue's turn comes they wait in a temporary file beside `out` ([`JobSpill`]).
 pub async fn backup(
     snapshots: &dyn Snapshots,
     out: &Path,
@@ -42,7 +44,7 @@ pub async fn backup(
     );
     let mut writer = ArchiveWriter::create(out)?;
     let mut manifest = Manifest::new(BusKind::Nats, source.to_string());
-    let mut jobs_to_do: Vec<Vec<u8>> = Vec::new();
+    let mut jobs_to_do = JobSpill::new(&parent_of(out));
     for stream in streams {
         writer.frame(&Frame::Stream {
             name: stream.name.clone(),
@@ -58,7 +60,7 @@ pub async fn backup(
                 if carries_jobs.is_some_and(|o| seq > o.done_through) {
                     // A record the consumer cannot read is skipped by it too.
                     if let Ok(Some(job)) = carried_job(&message.payload) {
-                        jobs_to_do.push(job.get().as_bytes().to_vec());
+                        jobs_to_do.push(job.get().as_bytes())?;
                     }
                 }
                 writer.frame(&Frame::StreamMessage {
@@ -72,12 +74,12 @@ pub async fn backup(
             }
         }
         if let Some(o) = outbox.as_ref().filter(|o| o.queue_stream == stream.name) {
-            for job in jobs_to_do.drain(..) {
+            for job in jobs_to_do.drain()? {
                 writer.frame(&Frame::StreamMessage {
                     stream: stream.name.clone(),
                     subject: o.queue_subject.clone(),
                     headers: Vec::new(),
-                    payload: job,
+                    payload: job?,
                 })?;
                 count += 1;
             }
