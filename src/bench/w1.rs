@@ -10,6 +10,7 @@ use crate::bus::nats::{MessageTap, TAP_CAUSED};
 use crate::bus::BusBackend;
 use crate::client::SessionClient;
 use crate::engine::Engine;
+use crate::protocol::TurnEvent;
 use crate::store::sessions::SessionStore;
 
 pub const AGENT: &str = "assistant";
@@ -22,6 +23,15 @@ pub async fn turn(
     session: &str,
     t: u64,
 ) -> Result<Duration, BenchError> {
+    turn_with_id(client, session, t).await.map(|(took, _)| took)
+}
+
+/// [`turn`], with the id of the turn it ran.
+async fn turn_with_id(
+    client: &mut SessionClient,
+    session: &str,
+    t: u64,
+) -> Result<(Duration, Option<String>), BenchError> {
     let text = format!("turn {t}: add {t} and {}", 1000 + t);
     let expected = format!("The answer is {}.", 2 * t + 1000);
     let start = Instant::now();
@@ -31,7 +41,7 @@ pub async fn turn(
         .map_err(|e| fail(session, t, e.to_string()))?;
     let elapsed = start.elapsed();
     match trace.answer {
-        Some(a) if a == expected => Ok(elapsed),
+        Some(a) if a == expected => Ok((elapsed, trace.accepted.turn_id)),
         Some(a) => Err(fail(
             session,
             t,
@@ -109,12 +119,18 @@ async fn messages_by_kind(engine: &Engine, run_id: &str) -> Result<Value, BenchE
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let session = format!("w1k-{run_id}");
     let mut client = open(engine, &session).await?;
-    // The session's first turn opens its log and consumers: not a steady-state turn.
-    turn(&mut client, &session, 1).await?;
+    // The session's first turn opens its log and consumers: not a steady-state turn. Its
+    // extraction, after the earlier runs' (the jobs are handed over in log order), is waited
+    // for before counting starts, and the last counted turn's before it ends: the counted
+    // turns' background work is counted, and nobody else's.
+    let (_, first) = turn_with_id(&mut client, &session, 1).await?;
+    extracted(&mut client, first.as_deref()).await;
     let before = tap.counts().await;
+    let mut last = None;
     for t in 2..=COUNTED_TURNS + 1 {
-        turn(&mut client, &session, t).await?;
+        last = turn_with_id(&mut client, &session, t).await?.1;
     }
+    extracted(&mut client, last.as_deref()).await;
     let after = tap.counts().await;
     let n = COUNTED_TURNS as f64;
     let mut by_kind = serde_json::Map::new();
@@ -136,6 +152,33 @@ async fn messages_by_kind(engine: &Engine, run_id: &str) -> Result<Value, BenchE
         json!((total as f64 / n * 100.0).round() / 100.0),
     );
     Ok(Value::Object(by_kind))
+}
+
+/// Wait (at most [`TURN_TIMEOUT`]) until the turn `turn_id`'s memories are extracted: its
+/// `memory.written` (or its extraction's error) arrives.
+async fn extracted(client: &mut SessionClient, turn_id: Option<&str>) {
+    let Some(turn_id) = turn_id else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match client.next_event(left).await {
+            Ok(Some(TurnEvent::MemoryWritten { turn_id: done, .. })) if done == turn_id => return,
+            Ok(Some(TurnEvent::Error {
+                turn_id: Some(done),
+                ..
+            })) if done == turn_id => return,
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => {
+                tracing::warn!(
+                    turn_id,
+                    "no memory.written for the counted pass's turn; counts may be short"
+                );
+                return;
+            }
+        }
+    }
 }
 
 async fn single(engine: &Engine, run_id: &str, show: bool) -> Result<Value, BenchError> {

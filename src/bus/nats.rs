@@ -20,6 +20,7 @@ mod cluster;
 mod jetstream;
 mod kv;
 mod local;
+mod local_reply;
 mod log;
 mod outbox;
 mod permissions;
@@ -76,6 +77,9 @@ pub struct NatsBus {
     cluster: Arc<cluster::NatsCluster>,
     /// This process's services, answered in-process when it asks for them ([`local`]).
     local: Arc<local::LocalServices>,
+    /// Where the later answers to requests handed to [`local`] routers come back
+    /// ([`local_reply`]); subscribed on the first such request.
+    local_replies: tokio::sync::OnceCell<local_reply::LocalReplies>,
     /// This process's name on the bus ([`crate::bus::auth::NatsAuth::identity`]).
     identity: Option<String>,
     /// What the server refused this connection ([`permissions`]).
@@ -189,6 +193,7 @@ impl NatsBus {
         ));
         Ok(Self {
             local: Arc::default(),
+            local_replies: tokio::sync::OnceCell::new(),
             url: url.to_string(),
             client,
             jetstream,
@@ -198,6 +203,47 @@ impl NatsBus {
             identity: credentials.identity.clone(),
             violations,
         })
+    }
+
+    /// A request that a router of this process takes ([`local`]): handed to it in-process,
+    /// its answer either at once (a refusal) or later on this process's reply inbox
+    /// ([`local_reply`]), from whichever process owns the session.
+    async fn request_routed_here(
+        &self,
+        router: Arc<dyn Handler>,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, BusError> {
+        let started = tokio::time::Instant::now();
+        let timed_out = || BusError::Timeout {
+            subject: subject.to_string(),
+            after: timeout,
+        };
+        let replies = self
+            .local_replies
+            .get_or_try_init(|| local_reply::LocalReplies::start(&self.client, &self.runtime))
+            .await?;
+        let (reply, pending) = replies.expect();
+        let message = Message {
+            subject: subject.to_string(),
+            reply: Some(reply),
+            payload,
+            traceparent: crate::telemetry::trace_context::current(),
+            local: None,
+        };
+        let answered = tokio::time::timeout(timeout, router.handle(message))
+            .await
+            .map_err(|_| timed_out())?;
+        if let Some(answer) = answered {
+            return Ok(answer);
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, pending.reply()).await {
+            Ok(Some(answer)) => Ok(answer),
+            Ok(None) => Err(self.io_error("request failed", "this process's reply inbox closed")),
+            Err(_) => Err(timed_out()),
+        }
     }
 
     /// Copies JetStream keeps of each stream this bus creates.
@@ -266,6 +312,11 @@ impl Bus for NatsBus {
     async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
+        if let Some(replies) = self.local_replies.get() {
+            if replies.deliver(subject, &payload) {
+                return Ok(());
+            }
+        }
         let sent = match trace::headers() {
             Some(headers) => {
                 self.client
@@ -315,7 +366,7 @@ impl Bus for NatsBus {
             .await
             .map_err(|e| self.io_error("queue subscribe failed", e))?;
         let client = self.client.clone();
-        let local = self.local.register(pattern, handler.clone());
+        let local = self.local.register(pattern, group, handler.clone());
         let pattern = pattern.to_string();
         let task = self.runtime.spawn(async move {
             while let Some(m) = subscriber.next().await {
@@ -358,6 +409,11 @@ impl Bus for NatsBus {
     ) -> Result<Bytes, BusError> {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
+        if let Some(router) = self.local.router(subject) {
+            return self
+                .request_routed_here(router, subject, payload, timeout)
+                .await;
+        }
         let size = payload.len();
         let mut request = async_nats::Request::new()
             .payload(payload)

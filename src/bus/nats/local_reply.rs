@@ -1,0 +1,112 @@
+//! This process's in-process reply inbox, for the requests it hands to a service of its own
+//! that answers later, by publishing to the reply subject (the session router: the session
+//! acknowledges the message once it is stored; see [`super::local`]).
+//!
+//! The inbox is a real NATS subject, `<inbox prefix>.<nuid>.<token>`, subscribed once: a
+//! session owned by another process answers over NATS as it would any publisher. A reply
+//! published by this very process (the session is owned here) is handed over in-process
+//! instead: no message through the server, no wake-up of the connection's reader.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use super::AbortOnDrop;
+use crate::bus::BusError;
+
+type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>>;
+
+fn lock(waiting: &Waiting) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Bytes>>> {
+    waiting.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The reply subjects of this process's in-process requests and who waits on each.
+pub struct LocalReplies {
+    /// `<inbox prefix>.<nuid>.`: every reply subject starts with it.
+    prefix: String,
+    next: AtomicU64,
+    waiting: Waiting,
+    _listener: AbortOnDrop,
+}
+
+impl LocalReplies {
+    /// Subscribe to this process's reply subjects (on `runtime`, the connection's).
+    pub async fn start(client: &async_nats::Client, runtime: &Handle) -> Result<Self, BusError> {
+        let prefix = format!("{}.", client.new_inbox());
+        let mut replies = client.subscribe(format!("{prefix}*")).await.map_err(|e| {
+            BusError::Io(format!(
+                "cannot subscribe to this process's reply inbox `{prefix}*`: {e}; check that \
+                     nats-server is reachable and this user may subscribe to its inbox prefix"
+            ))
+        })?;
+        let waiting = Waiting::default();
+        let routing = waiting.clone();
+        let listener = runtime.spawn(async move {
+            while let Some(reply) = replies.next().await {
+                let waiter = lock(&routing).remove(reply.subject.as_str());
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(reply.payload);
+                }
+            }
+        });
+        Ok(Self {
+            prefix,
+            next: AtomicU64::new(0),
+            waiting,
+            _listener: AbortOnDrop(listener),
+        })
+    }
+
+    /// A new reply subject and the reply that will come to it; dropping the [`Pending`]
+    /// forgets the subject.
+    pub fn expect(&self) -> (String, Pending) {
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        let subject = format!("{}{token}", self.prefix);
+        let (send, receive) = oneshot::channel();
+        lock(&self.waiting).insert(subject.clone(), send);
+        let pending = Pending {
+            receive,
+            subject: subject.clone(),
+            waiting: self.waiting.clone(),
+        };
+        (subject, pending)
+    }
+
+    /// Hand `payload` over in-process when `subject` is one of this process's reply subjects
+    /// (true; a reply to a request that gave up is dropped, as the server would drop it), or
+    /// leave it to NATS (false).
+    pub fn deliver(&self, subject: &str, payload: &Bytes) -> bool {
+        if !subject.starts_with(&self.prefix) {
+            return false;
+        }
+        if let Some(waiter) = lock(&self.waiting).remove(subject) {
+            let _ = waiter.send(payload.clone());
+        }
+        true
+    }
+}
+
+/// The reply an in-process request waits for.
+pub struct Pending {
+    receive: oneshot::Receiver<Bytes>,
+    subject: String,
+    waiting: Waiting,
+}
+
+impl Pending {
+    /// The reply, or `None` when the inbox closed (the bus was dropped).
+    pub async fn reply(mut self) -> Option<Bytes> {
+        (&mut self.receive).await.ok()
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        lock(&self.waiting).remove(&self.subject);
+    }
+}
