@@ -232,9 +232,15 @@ impl NatsBus {
             traceparent: crate::telemetry::trace_context::current(),
             local: None,
         };
-        let answered = tokio::time::timeout(timeout, router.handle(message))
+        // On the connection's runtime, as a message from NATS would be, whatever runtime
+        // asks (a session actor's arbiter delegating).
+        let routing = self
+            .runtime
+            .spawn(async move { router.handle(message).await }.in_current_span());
+        let answered = tokio::time::timeout(timeout, routing)
             .await
-            .map_err(|_| timed_out())?;
+            .map_err(|_| timed_out())?
+            .map_err(|e| self.io_error("routing a message in-process failed", e))?;
         if let Some(answer) = answered {
             return Ok(answer);
         }

@@ -5,6 +5,7 @@
 mod durable;
 mod extraction_outbox;
 mod fixture;
+mod local_routing;
 mod messaging;
 
 use std::time::{Duration, Instant};

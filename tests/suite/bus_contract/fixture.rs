@@ -55,6 +55,14 @@ impl Fixture {
         }
     }
 
+    /// The NATS server's URL (none for the embedded bus).
+    pub fn nats_url(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Nats(server) => Some(server.url()),
+            Backend::Embedded(_) => None,
+        }
+    }
+
     /// Embedded: drop the bus and its sled database, reopen the same directory.
     /// NATS: restart nats-server on the same port and store, connect a new client.
     pub async fn restart(self) -> Self {
