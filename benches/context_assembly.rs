@@ -11,6 +11,7 @@
 //! p50/p99 over 2,000 runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
@@ -35,7 +36,7 @@ fn stored(tokens: &TokenCounter, seq: u64, turn: u64, message: ChatMessage) -> S
         tokens: tokens.count_message(&message),
         usage: None,
         tool_status: None,
-        message,
+        message: message.into(),
     }
 }
 
@@ -69,9 +70,9 @@ fn session(tokens: &TokenCounter) -> Vec<StoredMessage> {
 }
 
 struct Case {
-    system: ChatMessage,
-    goal: ChatMessage,
-    summary: ChatMessage,
+    system: Arc<ChatMessage>,
+    goal: Arc<ChatMessage>,
+    summary: Arc<ChatMessage>,
     log: Vec<StoredMessage>,
     tokens: TokenCounter,
 }
@@ -83,11 +84,15 @@ impl Case {
                             each was computed with `add` and answered. "
             .repeat(20);
         Self {
-            system: ChatMessage::system("You are a careful assistant. Use tools when needed."),
-            goal: ChatMessage::system("Task goal (pinned; keep working towards it): add numbers"),
-            summary: ChatMessage::system(format!(
-                "Summary of the earlier conversation: {summary_text}"
+            system: Arc::new(ChatMessage::system(
+                "You are a careful assistant. Use tools when needed.",
             )),
+            goal: Arc::new(ChatMessage::system(
+                "Task goal (pinned; keep working towards it): add numbers",
+            )),
+            summary: Arc::new(ChatMessage::system(format!(
+                "Summary of the earlier conversation: {summary_text}"
+            ))),
             log: session(&tokens),
             tokens,
         }

@@ -311,8 +311,8 @@ fn summary_chat(request: &SummariseRequest) -> ChatRequest {
     }
     ChatRequest {
         messages: vec![
-            ChatMessage::system(SUMMARY_PROMPT),
-            ChatMessage::user(transcript),
+            ChatMessage::system(SUMMARY_PROMPT).into(),
+            ChatMessage::user(transcript).into(),
         ],
         temperature: Some(0.0),
         ..ChatRequest::default()

@@ -22,7 +22,7 @@ fn message(seq: u64, text: String) -> StoredMessage {
         tokens: 1,
         usage: None,
         tool_status: None,
-        message: ChatMessage::user(text),
+        message: ChatMessage::user(text).into(),
     }
 }
 

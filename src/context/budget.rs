@@ -8,6 +8,8 @@
 //! result never exceeds the budget: when even the parts that are never cut do not fit, the
 //! assembly fails with an error that says so.
 
+use std::sync::Arc;
+
 use crate::llm::{ChatMessage, Role};
 use crate::store::sessions::StoredMessage;
 
@@ -19,7 +21,7 @@ pub fn budget(context_window: usize, reply_reserve: usize) -> usize {
 /// A message with its token count.
 #[derive(Debug, Clone, Copy)]
 pub struct Counted<'a> {
-    pub message: &'a ChatMessage,
+    pub message: &'a Arc<ChatMessage>,
     pub tokens: u32,
 }
 
@@ -48,7 +50,8 @@ pub trait Shrink {
 /// The assembled messages and their token total (tool definitions included).
 #[derive(Debug)]
 pub struct Assembled {
-    pub messages: Vec<ChatMessage>,
+    /// Shared with the parts and the session's history they came from: nothing is copied.
+    pub messages: Vec<Arc<ChatMessage>>,
     pub tokens: usize,
     /// Earlier messages left out for lack of room.
     pub dropped: usize,
@@ -64,14 +67,18 @@ pub struct OverBudget {
 }
 
 /// One message as sent: full or shrunk.
-fn fit(m: &StoredMessage, room: usize, shrink: &dyn Shrink) -> Option<(ChatMessage, usize, bool)> {
+fn fit(
+    m: &StoredMessage,
+    room: usize,
+    shrink: &dyn Shrink,
+) -> Option<(Arc<ChatMessage>, usize, bool)> {
     if m.tokens as usize <= room {
         return Some((m.message.clone(), m.tokens as usize, false));
     }
     if m.message.role == Role::Tool {
         if let Some((small, t)) = shrink.shrink(m) {
             if t as usize <= room {
-                return Some((small, t as usize, true));
+                return Some((Arc::new(small), t as usize, true));
             }
         }
     }
@@ -83,7 +90,7 @@ fn fit_all(
     msgs: &[StoredMessage],
     room: usize,
     shrink: &dyn Shrink,
-) -> Option<(Vec<ChatMessage>, usize, usize)> {
+) -> Option<(Vec<Arc<ChatMessage>>, usize, usize)> {
     let full: usize = msgs.iter().map(|m| m.tokens as usize).sum();
     if full <= room {
         return Some((msgs.iter().map(|m| m.message.clone()).collect(), full, 0));
@@ -139,7 +146,7 @@ pub fn assemble(
         budget,
     })?;
     used += t;
-    let take = |c: Option<Counted<'_>>, used: &mut usize| -> Option<ChatMessage> {
+    let take = |c: Option<Counted<'_>>, used: &mut usize| -> Option<Arc<ChatMessage>> {
         let c = c?;
         if *used + c.tokens as usize <= budget {
             *used += c.tokens as usize;
@@ -152,7 +159,7 @@ pub fn assemble(
     let key_facts = take(parts.key_facts, &mut used);
     let summary = take(parts.summary, &mut used);
     // Earlier turns, newest first, whole turns only.
-    let mut kept: Vec<Vec<ChatMessage>> = Vec::new();
+    let mut kept: Vec<Vec<Arc<ChatMessage>>> = Vec::new();
     let mut end = parts.history.len();
     while end > 0 {
         let turn_id = &parts.history[end - 1].turn_id;
@@ -213,13 +220,13 @@ mod tests {
             tokens,
             usage: None,
             tool_status: None,
-            message: ChatMessage::user(format!("m{seq}")),
+            message: ChatMessage::user(format!("m{seq}")).into(),
         }
     }
 
     #[test]
     fn oldest_whole_turns_are_dropped_first_and_budget_holds() {
-        let system = ChatMessage::system("s");
+        let system = Arc::new(ChatMessage::system("s"));
         let history = vec![
             stored(0, "t1", 50),
             stored(1, "t1", 50),
@@ -249,7 +256,7 @@ mod tests {
 
     #[test]
     fn parts_that_are_never_cut_over_budget_is_an_error() {
-        let system = ChatMessage::system("s");
+        let system = Arc::new(ChatMessage::system("s"));
         let current = vec![stored(0, "t", 500)];
         let parts = ContextParts {
             system: Counted {
@@ -314,7 +321,7 @@ mod properties {
             tokens,
             usage: None,
             tool_status: None,
-            message,
+            message: message.into(),
         }
     }
 
@@ -364,8 +371,8 @@ mod properties {
             let split = messages.iter().position(|m| m.turn_id == last_turn).unwrap_or(0);
             let (history, current) = messages.split_at(split);
             let current = &current[..1]; // the current turn has only its user message so far
-            let system = ChatMessage::system("You are helpful.");
-            let goal = ChatMessage::system("Task goal: find the thing");
+            let system = Arc::new(ChatMessage::system("You are helpful."));
+            let goal = Arc::new(ChatMessage::system("Task goal: find the thing"));
             let parts = ContextParts {
                 system: Counted { message: &system, tokens: counter().count_message(&system) },
                 tools_tokens,

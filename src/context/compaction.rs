@@ -6,6 +6,8 @@
 //! does not grow with the length of the session. The full history stays in sled and is
 //! searchable.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::budget::Shrink;
@@ -37,15 +39,16 @@ pub fn fold_split(history: &[StoredMessage], recent_turns: usize) -> Option<usiz
 
 /// The messages to send to the summariser: tool results cut short (the summary needs their
 /// gist, not their bulk).
-pub fn for_summary(messages: &[StoredMessage]) -> Vec<ChatMessage> {
+pub fn for_summary(messages: &[StoredMessage]) -> Vec<Arc<ChatMessage>> {
     messages
         .iter()
         .map(|m| {
-            let mut msg = m.message.clone();
-            if msg.role == Role::Tool {
-                msg.content = cut(&msg.content, 400);
+            if m.message.role != Role::Tool {
+                return m.message.clone();
             }
-            msg
+            let mut msg = (*m.message).clone();
+            msg.content = cut(&msg.content, 400);
+            Arc::new(msg)
         })
         .collect()
 }
@@ -87,7 +90,7 @@ impl Shrink for ToolResultShrinker<'_> {
             "raw_reference": format!("message:{}", m.seq),
         })
         .to_string();
-        let mut small = m.message.clone();
+        let mut small = (*m.message).clone();
         small.content = content;
         let tokens = self.tokens.count_message(&small);
         (tokens < m.tokens).then_some((small, tokens))
@@ -107,7 +110,7 @@ mod tests {
             tokens: 5,
             usage: None,
             tool_status: None,
-            message: ChatMessage::user("x"),
+            message: ChatMessage::user("x").into(),
         }
     }
 
@@ -129,7 +132,7 @@ mod tests {
             "lorem ipsum ".repeat(500)
         );
         let mut m = stored(3, "t");
-        m.message = ChatMessage::tool("c1", "search", big);
+        m.message = ChatMessage::tool("c1", "search", big).into();
         m.tokens = tokens.count_message(&m.message);
         let (small, t) = ToolResultShrinker { tokens: &tokens }.shrink(&m).unwrap();
         assert!(t < 100, "{t}");

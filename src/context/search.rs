@@ -101,7 +101,7 @@ mod tests {
                 tokens: 1,
                 usage: None,
                 tool_status: None,
-                message: ChatMessage::user(*t),
+                message: ChatMessage::user(*t).into(),
             })
             .collect();
         store.append(&mut meta, &msgs).await.unwrap();

@@ -166,7 +166,7 @@ impl ChatModel for BenchModel {
         request: &ChatRequest,
         _deltas: Option<DeltaSender>,
     ) -> Result<ChatResponse, LlmError> {
-        reply(request.messages.last())
+        reply(request.messages.last().map(|m| &**m))
     }
 }
 
@@ -177,7 +177,7 @@ mod tests {
 
     async fn answer(messages: Vec<ChatMessage>) -> Result<ChatResponse, LlmError> {
         let request = ChatRequest {
-            messages,
+            messages: crate::llm::shared(messages),
             ..ChatRequest::default()
         };
         BenchModel::new().complete(&request, None).await

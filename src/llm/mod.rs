@@ -23,6 +23,8 @@ pub mod probe;
 pub mod replay;
 pub mod responses;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -33,7 +35,9 @@ pub use error_kind::ModelErrorKind;
 /// One call to a chat model.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
-    pub messages: Vec<ChatMessage>,
+    /// Shared, not copied: a turn's context is its session's history (see [`ChatMessage`]'s
+    /// `Arc` in [`crate::store::sessions::StoredMessage`]).
+    pub messages: Vec<Arc<ChatMessage>>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +51,11 @@ pub struct ChatRequest {
     /// requests with the same key are routed to the same cache. One per session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_key: Option<String>,
+}
+
+/// Messages made for one request, in the shared form [`ChatRequest::messages`] takes.
+pub fn shared(messages: impl IntoIterator<Item = ChatMessage>) -> Vec<Arc<ChatMessage>> {
+    messages.into_iter().map(Arc::new).collect()
 }
 
 /// What the model answered: text, tool calls, or both.

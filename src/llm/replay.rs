@@ -19,6 +19,8 @@
 
 mod scenario;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -100,7 +102,7 @@ impl ReplayModel {
     }
 
     /// The first rule that answers `messages`.
-    fn find_rule(&self, messages: &[ChatMessage]) -> Result<&Rule, LlmError> {
+    fn find_rule(&self, messages: &[Arc<ChatMessage>]) -> Result<&Rule, LlmError> {
         let planner = self.role == "planner";
         self.rules
             .iter()
@@ -123,7 +125,7 @@ impl ReplayModel {
     }
 }
 
-fn matches(rule: &Rule, messages: &[ChatMessage], planner: bool) -> bool {
+fn matches(rule: &Rule, messages: &[Arc<ChatMessage>], planner: bool) -> bool {
     let Some(last) = messages.last() else {
         return false;
     };
@@ -155,7 +157,10 @@ fn matches(rule: &Rule, messages: &[ChatMessage], planner: bool) -> bool {
 }
 
 /// The tool a tool message answers: its `name`, else the call its `tool_call_id` refers to.
-fn tool_name_of<'a>(messages: &'a [ChatMessage], tool_message: &'a ChatMessage) -> Option<&'a str> {
+fn tool_name_of<'a>(
+    messages: &'a [Arc<ChatMessage>],
+    tool_message: &'a ChatMessage,
+) -> Option<&'a str> {
     if let Some(name) = tool_message.name.as_deref() {
         return Some(name);
     }
@@ -168,7 +173,7 @@ fn tool_name_of<'a>(messages: &'a [ChatMessage], tool_message: &'a ChatMessage) 
 }
 
 /// `user: "first words…"` or `tool result of f: "…"`, for the no-rule error.
-fn describe_last(messages: &[ChatMessage]) -> String {
+fn describe_last(messages: &[Arc<ChatMessage>]) -> String {
     let Some(last) = messages.last() else {
         return "(none: the request has no messages)".into();
     };
@@ -188,7 +193,7 @@ fn describe_last(messages: &[ChatMessage]) -> String {
 }
 
 /// FNV-1a over the messages' JSON: stable across runs, platforms and Rust versions.
-fn conversation_hash(messages: &[ChatMessage]) -> u32 {
+fn conversation_hash(messages: &[Arc<ChatMessage>]) -> u32 {
     let bytes = serde_json::to_vec(messages).unwrap_or_default();
     let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -354,7 +359,7 @@ text = '{"memory_updates": []}'
         messages: Vec<ChatMessage>,
     ) -> Result<ChatResponse, LlmError> {
         let request = ChatRequest {
-            messages,
+            messages: crate::llm::shared(messages),
             ..ChatRequest::default()
         };
         model.complete(&request, None).await
@@ -494,7 +499,7 @@ text = '{"memory_updates": []}'
     async fn streamed(m: &ReplayModel, messages: Vec<ChatMessage>) -> (ChatResponse, Vec<String>) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let request = ChatRequest {
-            messages,
+            messages: crate::llm::shared(messages),
             ..ChatRequest::default()
         };
         let reply = m.complete(&request, Some(tx)).await.unwrap();

@@ -132,8 +132,8 @@ pub fn build_request(transcript: &[ChatMessage], existing: &[MemoryRecord]) -> C
     prompt.push_str("\nReply with the JSON object only.");
     ChatRequest {
         messages: vec![
-            ChatMessage::system(EXTRACTION_SYSTEM_PROMPT),
-            ChatMessage::user(prompt),
+            ChatMessage::system(EXTRACTION_SYSTEM_PROMPT).into(),
+            ChatMessage::user(prompt).into(),
         ],
         tools: Vec::new(),
         temperature: Some(0.0),

@@ -16,7 +16,7 @@ pub(crate) fn message(seq: u64, text: &str) -> StoredMessage {
         tokens: 3,
         usage: None,
         tool_status: None,
-        message: ChatMessage::user(text),
+        message: ChatMessage::user(text).into(),
     }
 }
 
@@ -55,7 +55,7 @@ pub(crate) async fn converse(store: &SessionStore, agent: &str, session: &str, u
         turn.phase = TurnPhase::Answered;
     }
     let answer = StoredMessage {
-        message: ChatMessage::assistant("hello, how can I help?"),
+        message: ChatMessage::assistant("hello, how can I help?").into(),
         ..message(1, "")
     };
     store.save(&mut meta, &[answer], &task).await.unwrap();

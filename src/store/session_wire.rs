@@ -121,6 +121,6 @@ pub fn message(m: &StoredMessage) -> SessionMessage {
         ts: m.ts,
         tokens: m.tokens,
         usage: m.usage,
-        message: m.message.clone(),
+        message: (*m.message).clone(),
     }
 }

@@ -128,7 +128,9 @@ pub struct StoredMessage {
     /// our own count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    pub message: ChatMessage,
+    /// Shared with every planning request that sends it (a turn's context is most of its
+    /// session's history), so assembling a context copies no message.
+    pub message: Arc<ChatMessage>,
     /// A tool result's status, as the call ended (the loop guard counts failures by it, never
     /// by the text the model was shown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -479,7 +481,7 @@ pub(super) mod tests {
             tokens: 3,
             usage: None,
             tool_status: None,
-            message: ChatMessage::user(text),
+            message: ChatMessage::user(text).into(),
         }
     }
 

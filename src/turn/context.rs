@@ -2,6 +2,7 @@
 //! summary when enough have piled up.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::{TurnEnv, TurnError, TurnState};
 use crate::config::AgentConfig;
@@ -16,10 +17,10 @@ use crate::store::tasks::TaskState;
 
 /// The parts of the context that stay the same for every step of a turn.
 pub(super) struct Fixed {
-    system: ChatMessage,
+    system: Arc<ChatMessage>,
     system_tokens: u32,
     tools_tokens: u32,
-    memory: Option<ChatMessage>,
+    memory: Option<Arc<ChatMessage>>,
     memory_tokens: u32,
     budget: usize,
 }
@@ -31,8 +32,8 @@ impl Fixed {
         hits: &[RecallHit],
         tools: &[ToolSpec],
     ) -> Self {
-        let system = ChatMessage::system(agent.system_prompt.clone());
-        let memory = memory_block(hits);
+        let system = Arc::new(ChatMessage::system(agent.system_prompt.clone()));
+        let memory = memory_block(hits).map(Arc::new);
         let window = agent.window(&env.config.models);
         let tools_json = serde_json::to_string(tools).unwrap_or_default();
         Self {
@@ -84,10 +85,10 @@ pub(super) fn assemble(
     state: &TurnState<'_>,
     fixed: &Fixed,
     current: &[StoredMessage],
-) -> Result<(Vec<ChatMessage>, usize), TurnError> {
+) -> Result<(Vec<Arc<ChatMessage>>, usize), TurnError> {
     let task = &*state.task;
-    let goal = task.goal.as_deref().map(goal_message);
-    let summary = (!task.summary.is_empty()).then(|| summary_message(&task.summary));
+    let goal = task.goal.as_deref().map(|g| Arc::new(goal_message(g)));
+    let summary = (!task.summary.is_empty()).then(|| Arc::new(summary_message(&task.summary)));
     let facts = (!task.key_facts.is_empty()).then(|| {
         ChatMessage::system(format!(
             "Key facts from tool results in this session: {}",
@@ -105,7 +106,8 @@ pub(super) fn assemble(
     let facts = match (facts, running_note(task)) {
         (Some(f), Some(note)) => Some(ChatMessage::system(format!("{}\n{note}", f.content))),
         (f, note) => f.or_else(|| note.map(ChatMessage::system)),
-    };
+    }
+    .map(Arc::new);
     let facts_tokens = facts
         .as_ref()
         .map_or(0, |m| state.env.tokens.count_message(m));

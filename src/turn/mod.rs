@@ -567,7 +567,7 @@ pub fn new_stored(
         ts,
         tokens: tokens.count_message(&message),
         usage: None,
-        message,
+        message: Arc::new(message),
         tool_status: None,
     }
 }

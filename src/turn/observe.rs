@@ -100,7 +100,7 @@ mod tests {
             ts: Utc::now(),
             tokens: 1,
             usage,
-            message,
+            message: message.into(),
             tool_status: None,
         }
     }

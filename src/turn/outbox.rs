@@ -92,7 +92,7 @@ pub(super) fn extraction_job(
         message_id: record.message_id.clone(),
         source_time: user_message.ts,
         transcript: vec![
-            user_message.message.clone(),
+            (*user_message.message).clone(),
             ChatMessage::assistant(answer.to_string()),
         ],
     }

@@ -126,7 +126,7 @@ async fn planning_interrupted_mid_step_plans_again() {
     let assistant: Vec<&ChatMessage> = s
         .log
         .iter()
-        .map(|m| &m.message)
+        .map(|m| &*m.message)
         .filter(|m| m.role == Role::Assistant)
         .collect();
     assert_eq!(assistant.len(), 1);

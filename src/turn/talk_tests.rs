@@ -12,7 +12,7 @@ use crate::tools::jobs::JobStatus;
 
 /// Every assistant message with tool calls is followed at once by a result for each call (what
 /// chat-completions APIs require).
-fn well_formed(messages: &[ChatMessage]) -> bool {
+fn well_formed(messages: &[std::sync::Arc<ChatMessage>]) -> bool {
     messages.iter().enumerate().all(|(i, m)| {
         if m.role != Role::Assistant || m.tool_calls.is_empty() {
             return true;

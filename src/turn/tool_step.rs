@@ -539,7 +539,7 @@ mod tests {
             tokens: 1,
             usage: None,
             tool_status: None,
-            message,
+            message: message.into(),
         }
     }
 

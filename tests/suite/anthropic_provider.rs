@@ -41,7 +41,7 @@ fn model(fake: &FakeAnthropic, options: AnthropicOptions) -> AnthropicModel {
 
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::system("be brief"), ChatMessage::user(text)],
+        messages: hermes::llm::shared([ChatMessage::system("be brief"), ChatMessage::user(text)]),
         tools: vec![ToolSpec {
             name: "add".into(),
             description: "Adds two integers.".into(),
@@ -121,8 +121,10 @@ async fn the_second_request_reads_the_first_from_the_prompt_cache() {
     let m = model(&fake, options(false));
     let mut request = ask("hello");
     let first = m.complete(&request, None).await.unwrap();
-    request.messages.push(ChatMessage::assistant(first.text));
-    request.messages.push(ChatMessage::user("and again"));
+    request
+        .messages
+        .push(ChatMessage::assistant(first.text).into());
+    request.messages.push(ChatMessage::user("and again").into());
     let second = m.complete(&request, None).await.unwrap();
     let (u1, u2) = (first.usage.unwrap(), second.usage.unwrap());
     assert_eq!(u1.cached_tokens, 0);

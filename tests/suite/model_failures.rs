@@ -29,7 +29,7 @@ fn model(fake: &FakeOpenAi, retries: u32) -> OpenAiModel {
 
 fn ask() -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::user("hi")],
+        messages: hermes::llm::shared([ChatMessage::user("hi")]),
         ..ChatRequest::default()
     }
 }

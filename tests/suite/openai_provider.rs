@@ -24,7 +24,7 @@ fn model(fake: &FakeOpenAi, stream: bool) -> OpenAiModel {
 
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::system("be brief"), ChatMessage::user(text)],
+        messages: hermes::llm::shared([ChatMessage::system("be brief"), ChatMessage::user(text)]),
         ..ChatRequest::default()
     }
 }
@@ -136,11 +136,11 @@ async fn request_wire_format_carries_tools_tool_calls_and_tool_results() {
         arguments: json!({"a": 8, "b": 1000}),
     };
     let request = ChatRequest {
-        messages: vec![
+        messages: hermes::llm::shared([
             ChatMessage::user("turn 8: add 8 and 1008"),
             ChatMessage::assistant_calls("", vec![call]),
             ChatMessage::tool("call_9", "add", "1008"),
-        ],
+        ]),
         tools: vec![ToolSpec {
             name: "add".into(),
             description: "Adds two integers.".into(),

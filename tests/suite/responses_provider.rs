@@ -46,7 +46,7 @@ fn add_tool() -> ToolSpec {
 
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::system("be brief"), ChatMessage::user(text)],
+        messages: hermes::llm::shared([ChatMessage::system("be brief"), ChatMessage::user(text)]),
         tools: vec![add_tool()],
         cache_key: Some("hermes:assistant:s1".into()),
         ..ChatRequest::default()

@@ -50,7 +50,7 @@ fn stored(seq: u64, message: ChatMessage) -> StoredMessage {
         tokens: 10,
         usage: None,
         tool_status: None,
-        message,
+        message: message.into(),
     }
 }
 

@@ -2,6 +2,8 @@
 //! planning and summarising requests, session search, and every turn event published on
 //! `hermes.out.<agent>.<session>.<reader>`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -124,7 +126,10 @@ pub struct ConfirmationAccepted {
 pub struct PlanRequest {
     pub turn_id: String,
     pub step: u32,
-    pub messages: Vec<ChatMessage>,
+    /// The context for this step, oldest first.
+    // Shared with the session's own copy of its history rather than copied; plain messages on
+    // the wire.
+    pub messages: Vec<Arc<ChatMessage>>,
     pub tools: Vec<ToolSpec>,
     /// Where to publish `delta` events while the model streams (the session's out subject).
     #[serde(default)]
@@ -302,7 +307,8 @@ pub struct SummariseRequest {
     /// The summary so far (empty at first).
     pub previous: String,
     /// The turns to fold in, oldest first.
-    pub messages: Vec<ChatMessage>,
+    // Shared with the session's history, as `PlanRequest::messages` is.
+    pub messages: Vec<Arc<ChatMessage>>,
     /// The pinned goal, so the summary keeps what matters for it.
     #[serde(default)]
     pub goal: Option<String>,

@@ -12,6 +12,8 @@
 //! last block is the only one that changes, so each request stays a byte prefix of the next
 //! up to its final block.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -107,7 +109,7 @@ fn ephemeral() -> Value {
 /// Thinking may be on unless the request ends inside a tool loop whose assistant step has no
 /// thinking block of this model (it came from another provider, e.g. a fallback): the API
 /// requires that step to start with one when thinking is enabled.
-fn thinking_allowed(conversation: &[ChatMessage], model: &str) -> bool {
+fn thinking_allowed(conversation: &[Arc<ChatMessage>], model: &str) -> bool {
     let Some(last_assistant) = conversation.iter().rposition(|m| m.role == Role::Assistant) else {
         return true;
     };
@@ -123,7 +125,7 @@ fn thinking_allowed(conversation: &[ChatMessage], model: &str) -> bool {
 }
 
 /// The conversation as alternating `user` / `assistant` messages of content blocks.
-fn wire_messages(conversation: &[ChatMessage], model: &str) -> Result<Vec<Value>, LlmError> {
+fn wire_messages(conversation: &[Arc<ChatMessage>], model: &str) -> Result<Vec<Value>, LlmError> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for (i, message) in conversation.iter().enumerate() {
         let (role, blocks) = match message.role {
@@ -374,7 +376,7 @@ mod tests {
         let mut asked = ChatMessage::assistant_calls("", vec![call()]);
         asked.provider_parts = vec![thinking("m"), thinking("other")];
         let request = ChatRequest {
-            messages: vec![
+            messages: crate::llm::shared([
                 ChatMessage::system("be brief"),
                 ChatMessage::system("Task goal: add"),
                 ChatMessage::user("hi"),
@@ -382,7 +384,7 @@ mod tests {
                 ChatMessage::user("2+3?"),
                 asked,
                 ChatMessage::tool("toolu_1", "add", "5"),
-            ],
+            ]),
             tools: vec![ToolSpec {
                 name: "add".into(),
                 description: "adds".into(),
@@ -421,11 +423,11 @@ mod tests {
     #[test]
     fn a_tool_loop_begun_by_another_provider_is_sent_without_thinking() {
         let request = ChatRequest {
-            messages: vec![
+            messages: crate::llm::shared([
                 ChatMessage::user("2+3?"),
                 ChatMessage::assistant_calls("", vec![call()]),
                 ChatMessage::tool("toolu_1", "add", "5"),
-            ],
+            ]),
             temperature: Some(0.5),
             json_mode: true,
             ..ChatRequest::default()

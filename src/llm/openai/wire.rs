@@ -248,13 +248,13 @@ mod tests {
     #[test]
     fn request_maps_messages_tools_and_options_to_the_wire_format() {
         let request = ChatRequest {
-            messages: vec![
+            messages: crate::llm::shared([
                 ChatMessage::system("be brief"),
                 ChatMessage::user("2+3?"),
                 ChatMessage::assistant_calls("", vec![call("c1", "add", json!({"a": 2, "b": 3}))]),
                 ChatMessage::tool("c1", "add", "5"),
                 ChatMessage::assistant("5"),
-            ],
+            ]),
             tools: vec![ToolSpec {
                 name: "add".into(),
                 description: "adds".into(),
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn request_without_options_omits_them_and_uses_the_configured_temperature() {
         let request = ChatRequest {
-            messages: vec![ChatMessage::user("hi")],
+            messages: crate::llm::shared([ChatMessage::user("hi")]),
             ..ChatRequest::default()
         };
         let body = request_body("m", &request, false, Some(0.5)).unwrap();

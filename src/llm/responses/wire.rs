@@ -368,13 +368,13 @@ mod tests {
         let mut asked = ChatMessage::assistant_calls("", vec![call]);
         asked.provider_parts = vec![reasoning("m"), reasoning("other-model")];
         let request = ChatRequest {
-            messages: vec![
+            messages: crate::llm::shared([
                 ChatMessage::system("be brief"),
                 ChatMessage::system("Task goal: add"),
                 ChatMessage::user("2+3?"),
                 asked,
                 ChatMessage::tool("call_1", "add", "5"),
-            ],
+            ]),
             tools: vec![ToolSpec {
                 name: "add".into(),
                 description: "adds".into(),
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn a_model_without_reasoning_effort_gets_the_temperature_and_json_mode() {
         let request = ChatRequest {
-            messages: vec![ChatMessage::user("hi")],
+            messages: crate::llm::shared([ChatMessage::user("hi")]),
             temperature: Some(0.0),
             json_mode: true,
             ..ChatRequest::default()

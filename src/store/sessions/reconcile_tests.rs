@@ -18,7 +18,7 @@ fn msg(seq: u64, id: &str) -> StoredMessage {
         ts: Utc::now(),
         tokens: 3,
         usage: None,
-        message: ChatMessage::user(id),
+        message: ChatMessage::user(id).into(),
         tool_status: None,
     }
 }
