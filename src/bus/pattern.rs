@@ -3,6 +3,11 @@
 
 use super::BusError;
 
+/// Does `pattern` have a wildcard token (`*` or `>`)?
+pub fn has_wildcard(pattern: &str) -> bool {
+    pattern.split('.').any(|t| t == "*" || t == ">")
+}
+
 /// Does `subject` match `pattern`?
 pub fn matches(pattern: &str, subject: &str) -> bool {
     // Byte tokens: this runs for every wildcard listener on every publish.

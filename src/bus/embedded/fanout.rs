@@ -26,6 +26,7 @@ use futures::Stream;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 use super::wild_index::WildIndex;
+use crate::bus::pattern::has_wildcard;
 use crate::bus::{Handler, Message};
 
 /// Messages a subscription buffers before its publishers feel backpressure.
@@ -94,10 +95,6 @@ enum Offer {
     Full(mpsc::Sender<Message>, bool),
     Call(Arc<dyn Handler>),
     Closed,
-}
-
-fn has_wildcard(pattern: &str) -> bool {
-    pattern.split('.').any(|t| t == "*" || t == ">")
 }
 
 impl Fanout {

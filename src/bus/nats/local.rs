@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::bus::pattern::matches;
+use crate::bus::pattern::{has_wildcard, matches};
 use crate::bus::Handler;
 use crate::protocol::subjects;
 
@@ -46,7 +46,7 @@ impl LocalServices {
         group: &str,
         handler: Arc<dyn Handler>,
     ) -> Option<Local> {
-        let wildcard = subject.split('.').any(|token| token == "*" || token == ">");
+        let wildcard = has_wildcard(subject);
         if wildcard && !routes_anywhere(subject, group) {
             return None;
         }
