@@ -48,10 +48,7 @@ impl LocalReplies {
         let routing = waiting.clone();
         let listener = runtime.spawn(async move {
             while let Some(reply) = replies.next().await {
-                let waiter = lock(&routing).remove(reply.subject.as_str());
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(reply.payload);
-                }
+                hand_over(&routing, reply.subject.as_str(), reply.payload);
             }
         });
         Ok(Self {
@@ -84,10 +81,16 @@ impl LocalReplies {
         if !subject.starts_with(&self.prefix) {
             return false;
         }
-        if let Some(waiter) = lock(&self.waiting).remove(subject) {
-            let _ = waiter.send(payload.clone());
-        }
+        hand_over(&self.waiting, subject, payload.clone());
         true
+    }
+}
+
+/// Give `payload` to whoever waits on `subject`; nobody does when the request gave up.
+fn hand_over(waiting: &Waiting, subject: &str, payload: Bytes) {
+    let waiter = lock(waiting).remove(subject);
+    if let Some(waiter) = waiter {
+        let _ = waiter.send(payload);
     }
 }
 
