@@ -23,7 +23,11 @@ mod deliver;
 mod freshness;
 mod job_events;
 #[cfg(test)]
+mod job_events_tests;
+#[cfg(test)]
 mod stale_copy_tests;
+#[cfg(test)]
+mod test_actor;
 mod unservable;
 
 use super::router::SessionRouter;
@@ -67,6 +71,9 @@ pub struct SessionActor {
     /// The message in hand, kept while its item is on its last chance: before refusing it,
     /// the session is read again and the message handled once more against what the log says.
     last_try: Option<(Deliver, Option<u64>)>,
+    /// The waiting turn whose heard job ends are recorded and not yet taken: it runs once for
+    /// every end already in the mailbox ([`job_events`]).
+    heard: Option<String>,
 }
 
 impl SessionActor {
@@ -85,6 +92,7 @@ impl SessionActor {
             arrived_reply: None,
             unservable: None,
             last_try: None,
+            heard: None,
         }
     }
 
@@ -114,8 +122,14 @@ impl SessionActor {
         ctx.stop();
     }
 
-    /// Run the turn in progress; the mailbox waits until it ends.
+    /// Run the turn in progress; the mailbox waits until it ends. Its awaited jobs are all
+    /// asked about: something may have ended unheard.
     fn run(&mut self, ctx: &mut Context<Self>) {
+        self.run_knowing(turn::Awaited::AskAll, ctx);
+    }
+
+    /// [`Self::run`], telling the turn what this copy heard of its awaited jobs.
+    fn run_knowing(&mut self, awaited: turn::Awaited, ctx: &mut Context<Self>) {
         let Some(mut meta) = self.meta.take() else {
             return;
         };
@@ -125,7 +139,7 @@ impl SessionActor {
         let history = self.history.clone();
         let turn_span = span.clone();
         let fut = async move {
-            let outcome = turn::run_turn(&env, &mut meta, &mut task, history).await;
+            let outcome = turn::run_turn(&env, &mut meta, &mut task, history, awaited).await;
             record_outcome(&turn_span, &outcome);
             let handed_back = outcome
                 .error

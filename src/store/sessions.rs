@@ -414,6 +414,13 @@ impl SessionStore {
         Ok(self.db.commit().await?)
     }
 
+    /// Have what was written so far flushed in the background, without waiting: for a write
+    /// whose loss in a crash is made good elsewhere (a job's result, found again where the
+    /// job left it).
+    pub fn flush_soon(&self) {
+        self.db.flush_soon();
+    }
+
     /// For a writer that must wait for its writes to be durable but may share a flush: in
     /// `sync` mode without a replicated log, a claim on everything written so far that a
     /// flush covers within `max` ([`Self::reached`] waits for it). `None` where

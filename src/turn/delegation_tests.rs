@@ -44,12 +44,12 @@ reply_reserve = 500
 delegates_to = ["triage", "care"]
 "#;
 
-fn team() -> Config {
+pub(crate) fn team() -> Config {
     let text = format!("{}\n{TEAM}", crate::config::DEFAULT_CONFIG);
     Config::parse(&text, "team").unwrap()
 }
 
-fn session_of(agent: &str, ports: FakePorts) -> Session {
+pub(crate) fn session_of(agent: &str, ports: FakePorts) -> Session {
     let mut s = Session::with_config(ports, team());
     s.meta.agent = agent.into();
     s
@@ -61,7 +61,7 @@ fn usage(prompt: u32, completion: u32) -> Option<Usage> {
 
 /// A triage planner that delegates to care and logistics at once, then answers with what
 /// came back.
-fn fan_out() -> FakePorts {
+pub(crate) fn fan_out() -> FakePorts {
     FakePorts::new(|r| {
         if last_is_user(r) {
             PlanReply {
@@ -99,7 +99,7 @@ fn fan_out() -> FakePorts {
 }
 
 /// The final event a child's session publishes for the parent's job `job_id`.
-fn child_answer(s: &Session, job_id: &str, answer: &str, tokens: u64) -> JobEvent {
+pub(crate) fn child_answer(s: &Session, job_id: &str, answer: &str, tokens: u64) -> JobEvent {
     let job = s
         .task
         .turn
@@ -190,15 +190,21 @@ async fn delegations_of_one_step_start_together_and_the_turn_waits_for_both() {
     let (care_job, log_job) = (care.id.clone(), logistics.id.clone());
     let first = child_answer(&s, &care_job, "likes SMS updates", 300);
     deliver(&mut s, &first);
-    s.resume().await;
+    s.resume_heard().await;
     assert_eq!(
         s.phase(),
         TurnPhase::WaitingAgents,
         "one answer of two does not end the wait"
     );
+    assert_eq!(
+        s.ports.seen().sent.len(),
+        2,
+        "a parent woken by one child's answer does not take the other, still working, for one \
+         that never got its task"
+    );
     let second = child_answer(&s, &log_job, "parcel is in Shanghai", 200);
     deliver(&mut s, &second);
-    s.resume().await;
+    s.resume_heard().await;
     assert_eq!(s.phase(), TurnPhase::Answered);
     let answer = s.answer().unwrap();
     assert!(
@@ -293,6 +299,31 @@ async fn a_child_past_its_deadline_is_cancelled_and_the_parent_goes_on() {
     );
     let answer = s.answer().unwrap();
     assert!(answer.contains("did not answer within"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_child_past_its_deadline_is_cancelled_when_another_childs_answer_wakes_the_parent() {
+    let mut s = session_of("triage", fan_out());
+    s.say("order A1 is delayed").await;
+    let sent = s.ports.seen().sent.clone();
+    let care = sent.iter().find(|e| e.agent.as_deref() == Some("care"));
+    let care_job = care.unwrap().id.clone();
+    for job in &mut s.task.turn.as_mut().unwrap().jobs {
+        if let Some(child) = job.child.as_mut().filter(|c| c.agent == "logistics") {
+            child.deadline = Utc::now() - ChronoDuration::seconds(1);
+        }
+    }
+    let answer = child_answer(&s, &care_job, "likes SMS updates", 300);
+    deliver(&mut s, &answer);
+    s.resume_heard().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    let cancels = s.ports.seen().cancels.clone();
+    assert_eq!(cancels.len(), 1, "only the late child is told to stop");
+    let answer = s.answer().unwrap();
+    assert!(
+        answer.contains("likes SMS updates") && answer.contains("did not answer within"),
+        "{answer}"
+    );
 }
 
 /// Accept `text` as a task that triage delegated to this session.

@@ -188,18 +188,32 @@ impl TurnOutcome {
     }
 }
 
+/// What a turn that runs again knows about the jobs and delegated tasks it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// An end may have gone unheard (the session started, read its log again, or was told to
+    /// look): every unfinished job and task is asked about.
+    AskAll,
+    /// Woken by one job's end in a copy that has heard every end since the wait began: the
+    /// others wake the turn by their own ends, so only tasks past their deadline are looked
+    /// at. A fan-out of n children then costs n wake-ups, not n² reads of their sessions.
+    Heard,
+}
+
 /// Run (or resume) the session's turn in progress to its answer or error.
 pub async fn run_turn(
     env: &TurnEnv,
     meta: &mut SessionMeta,
     task: &mut TaskState,
     log: Arc<Vec<StoredMessage>>,
+    awaited: Awaited,
 ) -> TurnOutcome {
     let Some(record) = task.unfinished_turn().cloned() else {
         return TurnOutcome::empty(TurnError::NoTurn);
     };
     let emitter = Emitter::new(env, meta, &record.trace_id);
     let mut state = TurnState::new(env, meta, task, &log, emitter);
+    state.awaited = awaited;
     let result = steps(&mut state, &record).await;
     let mut error = result.err();
     if let Some(e) = error.as_ref().filter(|e| !e.hands_back()) {
@@ -577,7 +591,7 @@ mod ack_tests;
 #[cfg(test)]
 mod deferral_tests;
 #[cfg(test)]
-mod delegation_tests;
+pub(crate) mod delegation_tests;
 #[cfg(test)]
 pub(crate) mod fake;
 #[cfg(test)]

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::fake::FakePorts;
 use super::inbound::{self, Inbound};
-use super::run_turn;
 use super::tests::{call_then_answer, says, tool, Session};
+use super::{run_turn, Awaited};
 use crate::llm::{ChatMessage, Role};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::UserMessage;
@@ -47,7 +47,14 @@ async fn a_turn_resumes_from_each_persisted_state_without_repeating_a_stored_cal
     let log_len = s.log.len();
     s.env.store.save(&mut s.meta, &[], &s.task).await.unwrap();
     assert_eq!(s.log.last().unwrap().message.role, Role::Tool);
-    let outcome = run_turn(&s.env, &mut s.meta, &mut s.task, Arc::new(s.log.clone())).await;
+    let outcome = run_turn(
+        &s.env,
+        &mut s.meta,
+        &mut s.task,
+        Arc::new(s.log.clone()),
+        Awaited::AskAll,
+    )
+    .await;
     assert!(outcome.error.is_none());
     assert_eq!(
         s.ports.seen().calls.len(),

@@ -40,6 +40,8 @@ pub(super) struct TurnState<'a> {
     /// The answered turn's extraction job, for the answer's append to carry
     /// ([`super::outbox`]).
     pub(super) carried: Option<bytes::Bytes>,
+    /// Which awaited jobs the tool step asks about.
+    pub(super) awaited: super::Awaited,
 }
 
 /// Longest a mid-turn step is kept back: a turn of slow reads still stores its progress about
@@ -66,6 +68,7 @@ impl<'a> TurnState<'a> {
             deferred_since: None,
             message_unwritten: false,
             carried: None,
+            awaited: super::Awaited::AskAll,
         }
     }
 

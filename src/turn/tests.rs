@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::fake::FakePorts;
 use super::inbound::{self, Inbound};
-use super::{run_turn, TurnEnv, TurnOutcome};
+use super::{run_turn, Awaited, TurnEnv, TurnOutcome};
 use crate::config::Config;
 use crate::context::tokens::TokenCounter;
 use crate::llm::{Role, ToolCall};
@@ -132,10 +132,19 @@ impl Session {
         self.log.push(stored);
     }
 
-    /// Run the turn in progress from where its state stands.
+    /// Run the turn in progress from where its state stands, as after a start.
     pub(crate) async fn resume(&mut self) -> TurnOutcome {
+        self.resume_knowing(Awaited::AskAll).await
+    }
+
+    /// Run the waiting turn as a live session actor does when it heard one job's end.
+    pub(crate) async fn resume_heard(&mut self) -> TurnOutcome {
+        self.resume_knowing(Awaited::Heard).await
+    }
+
+    async fn resume_knowing(&mut self, awaited: Awaited) -> TurnOutcome {
         let log = Arc::new(self.log.clone());
-        let outcome = run_turn(&self.env, &mut self.meta, &mut self.task, log).await;
+        let outcome = run_turn(&self.env, &mut self.meta, &mut self.task, log, awaited).await;
         self.log.extend(outcome.messages.iter().cloned());
         outcome
     }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use chrono::Utc;
 
 use super::tool_calls::UserGrant;
-use super::{delegation, handoff, questions, tool_calls, waiting, TurnError, TurnState};
+use super::{delegation, handoff, questions, tool_calls, waiting, Awaited, TurnError, TurnState};
 use crate::config::AgentConfig;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::protocol::{ToolCallResult, TurnEvent};
@@ -126,8 +126,19 @@ pub(super) async fn run(
     };
     // The pause is on disk before anyone is told to confirm, that a job runs, or is given a
     // delegated task: a crash from here on resumes the wait, and sends a task again only if
-    // its agent never stored it.
-    state.env.commit().await?;
+    // its agent never stored it. A turn woken by one job's end that only took its result and
+    // waits on tells nobody anything new: its write needs no flush of its own (a crash before
+    // the next one finds the result again where the job left it, when the turn resumes).
+    let news = !plan.to_run.is_empty()
+        || !plan.delegate.is_empty()
+        || !plan.handoffs.is_empty()
+        || !plan.asked.is_empty()
+        || !questioned.is_empty();
+    if news || state.awaited == Awaited::AskAll {
+        state.env.commit().await?;
+    } else {
+        state.env.store.flush_soon();
+    }
     if !send_tasks(state, step, started, turn_id).await {
         // A child refused its task: its error result is stored; plan again if nothing else
         // is awaited.
@@ -373,17 +384,22 @@ async fn execute(
 /// Ask about awaited jobs and delegated tasks of open calls whose completion has not arrived
 /// (the event may have been missed while this session was not running): the executor for a
 /// job, the child's session for a task — sending the task again if the child never stored
-/// it, and cancelling it once its deadline passed. `fresh` tasks were just started.
+/// it, and cancelling it once its deadline passed. `fresh` tasks were just started. A turn
+/// woken by a job's end it heard ([`Awaited::Heard`]) asks only about tasks past their
+/// deadline.
 async fn poll_jobs(
     state: &mut TurnState<'_>,
     step: &Step<'_>,
     open: &[&ToolCall],
     fresh: &[&str],
 ) -> Vec<(ToolCall, ToolCallResult, bool)> {
+    let now = Utc::now();
+    let ask_all = state.awaited == Awaited::AskAll;
     let unfinished: Vec<AwaitedJob> = state
         .record()
         .unfinished_jobs()
         .filter(|j| !fresh.contains(&j.job_id.as_str()))
+        .filter(|j| ask_all || j.child.as_ref().is_some_and(|c| now >= c.deadline))
         .cloned()
         .collect();
     let turn_id = state.record().turn_id.clone();

@@ -1,6 +1,11 @@
 //! The end of a job a turn waits for ([`JobFinished`]): the waiting turn (current or parked)
 //! takes the result and goes on. A copy of the session that does not know the job reads the
 //! session again before it lets the event go ([`SessionActor::refresh_then`]).
+//!
+//! Ends that arrive together are taken together: the first records its result and schedules
+//! one run ([`TakeHeardEnds`]), which actix handles only after the messages already in the
+//! mailbox — so the ends of a fan-out's children, arriving while the turn stores the first,
+//! cost one run and one write between them rather than one each.
 
 use actix::prelude::*;
 
@@ -82,13 +87,54 @@ impl SessionActor {
             }
             return;
         };
-        match turn::finished_by(job, &event) {
-            Some(result) => {
-                tracing::info!(session = %self.session, job = %job.job_id, "job finished; the waiting turn goes on");
-                job.result = Some((&result).into());
-                self.run(ctx);
+        let Some(result) = turn::finished_by(job, &event) else {
+            return self.finished();
+        };
+        tracing::info!(session = %self.session, job = %job.job_id, "job finished; the waiting turn goes on");
+        job.result = Some((&result).into());
+        if refreshed {
+            // This copy read the session again: anything may have ended unheard.
+            return self.run(ctx);
+        }
+        let turn_id = self.task.unfinished_turn().map(|t| t.turn_id.clone());
+        match &self.heard {
+            None => {
+                self.heard = turn_id;
+                ctx.notify(TakeHeardEnds);
             }
-            None => self.finished(),
+            // A run of this turn is scheduled: it stores this result with the others.
+            Some(scheduled) if turn_id.as_ref() == Some(scheduled) => {
+                self.router.done(&self.key());
+            }
+            // Another turn's (a parked one that stepped in): it runs now.
+            Some(_) => self.run_knowing(turn::Awaited::Heard, ctx),
+        }
+    }
+}
+
+/// Run the turn whose job ends were heard, once the ends already in the mailbox are recorded.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TakeHeardEnds;
+
+impl Handler<TakeHeardEnds> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: TakeHeardEnds, ctx: &mut Self::Context) {
+        let Some(turn_id) = self.heard.take() else {
+            return;
+        };
+        if self
+            .task
+            .unfinished_turn()
+            .is_some_and(|t| t.turn_id == turn_id)
+        {
+            // This copy heard every end since the wait began: the turn asks about no other.
+            self.run_knowing(turn::Awaited::Heard, ctx);
+        } else {
+            // A newer message parked the turn meanwhile (its results wait in its record), or
+            // a cancel ended it.
+            self.after_turn(ctx);
         }
     }
 }

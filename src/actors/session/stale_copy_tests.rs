@@ -14,14 +14,12 @@ use actix::prelude::*;
 use async_trait::async_trait;
 use serde_json::json;
 
+use super::test_actor::start_actor;
 use super::{Deliver, SessionActor};
-use crate::actors::router::SessionRouter;
 use crate::actors::settle::Settle;
-use crate::bus::embedded::EmbeddedBus;
 use crate::bus::{Acker, BusError};
 use crate::config::Config;
 use crate::protocol::{PlanRequest, ToolRisk, TurnEvent, UserMessage};
-use crate::store::durability::{Durable, Mode};
 use crate::store::tasks::TurnPhase;
 use crate::store::test_log::MemoryLog;
 use crate::turn::fake::FakePorts;
@@ -79,20 +77,6 @@ fn config(first_write: bool) -> Config {
     let mut config = Config::embedded().unwrap();
     config.cluster.first_write_within_ms = if first_write { 50 } else { 0 };
     config
-}
-
-/// Start a session actor for `copy`'s session, as a router would: it loads the session from
-/// the log now. Returns once it has, with the directory of the router's bus.
-async fn start_copy(copy: &Session) -> (Addr<SessionActor>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Durable::new(crate::store::open(dir.path()).unwrap(), Mode::Sync);
-    let bus = Arc::new(EmbeddedBus::open(db).unwrap());
-    let env = copy.env.for_one_session();
-    let router = SessionRouter::new(env.for_one_session(), bus, vec![Arbiter::current()]);
-    let actor = SessionActor::new(env, "assistant".into(), "s1".into(), router).start();
-    // Loading reads an in-memory log and a sled cache: well within this.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    (actor, dir)
 }
 
 /// Hand `message` to `actor` as its inbox's `delivery`th delivery of the item, stored `age`
@@ -165,7 +149,7 @@ async fn a_stale_copy_that_would_refuse_a_message_as_busy_resumes_the_turn_anoth
 
     // The copy reads the session while its turn waits for the user's decision…
     let copy = Session::on_log_with(shop(), log.clone(), config(true));
-    let (actor, _bus) = start_copy(&copy).await;
+    let (actor, _bus) = start_actor(&copy).await;
     // …then the session is served elsewhere: the decision, the answer, and a new message
     // whose owner died before running its turn.
     assert!(owner.decide(true).await);
@@ -190,7 +174,7 @@ async fn a_stale_copy_fenced_on_a_messages_last_chance_reads_the_session_again_a
         let mut owner = Session::on_log_with(shop(), log.clone(), config(false));
         owner.say("hello").await;
         let copy = Session::on_log_with(shop(), log.clone(), config(first_write));
-        let (actor, _bus) = start_copy(&copy).await;
+        let (actor, _bus) = start_actor(&copy).await;
         // Another owner accepted the message long ago, ran its turn for a while, and died.
         let message = owner.message("remember that I like tea");
         owner.accept_message(&message).await;
