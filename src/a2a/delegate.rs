@@ -55,9 +55,16 @@ pub enum DelegateError {
 /// The bucket (or sled tree) of remote tasks.
 pub const BUCKET: &str = "a2a_remote";
 
-/// The first wait between two polls of a remote task; it grows to [`MAX_POLL`].
-const FIRST_POLL: Duration = Duration::from_millis(20);
+/// The first wait between two polls of a remote task; it doubles up to [`MAX_POLL`]. Short,
+/// because the task is sent with `returnImmediately`: a quick remote agent (a local one, a
+/// cached answer) has answered a moment after it said "working", and a first poll 20 ms out
+/// was most of such a delegation's time. A long task costs three more looks before the
+/// stream takes over.
+const FIRST_POLL: Duration = Duration::from_millis(2);
 const MAX_POLL: Duration = Duration::from_secs(5);
+/// Once the wait between polls reaches this (about a second after the task was sent), the
+/// follower listens to the task's stream instead, where the agent offers one.
+const LISTEN_FROM: Duration = Duration::from_secs(1);
 /// The longest one subscription to a remote task's stream is held before the task is polled
 /// again (a stream that ends early, or an update it missed, costs one poll).
 const STREAM_FOR: Duration = Duration::from_secs(60);
@@ -249,7 +256,7 @@ impl RemoteDelegates {
     /// still working; false when the agent does not stream (then the follower sleeps until
     /// its next poll).
     async fn wait_for_change(&self, job_id: &str, poll: Duration) -> bool {
-        if poll < MAX_POLL / 4 {
+        if poll < LISTEN_FROM {
             // Quick tasks are caught by the first polls.
             return false;
         }
