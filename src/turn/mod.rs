@@ -39,7 +39,7 @@ pub use ending::{cancel, queue_extraction, tell_unservable, UNSERVABLE};
 use ending::{fail, finish};
 pub use port_error::PortError;
 use state::{turn_start, TurnState};
-pub use waiting::{finished_by, job_result};
+pub use waiting::{finished_by, job_result, Awaited};
 
 use crate::config::Config;
 use crate::context::calibrate;
@@ -186,18 +186,6 @@ impl TurnOutcome {
             message_lost: false,
         }
     }
-}
-
-/// What a turn that runs again knows about the jobs and delegated tasks it waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Awaited {
-    /// An end may have gone unheard (the session started, read its log again, or was told to
-    /// look): every unfinished job and task is asked about.
-    AskAll,
-    /// Woken by one job's end in a copy that has heard every end since the wait began: the
-    /// others wake the turn by their own ends, so only tasks past their deadline are looked
-    /// at. A fan-out of n children then costs n wake-ups, not n² reads of their sessions.
-    Heard,
 }
 
 /// Run (or resume) the session's turn in progress to its answer or error.

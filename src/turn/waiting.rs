@@ -4,7 +4,8 @@
 //! The waits themselves are persisted in the turn's [`TurnRecord`]; this module builds the
 //! results they end in (a declined call, a finished job) and asks the tool-executor for the
 //! state of jobs whose completion event may have been missed (the session was not running,
-//! or the job finished before the turn recorded it).
+//! or the job finished before the turn recorded it) — all of them, or only the overdue ones
+//! when the turn was woken by an end it heard ([`Awaited`]).
 
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -18,6 +19,19 @@ use crate::tools::builtin::JOB_STATUS;
 use crate::tools::definition::{ToolDefinition, ToolMode, ToolRisk};
 use crate::tools::jobs::JobStatus;
 use crate::tools::{ToolError, ToolErrorCode};
+
+/// What a turn that runs again knows about the jobs and delegated tasks it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// An end may have gone unheard (the session started, read its log again, or was told to
+    /// look): every unfinished job and task is asked about.
+    AskAll,
+    /// Woken by one job's end in a copy that has heard every end since the wait began: the
+    /// others wake the turn by their own ends, so only tasks past their deadline are looked
+    /// at. A fan-out of n children then costs at most n wake-ups, not n² reads of their
+    /// sessions.
+    Heard,
+}
 
 /// Does this call need the user's confirmation before it runs?
 pub(super) fn needs_confirmation(tools: &[ToolDefinition], call: &ToolCall) -> bool {
