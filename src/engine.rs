@@ -330,7 +330,7 @@ impl Engine {
             MemoryService::open(&db, &self.config.memory, embedder).map_err(actor_error)?;
         if let Some(cluster) = deps.bus.cluster() {
             service = service
-                .replicated(&db, cluster.memory_log())
+                .replicated(&db, cluster.memory_log(), cluster.memory_log_feed())
                 .map_err(actor_error)?;
         }
         self.services

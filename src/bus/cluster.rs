@@ -155,6 +155,13 @@ pub trait Cluster: Send + Sync + 'static {
     /// date from.
     fn memory_log(&self) -> Arc<dyn SessionLog>;
 
+    /// A live feed of the memory log's appends, which a recall asks instead of the log when
+    /// the feed vouches ([`crate::memory::replica::MemoryReplica::catch_up_heard`]); none
+    /// where the log has no feed.
+    fn memory_log_feed(&self) -> Option<Arc<dyn crate::store::log_tails::HeardTails>> {
+        None
+    }
+
     /// The MCP audit trail every process of the deployment writes and reads.
     fn audit_trail(&self) -> Arc<dyn AuditTrail>;
 

@@ -22,6 +22,7 @@ mod kv;
 mod local;
 mod local_reply;
 mod log;
+mod log_feed;
 mod outbox;
 mod permissions;
 mod snapshot;
@@ -146,15 +147,21 @@ impl NatsBus {
             None => credentials.credential.who(),
         };
         let violations = Arc::new(permissions::Violations::new(who));
+        // Counts the times this connection lost messages it was owed (a disconnection, a slow
+        // consumer): what a feed of a log must not vouch across (`log_feed`).
+        let breaks = Arc::new(tokio::sync::watch::Sender::new(0u64));
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
-            let watched = violations.clone();
+            let (watched, broken) = (violations.clone(), breaks.clone());
             let options = async_nats::ConnectOptions::new()
                 .name("hermes")
                 .connection_timeout(CONNECT_TIMEOUT)
                 .event_callback(move |event| {
                     watched.observe(&event);
+                    if log_feed::breaks_deliveries(&event) {
+                        broken.send_modify(|n| *n += 1);
+                    }
                     async {}
                 });
             let options =
@@ -190,6 +197,7 @@ impl NatsBus {
             jetstream.clone(),
             runtime.clone(),
             cluster,
+            breaks.subscribe(),
         ));
         Ok(Self {
             local: Arc::default(),

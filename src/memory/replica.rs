@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::record::MemoryRecord;
 use super::store::{MemoryError, MemoryStore};
 use crate::store::durability::Durable;
+use crate::store::log_tails::{fingerprint, Heard, HeardTails};
 use crate::store::replica::{LogError, SessionLog};
 
 /// Per-user position in the memory log: key `<user>` → u64 big-endian sequence, then the
@@ -67,6 +68,8 @@ impl Change {
 #[derive(Clone)]
 pub struct MemoryReplica {
     log: Arc<dyn SessionLog>,
+    /// What a live feed of the log has heard of each user's last entry, where the bus has one.
+    feed: Option<Arc<dyn HeardTails>>,
     applied: sled::Tree,
 }
 
@@ -87,7 +90,17 @@ impl MemoryReplica {
                 action: "open its sled trees",
                 source,
             })?;
-        Ok(Self { log, applied })
+        Ok(Self {
+            log,
+            feed: None,
+            applied,
+        })
+    }
+
+    /// Let [`Self::catch_up_heard`] trust `feed` (a live feed of the log's appends).
+    pub fn with_feed(mut self, feed: Option<Arc<dyn HeardTails>>) -> Self {
+        self.feed = feed;
+        self
     }
 
     fn position(&self, user: &str) -> Result<u64, MemoryError> {
@@ -124,6 +137,34 @@ impl MemoryReplica {
                 action: "write the memory log position",
                 source,
             })
+    }
+
+    /// [`Self::catch_up`] for a recall: when the log's feed is live and has heard of no entry
+    /// of the user's after the one this copy applied, nothing is read from the log. A recall
+    /// runs at every turn, and the user's memory changes far less often: this keeps a request
+    /// to the log's leader (two bus messages) off each turn. The feed hears an append as soon
+    /// as the log's server delivers it (well under a millisecond on one host), so a recall may
+    /// miss only a write acknowledged to another copy that instant, as it may miss one whose
+    /// extraction is still running. Lists, writes and forgets read the log as before.
+    pub async fn catch_up_heard(
+        &self,
+        store: &MemoryStore,
+        user: &str,
+    ) -> Result<bool, MemoryError> {
+        if let Some(feed) = &self.feed {
+            let (position, known) = self.anchor(user)?;
+            let in_step = match feed.heard(LOG_KEY, &user_token(user)) {
+                Heard::Unsure => false,
+                Heard::Nothing => position == 0,
+                Heard::Record { seq, fingerprint } => {
+                    seq == position && known.is_none_or(|k| k == fingerprint)
+                }
+            };
+            if in_step {
+                return Ok(false);
+            }
+        }
+        self.catch_up(store, user).await
     }
 
     /// Apply the user's log entries this copy has not seen; whether anything changed. A log
@@ -300,12 +341,6 @@ fn encode(user: &str, change: &Change) -> Result<Bytes, MemoryError> {
 
 /// FNV-1a of an entry's bytes: tells the entry a copy applied from another at its sequence
 /// (a rebuilt log numbers its entries again from 1).
-fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 fn apply_locally(store: &MemoryStore, user: &str, change: &Change) -> Result<(), MemoryError> {
     for record in &change.upserts {
         store.insert_record(record)?;
@@ -321,6 +356,7 @@ mod tests {
     use super::*;
 
     use crate::memory::record::{MemoryKind, Source};
+    use crate::store::log_tails::TailBoard;
     use crate::store::test_log::MemoryLog;
 
     fn record(id: &str, content: &str) -> MemoryRecord {
@@ -424,6 +460,76 @@ mod tests {
             b.get("u1", "old").unwrap().is_some(),
             "the log now holds the union"
         );
+    }
+
+    /// What the log holds of user u1 now, as a feed would deliver it.
+    async fn tell(board: &TailBoard, log: &MemoryLog) {
+        let token = user_token("u1");
+        if let Some((seq, bytes)) = log.last_record(LOG_KEY, &token).await.unwrap() {
+            board.record(&format!("{LOG_KEY}.{token}"), seq, &bytes);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_recall_trusts_a_live_feed_and_reads_the_log_when_the_feed_cannot_vouch() {
+        let log = Arc::new(MemoryLog::default());
+        let board = Arc::new(TailBoard::default());
+        let (_a_dir, a, a_replica) = copy(&log);
+        let feed: Arc<dyn HeardTails> = board.clone();
+        let a_replica = a_replica.with_feed(Some(feed));
+        let (_b_dir, b, b_replica) = copy(&log);
+        write(&b, &b_replica, record("b1", "likes tea")).await;
+        assert!(
+            a_replica.catch_up_heard(&a, "u1").await.unwrap(),
+            "not live yet: the log is read"
+        );
+        assert!(a.get("u1", "b1").unwrap().is_some());
+
+        tell(&board, &log).await;
+        board.caught_up();
+        assert!(
+            !a_replica.catch_up_heard(&a, "u1").await.unwrap(),
+            "in step, as heard"
+        );
+
+        // Another copy writes; until the feed delivers it, the recall trusts what it heard...
+        write(&b, &b_replica, record("b2", "lives in Lyon")).await;
+        assert!(!a_replica.catch_up_heard(&a, "u1").await.unwrap());
+        assert!(a.get("u1", "b2").unwrap().is_none());
+        // ...and once it is heard, the recall applies it.
+        tell(&board, &log).await;
+        assert!(a_replica.catch_up_heard(&a, "u1").await.unwrap());
+        assert!(a.get("u1", "b2").unwrap().is_some());
+
+        // A feed that broke vouches for nothing: the log is read again.
+        write(&b, &b_replica, record("b3", "has a cat")).await;
+        board.restart();
+        assert!(a_replica.catch_up_heard(&a, "u1").await.unwrap());
+        assert!(a.get("u1", "b3").unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_feed_that_heard_another_record_at_the_applied_sequence_sends_the_recall_to_the_log()
+    {
+        let log = Arc::new(MemoryLog::default());
+        let board = Arc::new(TailBoard::default());
+        let (_dir, store, replica) = copy(&log);
+        let feed: Arc<dyn HeardTails> = board.clone();
+        let replica = replica.with_feed(Some(feed));
+        write(&store, &replica, record("r1", "likes tea")).await;
+        // A rebuilt log holding a different entry at the sequence this copy applied.
+        board.record(
+            &format!("{LOG_KEY}.{}", user_token("u1")),
+            1,
+            b"another entry",
+        );
+        board.caught_up();
+        log.purge();
+        assert!(
+            replica.catch_up_heard(&store, "u1").await.unwrap(),
+            "the log is read, found emptied, and re-seeded"
+        );
+        assert_eq!(log.last(LOG_KEY, &user_token("u1")).await.unwrap(), 1);
     }
 
     #[test]

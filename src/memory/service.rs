@@ -87,13 +87,15 @@ impl MemoryService {
     }
 
     /// The same service sharing each user's memory with the other copies through `log` (see
-    /// [`super::replica`]).
+    /// [`super::replica`]); recalls trust `feed`, a live feed of the log's appends, when there
+    /// is one ([`MemoryReplica::catch_up_heard`]).
     pub fn replicated(
         mut self,
         db: &crate::store::durability::Durable,
         log: Arc<dyn crate::store::replica::SessionLog>,
+        feed: Option<Arc<dyn crate::store::log_tails::HeardTails>>,
     ) -> Result<Self, MemoryError> {
-        self.replica = Some(MemoryReplica::open(db, log)?);
+        self.replica = Some(MemoryReplica::open(db, log)?.with_feed(feed));
         Ok(self)
     }
 
@@ -101,6 +103,15 @@ impl MemoryService {
     async fn catch_up(&self, user: &str) -> Result<(), MemoryError> {
         match &self.replica {
             Some(replica) => replica.catch_up(&self.store, user).await.map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::catch_up`] for a recall: nothing is read when the log's feed vouches that no
+    /// other copy wrote the user since.
+    async fn catch_up_heard(&self, user: &str) -> Result<(), MemoryError> {
+        match &self.replica {
+            Some(replica) => replica.catch_up_heard(&self.store, user).await.map(|_| ()),
             None => Ok(()),
         }
     }
@@ -156,7 +167,7 @@ impl MemoryService {
     /// The best records for `query` (see the module doc).
     pub async fn recall(&self, query: RecallQuery) -> Result<Vec<RecallHit>, MemoryError> {
         // A turn waits on recall: with the log out of reach, recall what this copy has.
-        if let Err(e) = self.catch_up(&query.user).await {
+        if let Err(e) = self.catch_up_heard(&query.user).await {
             tracing::warn!(user = %query.user, error = %e, "recalling from this copy's memory without the latest writes of other copies");
         }
         super::store::check_name("user", &query.user)?;

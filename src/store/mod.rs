@@ -22,6 +22,7 @@
 //! gives them their wire form.
 
 pub mod durability;
+pub mod log_tails;
 pub mod replica;
 pub mod session_reader;
 pub mod session_wire;

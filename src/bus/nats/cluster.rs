@@ -38,10 +38,12 @@ use super::balance::{self, Membership};
 use super::jetstream::{through_failover, while_forming, JetStreamAcker};
 use super::kv::NatsKv;
 use super::log::NatsSessionLog;
+use super::log_feed::LogFeed;
 use super::outbox;
 use crate::bus::cluster::{partition_of, Cluster, ClusterOptions, OwnedItem, OwnedItems};
 use crate::bus::kv::SharedKv;
 use crate::bus::{Acker, BusError, DurableConsumer, DurableOptions};
+use crate::store::log_tails::HeardTails;
 use crate::store::replica::SessionLog;
 
 const INBOX_STREAM: &str = "HERMES_INBOX";
@@ -73,6 +75,10 @@ pub struct NatsCluster {
     inbox: OnceCell<()>,
     log: Arc<NatsSessionLog>,
     memory_log: Arc<NatsSessionLog>,
+    /// The memory log's feed, started by the first who asks for it.
+    memory_feed: std::sync::OnceLock<Arc<LogFeed>>,
+    /// The connection's count of lost deliveries, which the feed watches.
+    breaks: tokio::sync::watch::Receiver<u64>,
     audit: Arc<super::audit::NatsAuditTrail>,
 }
 
@@ -84,7 +90,13 @@ fn storage_error(what: &str, err: impl std::fmt::Display) -> BusError {
 }
 
 impl NatsCluster {
-    pub fn new(jetstream: Context, runtime: Handle, options: ClusterOptions) -> Self {
+    /// `breaks` counts the times the connection lost deliveries (disconnected, slow consumer).
+    pub fn new(
+        jetstream: Context,
+        runtime: Handle,
+        options: ClusterOptions,
+        breaks: tokio::sync::watch::Receiver<u64>,
+    ) -> Self {
         let log = Arc::new(NatsSessionLog::new(
             &jetstream,
             options.replicas,
@@ -108,6 +120,8 @@ impl NatsCluster {
             inbox: OnceCell::new(),
             log,
             memory_log,
+            memory_feed: std::sync::OnceLock::new(),
+            breaks,
             audit,
         }
     }
@@ -259,6 +273,17 @@ impl Cluster for NatsCluster {
 
     fn memory_log(&self) -> Arc<dyn SessionLog> {
         self.memory_log.clone()
+    }
+
+    fn memory_log_feed(&self) -> Option<Arc<dyn HeardTails>> {
+        let feed = self.memory_feed.get_or_init(|| {
+            Arc::new(LogFeed::start(
+                self.memory_log.clone(),
+                self.breaks.clone(),
+                &self.runtime,
+            ))
+        });
+        Some(feed.clone())
     }
 
     fn audit_trail(&self) -> Arc<dyn crate::bus::cluster::AuditTrail> {

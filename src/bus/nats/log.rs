@@ -61,6 +61,15 @@ impl NatsSessionLog {
         }
     }
 
+    /// The subjects' first tokens (`hermes.mlog`).
+    pub(super) fn prefix(&self) -> &'static str {
+        self.prefix
+    }
+
+    pub(super) fn stream_name(&self) -> &'static str {
+        self.stream_name
+    }
+
     fn subject(&self, agent: &str, session: &str) -> String {
         format!("{}.{agent}.{session}", self.prefix)
     }
