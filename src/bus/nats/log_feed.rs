@@ -126,8 +126,16 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
         .create_consumer(config)
         .await
         .map_err(|e| unavailable(&e))?;
-    if consumer.cached_info().num_pending == 0 {
+    let caught_up = |keys: u64| {
         board.caught_up();
+        tracing::debug!(
+            stream = log.stream_name(),
+            records = keys,
+            "the feed of the log's appends caught up"
+        );
+    };
+    if consumer.cached_info().num_pending == 0 {
+        caught_up(0);
     }
     let mut messages = consumer
         .stream()
@@ -151,8 +159,8 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
         }
         let key = message.subject.get(below_prefix..).unwrap_or_default();
         board.record(key, info.stream_sequence, &message.payload);
-        if info.pending == 0 {
-            board.caught_up();
+        if info.pending == 0 && !board.is_live() {
+            caught_up(delivered);
         }
     }
     Ok(())
