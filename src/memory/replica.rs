@@ -156,8 +156,15 @@ impl MemoryReplica {
             let in_step = match feed.heard(LOG_KEY, &user_token(user)) {
                 Heard::Unsure => false,
                 Heard::Nothing => position == 0,
+                // A position kept without a fingerprint matches any record at its sequence,
+                // as in `catch_up`; a record heard without one cannot be compared.
                 Heard::Record { seq, fingerprint } => {
-                    seq == position && known.is_none_or(|k| k == fingerprint)
+                    seq == position
+                        && match (known, fingerprint) {
+                            (None, _) => true,
+                            (Some(known), Some(heard)) => known == heard,
+                            (Some(_), None) => false,
+                        }
                 }
             };
             if in_step {
@@ -466,7 +473,11 @@ mod tests {
     async fn tell(board: &TailBoard, log: &MemoryLog) {
         let token = user_token("u1");
         if let Some((seq, bytes)) = log.last_record(LOG_KEY, &token).await.unwrap() {
-            board.record(&format!("{LOG_KEY}.{token}"), seq, &bytes);
+            board.record(
+                &format!("{LOG_KEY}.{token}"),
+                seq,
+                Some(fingerprint(&bytes)),
+            );
         }
     }
 
@@ -509,27 +520,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_feed_that_heard_another_record_at_the_applied_sequence_sends_the_recall_to_the_log()
-    {
-        let log = Arc::new(MemoryLog::default());
-        let board = Arc::new(TailBoard::default());
-        let (_dir, store, replica) = copy(&log);
-        let feed: Arc<dyn HeardTails> = board.clone();
-        let replica = replica.with_feed(Some(feed));
-        write(&store, &replica, record("r1", "likes tea")).await;
-        // A rebuilt log holding a different entry at the sequence this copy applied.
-        board.record(
-            &format!("{LOG_KEY}.{}", user_token("u1")),
-            1,
-            b"another entry",
-        );
-        board.caught_up();
-        log.purge();
-        assert!(
-            replica.catch_up_heard(&store, "u1").await.unwrap(),
-            "the log is read, found emptied, and re-seeded"
-        );
-        assert_eq!(log.last(LOG_KEY, &user_token("u1")).await.unwrap(), 1);
+    async fn a_feed_that_cannot_tell_the_applied_entry_from_another_sends_the_recall_to_the_log() {
+        let another = Some(fingerprint(b"another entry"));
+        for heard in [another, None] {
+            let log = Arc::new(MemoryLog::default());
+            let board = Arc::new(TailBoard::default());
+            let (_dir, store, replica) = copy(&log);
+            let feed: Arc<dyn HeardTails> = board.clone();
+            let replica = replica.with_feed(Some(feed));
+            write(&store, &replica, record("r1", "likes tea")).await;
+            // A rebuilt log with an entry at the sequence this copy applied: another one, or
+            // one written without a fingerprint.
+            board.record(&format!("{LOG_KEY}.{}", user_token("u1")), 1, heard);
+            board.caught_up();
+            log.purge();
+            assert!(
+                replica.catch_up_heard(&store, "u1").await.unwrap(),
+                "heard {heard:?}: the log is read, found emptied, and re-seeded"
+            );
+            assert_eq!(log.last(LOG_KEY, &user_token("u1")).await.unwrap(), 1);
+        }
     }
 
     #[test]

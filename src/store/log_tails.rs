@@ -44,8 +44,9 @@ pub enum Heard {
     Unsure,
     /// The log held no record of the key when the feed caught up, and none came since.
     Nothing,
-    /// The key's last record: its sequence and the [`fingerprint`] of its bytes.
-    Record { seq: u64, fingerprint: u64 },
+    /// The key's last record: its sequence and the [`fingerprint`] of its bytes (none when
+    /// the record came without one: written by an older version).
+    Record { seq: u64, fingerprint: Option<u64> },
 }
 
 /// Asks what a live feed of a log has heard of a key's last record.
@@ -59,7 +60,7 @@ struct Board {
     /// Every key's last record has been delivered, and the feed has not broken since.
     live: bool,
     /// Key hash → (sequence, fingerprint) of its last record heard.
-    tails: HashMap<u64, (u64, u64)>,
+    tails: HashMap<u64, (u64, Option<u64>)>,
 }
 
 /// The tails a feed has heard, written by the feed and read by anyone.
@@ -78,10 +79,9 @@ impl TailBoard {
     }
 
     /// The feed delivered the record at `seq` of the key whose subject below the log's prefix
-    /// is `key` (`a.b`).
-    pub fn record(&self, key: &str, seq: u64, bytes: &[u8]) {
+    /// is `key` (`a.b`), with the [`fingerprint`] of its bytes when known.
+    pub fn record(&self, key: &str, seq: u64, print: Option<u64>) {
         let slot = extend(FNV_OFFSET, key.as_bytes());
-        let print = fingerprint(bytes);
         let mut board = self.board.write().unwrap_or_else(PoisonError::into_inner);
         let tail = board.tails.entry(slot).or_insert((seq, print));
         if seq >= tail.0 {
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn a_board_vouches_only_between_catching_up_and_the_next_restart() {
         let board = TailBoard::default();
-        board.record("user.7531", 4, b"first");
+        board.record("user.7531", 4, Some(fingerprint(b"first")));
         assert_eq!(
             board.heard("user", "7531"),
             Heard::Unsure,
@@ -137,7 +137,7 @@ mod tests {
             board.heard("user", "7531"),
             Heard::Record {
                 seq: 4,
-                fingerprint: fingerprint(b"first")
+                fingerprint: Some(fingerprint(b"first"))
             }
         );
         assert_eq!(board.heard("user", "7532"), Heard::Nothing);
@@ -155,14 +155,14 @@ mod tests {
     fn a_later_append_replaces_the_tail_and_an_earlier_one_does_not() {
         let board = TailBoard::default();
         board.caught_up();
-        board.record("user.aa", 7, b"seven");
-        board.record("user.aa", 9, b"nine");
-        board.record("user.aa", 8, b"eight, delivered late");
+        board.record("user.aa", 7, Some(7));
+        board.record("user.aa", 9, None);
+        board.record("user.aa", 8, Some(8));
         assert_eq!(
             board.heard("user", "aa"),
             Heard::Record {
                 seq: 9,
-                fingerprint: fingerprint(b"nine")
+                fingerprint: None
             }
         );
     }

@@ -103,12 +103,15 @@ impl NatsCluster {
             LOG_STREAM,
             LOG_PREFIX,
         ));
-        let memory_log = Arc::new(NatsSessionLog::new(
-            &jetstream,
-            options.replicas,
-            MEMORY_LOG_STREAM,
-            MEMORY_LOG_PREFIX,
-        ));
+        let memory_log = Arc::new(
+            NatsSessionLog::new(
+                &jetstream,
+                options.replicas,
+                MEMORY_LOG_STREAM,
+                MEMORY_LOG_PREFIX,
+            )
+            .fingerprinted(),
+        );
         let audit = Arc::new(super::audit::NatsAuditTrail::new(
             &jetstream,
             options.replicas,

@@ -35,8 +35,15 @@ pub struct NatsSessionLog {
     replicas: usize,
     stream_name: &'static str,
     prefix: &'static str,
+    /// Whether each append carries [`FINGERPRINT_HEADER`] (what a feed of the log reads
+    /// instead of the record).
+    fingerprinted: bool,
     stream: OnceCell<async_nats::jetstream::stream::Stream>,
 }
+
+/// The header an append to a fingerprinted log carries: the
+/// [`crate::store::log_tails::fingerprint`] of its record, 16 hex digits.
+pub(super) const FINGERPRINT_HEADER: &str = "Hermes-Fingerprint";
 
 /// Longest wait for the next record while reading the last record of every key.
 const SCAN_WAIT: Duration = Duration::from_secs(10);
@@ -57,8 +64,16 @@ impl NatsSessionLog {
             replicas,
             stream_name,
             prefix,
+            fingerprinted: false,
             stream: OnceCell::new(),
         }
+    }
+
+    /// The same log, each append carrying its record's fingerprint ([`FINGERPRINT_HEADER`]),
+    /// so a feed of the log can deliver headers only.
+    pub(super) fn fingerprinted(mut self) -> Self {
+        self.fingerprinted = true;
+        self
     }
 
     /// The subjects' first tokens (`hermes.mlog`).
@@ -113,6 +128,10 @@ impl SessionLog for NatsSessionLog {
             async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
             expected.to_string().as_str(),
         );
+        if self.fingerprinted {
+            let print = crate::store::log_tails::fingerprint(&record);
+            headers.insert(FINGERPRINT_HEADER, format!("{print:016x}").as_str());
+        }
         let fenced = || LogError::Fenced {
             agent: agent.to_string(),
             session: session.to_string(),

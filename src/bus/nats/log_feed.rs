@@ -1,6 +1,7 @@
 //! A live feed of one replicated log's appends (the memory log): an ephemeral consumer that
-//! delivers the last record of every key, then every append, into a [`TailBoard`] that
-//! readers ask instead of the stream's leader (see [`crate::store::log_tails`]).
+//! delivers the last record of every key, then every append — headers only: each append
+//! carries its record's fingerprint — into a [`TailBoard`] that readers ask instead of the
+//! stream's leader (see [`crate::store::log_tails`]).
 //!
 //! The feed checks its own order: a delivery out of sequence, a missed heartbeat, a deleted
 //! consumer or a lost connection ends it, the board stops vouching at once, and a new consumer
@@ -15,7 +16,7 @@ use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy};
 use futures::StreamExt;
 use tokio::runtime::Handle;
 
-use super::log::NatsSessionLog;
+use super::log::{NatsSessionLog, FINGERPRINT_HEADER};
 use super::AbortOnDrop;
 use crate::store::log_tails::{Heard, HeardTails, TailBoard};
 use crate::store::replica::LogError;
@@ -120,6 +121,9 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
         inactive_threshold: INACTIVE,
         memory_storage: true,
         num_replicas: 1,
+        // The fingerprint header says what the feed needs of a record: a user's whole
+        // memory, re-seeded in one entry, is not shipped to every copy.
+        headers_only: true,
         ..Default::default()
     };
     let consumer = stream
@@ -158,7 +162,12 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
             )));
         }
         let key = message.subject.get(below_prefix..).unwrap_or_default();
-        board.record(key, info.stream_sequence, &message.payload);
+        let print = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(FINGERPRINT_HEADER))
+            .and_then(|v| u64::from_str_radix(v.as_str(), 16).ok());
+        board.record(key, info.stream_sequence, print);
         if info.pending == 0 && !board.is_live() {
             caught_up(delivered);
         }
