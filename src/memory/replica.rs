@@ -346,8 +346,6 @@ fn encode(user: &str, change: &Change) -> Result<Bytes, MemoryError> {
         })
 }
 
-/// FNV-1a of an entry's bytes: tells the entry a copy applied from another at its sequence
-/// (a rebuilt log numbers its entries again from 1).
 fn apply_locally(store: &MemoryStore, user: &str, change: &Change) -> Result<(), MemoryError> {
     for record in &change.upserts {
         store.insert_record(record)?;

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
 /// A 64-bit FNV-1a hash: the fingerprint of a record's bytes (so a reader can tell a record
-/// from another at the same sequence of a rebuilt log) and the hash a key is kept under.
+/// from another at the same sequence of a rebuilt log, which numbers its entries again from 1)
+/// and the hash a key is kept under.
 pub fn fingerprint(bytes: &[u8]) -> u64 {
     extend(FNV_OFFSET, bytes)
 }
