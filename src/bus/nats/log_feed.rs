@@ -21,6 +21,21 @@ use super::AbortOnDrop;
 use crate::store::log_tails::{Heard, HeardTails, TailBoard};
 use crate::store::replica::LogError;
 
+/// Why a feed stopped.
+#[derive(Debug, thiserror::Error)]
+enum FeedBreak {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("cannot create its consumer: {0}")]
+    Create(String),
+    #[error("cannot pull: {0}")]
+    Pull(String),
+    #[error("the connection to nats-server lost deliveries (disconnected or too slow)")]
+    Connection,
+    #[error("the feed skipped a delivery (expected {expected}, got {got})")]
+    Skipped { expected: u64, got: u64 },
+}
+
 /// How long one pull waits at the server.
 const EXPIRES: Duration = Duration::from_secs(10);
 /// The server's sign of life on a quiet feed; two missed end the feed, so a feed that went
@@ -80,9 +95,7 @@ async fn follow(log: Arc<NatsSessionLog>, mut breaks: Breaks, board: Arc<TailBoa
         breaks.mark_unchanged();
         let result = tokio::select! {
             result = follow_once(&log, &board) => result,
-            _ = breaks.changed() => Err(LogError::Unavailable(
-                "the connection to nats-server lost deliveries (disconnected or too slow)".into(),
-            )),
+            _ = breaks.changed() => Err(FeedBreak::Connection),
         };
         if board.is_live() {
             wait = RETRY_FIRST;
@@ -93,10 +106,10 @@ async fn follow(log: Arc<NatsSessionLog>, mut breaks: Breaks, board: Arc<TailBoa
         match result {
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(stream = log.stream_name(), error = %e, "the feed of the log's appends broke; recalls read the log's last record until it has caught up again");
+                tracing::warn!(stream = log.stream_name(), reason = %e, "the feed of the log's appends broke; recalls read the log's last record until it has caught up again");
             }
             Err(e) => {
-                tracing::debug!(stream = log.stream_name(), error = %e, "the feed of the log's appends still cannot start");
+                tracing::debug!(stream = log.stream_name(), reason = %e, "the feed of the log's appends still cannot start");
             }
             Ok(()) => {
                 tracing::debug!(
@@ -111,8 +124,8 @@ async fn follow(log: Arc<NatsSessionLog>, mut breaks: Breaks, board: Arc<TailBoa
 }
 
 /// One consumer's life: every key's last record, then every append, until something breaks.
-async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogError> {
-    let unavailable = |e: &dyn std::fmt::Display| LogError::Unavailable(e.to_string());
+async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), FeedBreak> {
+    let pull = |e: &dyn std::fmt::Display| FeedBreak::Pull(e.to_string());
     let stream = log.stream().await?;
     let config = Config {
         deliver_policy: DeliverPolicy::LastPerSubject,
@@ -129,7 +142,7 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
     let consumer = stream
         .create_consumer(config)
         .await
-        .map_err(|e| unavailable(&e))?;
+        .map_err(|e| FeedBreak::Create(e.to_string()))?;
     let caught_up = |keys: u64| {
         board.caught_up();
         tracing::debug!(
@@ -148,18 +161,18 @@ async fn follow_once(log: &NatsSessionLog, board: &TailBoard) -> Result<(), LogE
         .heartbeat(HEARTBEAT)
         .messages()
         .await
-        .map_err(|e| unavailable(&e))?;
+        .map_err(|e| pull(&e))?;
     let below_prefix = log.prefix().len() + 1;
     let mut delivered = 0u64;
     while let Some(item) = messages.next().await {
-        let message = item.map_err(|e| unavailable(&e))?;
-        let info = message.info().map_err(|e| unavailable(&e))?;
+        let message = item.map_err(|e| pull(&e))?;
+        let info = message.info().map_err(|e| pull(&e))?;
         delivered += 1;
         if info.consumer_sequence != delivered {
-            return Err(LogError::Unavailable(format!(
-                "the feed skipped a delivery (expected {delivered}, got {})",
-                info.consumer_sequence
-            )));
+            return Err(FeedBreak::Skipped {
+                expected: delivered,
+                got: info.consumer_sequence,
+            });
         }
         let key = message.subject.get(below_prefix..).unwrap_or_default();
         let print = message
