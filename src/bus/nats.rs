@@ -24,6 +24,7 @@ mod local_reply;
 mod log;
 mod log_feed;
 mod outbox;
+mod partitions;
 mod permissions;
 mod snapshot;
 mod tap;
@@ -147,9 +148,7 @@ impl NatsBus {
             None => credentials.credential.who(),
         };
         let violations = Arc::new(permissions::Violations::new(who));
-        // Counts the times this connection lost messages it was owed (a disconnection, a slow
-        // consumer): what a feed of a log must not vouch across (`log_feed`).
-        let breaks = Arc::new(tokio::sync::watch::Sender::new(0u64));
+        let breaks = Arc::new(log_feed::BreakCount::default());
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
@@ -159,9 +158,7 @@ impl NatsBus {
                 .connection_timeout(CONNECT_TIMEOUT)
                 .event_callback(move |event| {
                     watched.observe(&event);
-                    if log_feed::breaks_deliveries(&event) {
-                        broken.send_modify(|n| *n += 1);
-                    }
+                    broken.observe(&event);
                     async {}
                 });
             let options =

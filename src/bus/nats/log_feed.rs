@@ -77,14 +77,32 @@ impl HeardTails for LogFeed {
 /// Changes whenever the connection loses deliveries it was owed.
 pub(super) type Breaks = tokio::sync::watch::Receiver<u64>;
 
-/// Whether `event` means the connection may have lost deliveries: a feed cannot vouch across
-/// it. A disconnection is seen at once, where missed heartbeats take seconds.
-pub(super) fn breaks_deliveries(event: &async_nats::Event) -> bool {
-    use async_nats::Event;
-    matches!(
-        event,
-        Event::Disconnected | Event::SlowConsumer(_) | Event::LameDuckMode | Event::Closed
-    )
+/// Counts the times a connection may have lost deliveries it was owed (a disconnection, a
+/// slow consumer): what a feed cannot vouch across. A disconnection is seen at once, where
+/// missed heartbeats take seconds.
+pub(super) struct BreakCount(tokio::sync::watch::Sender<u64>);
+
+impl Default for BreakCount {
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(0))
+    }
+}
+
+impl BreakCount {
+    /// Count `event` (from the connection's event callback) if it may have lost deliveries.
+    pub(super) fn observe(&self, event: &async_nats::Event) {
+        use async_nats::Event;
+        if matches!(
+            event,
+            Event::Disconnected | Event::SlowConsumer(_) | Event::LameDuckMode | Event::Closed
+        ) {
+            self.0.send_modify(|n| *n += 1);
+        }
+    }
+
+    pub(super) fn subscribe(&self) -> Breaks {
+        self.0.subscribe()
+    }
 }
 
 /// Follow the log for as long as the task lives, starting again after every break.

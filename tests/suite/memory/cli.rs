@@ -3,21 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{Duration, Utc};
-use hermes::memory::{MemoryKind, MemoryStore, MemoryUpdate, Source, UpdateOp};
+use hermes::memory::{MemoryStore, Source};
+
+use super::update;
 
 use crate::common::hermes_proc::hermes;
-
-fn update(key: &str, content: &str, expiry_days: Option<u32>) -> MemoryUpdate {
-    MemoryUpdate {
-        op: UpdateOp::Add,
-        kind: MemoryKind::Fact,
-        key: key.into(),
-        content: content.into(),
-        importance: 0.6,
-        expiry_days,
-        topics: Vec::new(),
-    }
-}
 
 /// A data directory where alice has a long-term memory, a short-term one, and one that
 /// expired a day ago.

@@ -10,10 +10,10 @@ use hermes::bus::auth::NatsAuth;
 use hermes::bus::nats::{MessageTap, NatsBus};
 use hermes::bus::Bus;
 use hermes::config::Config;
-use hermes::memory::{
-    MemoryKind, MemoryService, MemoryUpdate, RecallFilter, RecallQuery, Source, UpdateOp,
-};
+use hermes::memory::{MemoryService, RecallFilter, RecallQuery, Source};
 use hermes::store::durability::Durable;
+
+use super::update;
 
 use crate::common::nats_server::NatsServer;
 
@@ -29,18 +29,6 @@ async fn copy(url: &str) -> (MemoryService, NatsBus, tempfile::TempDir) {
         .replicated(&db, cluster.memory_log(), cluster.memory_log_feed())
         .unwrap();
     (service, bus, dir)
-}
-
-fn fact(key: &str, content: &str) -> MemoryUpdate {
-    MemoryUpdate {
-        op: UpdateOp::Add,
-        kind: MemoryKind::Fact,
-        key: key.into(),
-        content: content.into(),
-        importance: 0.6,
-        expiry_days: None,
-        topics: Vec::new(),
-    }
 }
 
 fn source() -> Source {
@@ -99,7 +87,7 @@ async fn nats_a_recall_reads_the_memory_log_only_after_another_copy_wrote_the_us
     b.apply(
         "alice",
         "default",
-        &[fact("city", "alice lives in Lyon")],
+        &[update("city", "alice lives in Lyon", None)],
         &source(),
     )
     .await
@@ -162,7 +150,7 @@ async fn nats_a_feed_broken_by_a_server_restart_stops_vouching_at_once_and_catch
         .apply(
             "alice",
             "default",
-            &[fact("city", "alice lives in Lyon")],
+            &[update("city", "alice lives in Lyon", None)],
             &source(),
         )
         .await
