@@ -15,7 +15,12 @@
 //! or recording its result through a JetStream failover. If it settles, the call gets its
 //! result (or, if it was released, runs); if it never does (the executor died mid-call), the
 //! call is refused with an error saying so, never run a second time. A failed execution
-//! releases its reservation, so a retry may run.
+//! releases its reservation, so a retry may run; one that timed out records its timeout (its
+//! effect is unknown: it is not run again on the same key).
+//!
+//! An execution settles (records or releases) by a deadline, retrying through a failover
+//! until then, and the copies waiting for it wait until that deadline: see
+//! [`IdemStore::record`].
 //!
 //! Where the records live: this process's sled, or with a NATS cluster the JetStream KV
 //! bucket `hermes_idem`, whose create-only write makes exactly one of two racing copies the
@@ -250,37 +255,84 @@ impl IdemStore {
     }
 
     /// Record `result` under `key` and make it durable before returning.
-    pub async fn record(&self, key: &str, result: &ToolCallResult) -> Result<(), StoreError> {
+    ///
+    /// With a shared bucket the write is tried again until `by` (a JetStream failover can
+    /// outlast one write's own retries), and never past it: the copies waiting for this
+    /// execution stop waiting then ([`Self::await_settled`]), so a record that lands later
+    /// would come after they have answered "outcome never recorded".
+    pub async fn record(
+        &self,
+        key: &str,
+        result: &ToolCallResult,
+        by: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
         self.running().remove(key);
-        let bytes = encode(&IdemRecord {
+        let bytes = Bytes::from(encode(&IdemRecord {
             reserved: false,
             result: Some(result.into()),
             recorded_at: Utc::now(),
-        })?;
+        })?);
         match &self.backend {
             Backend::Local { tree, durable } => {
-                tree.insert(key.as_bytes(), &bytes)?;
+                tree.insert(key.as_bytes(), bytes.as_ref())?;
                 durable.commit().await?;
             }
-            Backend::Shared(bucket) => bucket
-                .put(key, Bytes::from(bytes))
-                .await
-                .map_err(shared_error)?,
+            Backend::Shared(bucket) => {
+                until(by, "recording the outcome", || {
+                    bucket.put(key, bytes.clone())
+                })
+                .await?;
+            }
         }
         Ok(())
     }
 
-    /// The execution failed without effect: free the key so a retry may run.
-    pub async fn release(&self, key: &str) -> Result<(), StoreError> {
+    /// The execution failed without effect: free the key so a retry may run. Tried until
+    /// `by`, as [`Self::record`].
+    pub async fn release(&self, key: &str, by: tokio::time::Instant) -> Result<(), StoreError> {
         self.running().remove(key);
         match &self.backend {
             Backend::Local { tree, durable } => {
                 tree.remove(key.as_bytes())?;
                 durable.commit().await?;
             }
-            Backend::Shared(bucket) => bucket.delete(key).await.map_err(shared_error)?,
+            Backend::Shared(bucket) => {
+                until(by, "releasing the key", || bucket.delete(key)).await?;
+            }
         }
         Ok(())
+    }
+}
+
+/// Pause between two tries of a settling write to the shared bucket.
+const SETTLE_RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Run `attempt` until it succeeds or `by` comes; an attempt still running then is given up.
+async fn until<F, Fut>(
+    by: tokio::time::Instant,
+    what: &str,
+    mut attempt: F,
+) -> Result<(), StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), crate::bus::BusError>>,
+{
+    loop {
+        let error = match tokio::time::timeout_at(by, attempt()).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => shared_error(e),
+            Err(_) => {
+                return Err(StoreError::Shared(format!(
+                    "{what}: the shared bucket did not acknowledge in time, and the copies \
+                     waiting for this call stop waiting now; is the NATS cluster up?"
+                )))
+            }
+        };
+        if tokio::time::Instant::now() + SETTLE_RETRY_PAUSE >= by {
+            return Err(error);
+        }
+        tracing::info!(error = %error, "{what}: trying again");
+        tokio::time::sleep(SETTLE_RETRY_PAUSE).await;
     }
 }
 
@@ -288,6 +340,110 @@ impl IdemStore {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use tokio::time::Instant;
+
+    use crate::bus::BusError;
+
+    /// A bucket whose writes fail, as JetStream's do while a stream elects its leader, until
+    /// `writable_at`. Creates (the reservation, made before the failover) always succeed.
+    struct FailingOver {
+        writable_at: Instant,
+        entries: Mutex<HashMap<String, Bytes>>,
+        writes_tried: AtomicUsize,
+    }
+
+    impl FailingOver {
+        fn for_(outage: Duration) -> Arc<Self> {
+            Arc::new(Self {
+                writable_at: Instant::now() + outage,
+                entries: Mutex::default(),
+                writes_tried: AtomicUsize::new(0),
+            })
+        }
+
+        fn write(&self, key: &str, value: Option<Bytes>) -> Result<(), BusError> {
+            self.writes_tried.fetch_add(1, Ordering::SeqCst);
+            if Instant::now() < self.writable_at {
+                return Err(BusError::Storage("no leader for the stream".into()));
+            }
+            let mut entries = self.entries.lock().unwrap();
+            match value {
+                Some(v) => entries.insert(key.into(), v),
+                None => entries.remove(key),
+            };
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl SharedKv for FailingOver {
+        async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
+            let mut entries = self.entries.lock().unwrap();
+            Ok(entries.insert(key.into(), value).is_none())
+        }
+        async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
+            Ok(self.entries.lock().unwrap().get(key).cloned())
+        }
+        async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
+            self.write(key, Some(value))
+        }
+        async fn delete(&self, key: &str) -> Result<(), BusError> {
+            self.write(key, None)
+        }
+    }
+
+    fn outcome() -> ToolCallResult {
+        serde_json::from_value(json!({
+            "call_id": "c1", "name": "refund", "status": "ok",
+            "output": {"refunded": true}, "duration_ms": 3
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outcome_is_recorded_once_a_failover_that_outlasts_one_writes_retries_ends() {
+        let bucket = FailingOver::for_(Duration::from_secs(25));
+        let store = IdemStore::shared(bucket.clone());
+        assert_eq!(store.reserve("k").await.unwrap(), Reservation::Reserved);
+        let by = Instant::now() + Duration::from_secs(34);
+        store.record("k", &outcome(), by).await.unwrap();
+        assert!(Instant::now() >= bucket.writable_at && Instant::now() < by);
+        assert!(bucket.writes_tried.load(Ordering::SeqCst) > 1);
+        match store.await_settled("k", Duration::ZERO).await.unwrap() {
+            Reservation::Recorded(r) => assert_eq!(r.output, json!({"refunded": true})),
+            other => panic!("expected the recorded outcome, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outcome_not_recorded_by_its_deadline_is_given_up_then_not_later() {
+        let bucket = FailingOver::for_(Duration::from_secs(60));
+        let store = IdemStore::shared(bucket.clone());
+        store.reserve("k").await.unwrap();
+        let started = Instant::now();
+        let by = started + Duration::from_secs(10);
+        let error = store.record("k", &outcome(), by).await.unwrap_err();
+        assert!(
+            Instant::now() <= by,
+            "{:?} past the deadline",
+            Instant::now() - by
+        );
+        assert!(error.to_string().contains("no leader"), "{error}");
+        assert!(store
+            .release("k", Instant::now() + Duration::from_secs(1))
+            .await
+            .is_err());
+        // A waiting copy still finds the reservation: it reports the outcome as unknown.
+        assert!(matches!(
+            store.get("k").await.unwrap(),
+            Some(IdemRecord { result: None, .. })
+        ));
+    }
 
     #[test]
     fn key_ignores_key_order_but_not_values_turns_or_tools() {

@@ -106,6 +106,8 @@ async fn prepare_and_run(
             &prepared.arguments,
         )
     });
+    // Taken before the reservation is written, so never later than the reservation's time.
+    let settle_by = settle_deadline(&def);
     if let Some(key) = &idem_key {
         if let Some(replayed) = reserve(core, key, &def, request).await? {
             return Ok(replayed);
@@ -170,32 +172,50 @@ async fn prepare_and_run(
         }
     }
     if let Some(key) = &idem_key {
-        settle_reservation(core, key, request, &out).await?;
+        settle_reservation(core, key, request, &out, settle_by).await?;
     }
     Ok(out)
 }
 
-/// Record a successful execution's result under its key; release the key of a failed one.
+/// Record an execution's outcome under its key by `by`: a successful result, or a timeout
+/// (the call may have taken effect, so it is not run again on this key). Release the key of
+/// a call that failed otherwise, so a retry may run.
 async fn settle_reservation(
     core: &ExecCore,
     key: &str,
     request: &ToolCallRequest,
     out: &ToolCallResult,
+    by: tokio::time::Instant,
 ) -> Result<(), ToolError> {
-    if out.status != ToolStatus::Ok {
-        if let Err(e) = core.stores.idem.release(key).await {
+    let timed_out = out
+        .error
+        .as_ref()
+        .is_some_and(|e| e.code == ToolErrorCode::Timeout);
+    if out.status != ToolStatus::Ok && !timed_out {
+        if let Err(e) = core.stores.idem.release(key, by).await {
             tracing::warn!(tool = %request.name, error = %e, "idempotency reservation not released; a retry of this call will be refused");
         }
         return Ok(());
     }
-    core.stores.idem.record(key, out).await.map_err(|e| {
-        tracing::error!(tool = %request.name, error = %e, "idempotency record failed after the call ran");
-        ToolError::new(
-            ToolErrorCode::Unavailable,
-            format!("`{}` ran, but its result could not be recorded: {e}", request.name),
-        )
-        .with_hint("the action probably took effect; do not repeat it, tell the user to check")
-    })
+    let recorded = core.stores.idem.record(key, out, by).await;
+    match recorded {
+        Ok(()) => Ok(()),
+        Err(e) if timed_out => {
+            tracing::error!(tool = %request.name, error = %e, "the timeout of a write call was not recorded; a repeat of this call is told its outcome is unknown");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(tool = %request.name, error = %e, "idempotency record failed after the call ran");
+            Err(ToolError::new(
+                ToolErrorCode::Unavailable,
+                format!(
+                    "`{}` ran, but its result could not be recorded: {e}",
+                    request.name
+                ),
+            )
+            .with_hint("the action probably took effect; do not repeat it, tell the user to check"))
+        }
+    }
 }
 
 /// A `risk = high` call runs only with `confirmed: true`.
@@ -294,18 +314,41 @@ pub(super) fn holder_patience(
     def: &ToolDefinition,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::time::Duration {
-    let runs_for = match def.mode {
-        ToolMode::Sync => def.timeout(),
-        ToolMode::Async => SUBMISSION_PATIENCE,
-    };
-    let settled_by = chrono::Duration::from_std(runs_for + WRITE_SETTLE_GRACE)
-        .ok()
-        .and_then(|d| since.checked_add_signed(d))
-        .unwrap_or(since);
-    let left = (settled_by - now).to_std().unwrap_or_default();
-    let caller_waits = repeated_write_wait(tool_reply_wait(runs_for));
+    let left = (settled_by(since, def) - now).to_std().unwrap_or_default();
+    let caller_waits = repeated_write_wait(tool_reply_wait(runs_for(def)));
     left.min(caller_waits.saturating_sub(ANSWER_AHEAD))
 }
+
+/// How long a call of `def` runs at most before it settles: its timeout, or for an async
+/// tool its submission's.
+fn runs_for(def: &ToolDefinition) -> std::time::Duration {
+    match def.mode {
+        ToolMode::Sync => def.timeout(),
+        ToolMode::Async => SUBMISSION_PATIENCE,
+    }
+}
+
+/// When an execution reserved at `since` has settled, or never will: the copies waiting for
+/// it wait until then.
+fn settled_by(
+    since: chrono::DateTime<chrono::Utc>,
+    def: &ToolDefinition,
+) -> chrono::DateTime<chrono::Utc> {
+    chrono::Duration::from_std(runs_for(def) + WRITE_SETTLE_GRACE)
+        .ok()
+        .and_then(|d| since.checked_add_signed(d))
+        .unwrap_or(since)
+}
+
+/// When an execution reserved now stops trying to settle: [`SETTLE_AHEAD`] before the
+/// copies waiting for it give up ([`settled_by`]).
+pub(super) fn settle_deadline(def: &ToolDefinition) -> tokio::time::Instant {
+    tokio::time::Instant::now() + (runs_for(def) + WRITE_SETTLE_GRACE).saturating_sub(SETTLE_AHEAD)
+}
+
+/// How long before the waiting copies give up the execution stops trying to record its
+/// outcome: their last look at the bucket must find what it wrote.
+const SETTLE_AHEAD: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long before its caller's wait runs out a copy that waited for an earlier execution
 /// answers.

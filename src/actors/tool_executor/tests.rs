@@ -208,9 +208,10 @@ async fn only_an_output_too_long_for_the_context_is_kept_for_tool_raw_get() {
     );
 }
 
-/// A tool slower than its one-second timeout.
+/// A tool slower than its one-second timeout, counting its executions.
 struct Hanging {
     effect: ToolEffect,
+    calls: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -230,6 +231,7 @@ impl Tool for Hanging {
     }
 
     async fn call(&self, _: Value) -> Result<Value, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_secs(30)).await;
         Ok(json!({}))
     }
@@ -243,7 +245,8 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
     ] {
         let db = crate::store::tree::temporary(crate::store::durability::Mode::Sync).unwrap();
         let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
-        let c = core(&db, bus, vec![Arc::new(Hanging { effect })]);
+        let calls = Arc::default();
+        let c = core(&db, bus, vec![Arc::new(Hanging { effect, calls })]);
         let r = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
         assert_eq!(r.status, ToolStatus::Error);
         let e = r.error.unwrap();
@@ -260,6 +263,35 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
         );
         assert!(e.hint.unwrap().contains(retry_advice), "{effect:?}");
     }
+}
+
+// A write that timed out may have taken effect (a lost reply looks the same): a repeat of the
+// same call gets the timeout back and does not run the write a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_timed_out_is_not_run_again_by_a_repeat_of_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hanging = Hanging {
+        effect: ToolEffect::Write,
+        calls: calls.clone(),
+    };
+    let c = core_in(dir.path(), vec![Arc::new(hanging)]).await;
+    let first = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
+    assert_eq!(
+        first.error.as_ref().map(|e| e.code),
+        Some(ToolErrorCode::Timeout)
+    );
+    let again = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
+    assert_eq!(again.via, "idempotent-replay");
+    let error = again.error.expect("the recorded timeout");
+    assert_eq!(error.code, ToolErrorCode::Timeout);
+    assert!(error.hint.unwrap_or_default().contains("do not retry"));
+    // Another turn is another key: the user may ask again.
+    let mut next_turn = request("h2", "hang", json!({}));
+    next_turn.turn_id = Some("turn-2".into());
+    execute(&c, next_turn, Caller::default()).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -518,6 +550,12 @@ fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
     // Past timeout and grace: it died mid-call; do not wait at all.
     let dead = now - chrono::Duration::seconds(3600);
     assert_eq!(super::run::holder_patience(dead, &def, now), Duration::ZERO);
+    // The execution itself stops trying to record its outcome before the copies waiting
+    // for it give up, so their last look finds what it recorded.
+    let gives_up = super::run::settle_deadline(&def);
+    let waiters_give_up = tokio::time::Instant::now() + patience;
+    assert!(gives_up < waiters_give_up);
+    assert!(waiters_give_up - gives_up < Duration::from_millis(1100));
 }
 
 /// A write tool that fails on its first execution.
