@@ -32,6 +32,39 @@ pub trait SharedKv: Send + Sync {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError>;
     async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError>;
     async fn delete(&self, key: &str) -> Result<(), BusError>;
+    /// [`Self::put`], tried through a failover until `by` (rather than for the backend's
+    /// usual while) and never past it: for a write others stop waiting for at `by`.
+    async fn put_by(
+        &self,
+        key: &str,
+        value: Bytes,
+        by: tokio::time::Instant,
+    ) -> Result<(), BusError> {
+        by_deadline(key, by, self.put(key, value)).await
+    }
+    /// [`Self::delete`], tried until `by` as [`Self::put_by`].
+    async fn delete_by(&self, key: &str, by: tokio::time::Instant) -> Result<(), BusError> {
+        by_deadline(key, by, self.delete(key)).await
+    }
+}
+
+/// `write`, given up at `by`.
+async fn by_deadline(
+    key: &str,
+    by: tokio::time::Instant,
+    write: impl std::future::Future<Output = Result<(), BusError>>,
+) -> Result<(), BusError> {
+    tokio::time::timeout_at(by, write)
+        .await
+        .unwrap_or_else(|_| Err(BusError::Storage(late(key))))
+}
+
+/// What a write to `key` not acknowledged by its deadline reports.
+pub fn late(key: &str) -> String {
+    format!(
+        "the write of key {key} was not acknowledged in time, and whoever waits for it has \
+         stopped waiting; is the NATS cluster up and electing its stream leaders?"
+    )
 }
 
 /// The entry under `key`, or none when the key holds nothing or could never name an entry

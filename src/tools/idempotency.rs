@@ -277,12 +277,7 @@ impl IdemStore {
                 tree.insert(key.as_bytes(), bytes.as_ref())?;
                 durable.commit().await?;
             }
-            Backend::Shared(bucket) => {
-                until(by, "recording the outcome", || {
-                    bucket.put(key, bytes.clone())
-                })
-                .await?;
-            }
+            Backend::Shared(bucket) => bucket.put_by(key, bytes, by).await.map_err(shared_error)?,
         }
         Ok(())
     }
@@ -296,43 +291,9 @@ impl IdemStore {
                 tree.remove(key.as_bytes())?;
                 durable.commit().await?;
             }
-            Backend::Shared(bucket) => {
-                until(by, "releasing the key", || bucket.delete(key)).await?;
-            }
+            Backend::Shared(bucket) => bucket.delete_by(key, by).await.map_err(shared_error)?,
         }
         Ok(())
-    }
-}
-
-/// Pause between two tries of a settling write to the shared bucket.
-const SETTLE_RETRY_PAUSE: Duration = Duration::from_millis(500);
-
-/// Run `attempt` until it succeeds or `by` comes; an attempt still running then is given up.
-async fn until<F, Fut>(
-    by: tokio::time::Instant,
-    what: &str,
-    mut attempt: F,
-) -> Result<(), StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), crate::bus::BusError>>,
-{
-    loop {
-        let error = match tokio::time::timeout_at(by, attempt()).await {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) => shared_error(e),
-            Err(_) => {
-                return Err(StoreError::Shared(format!(
-                    "{what}: the shared bucket did not acknowledge in time, and the copies \
-                     waiting for this call stop waiting now; is the NATS cluster up?"
-                )))
-            }
-        };
-        if tokio::time::Instant::now() + SETTLE_RETRY_PAUSE >= by {
-            return Err(error);
-        }
-        tracing::info!(error = %error, "{what}: trying again");
-        tokio::time::sleep(SETTLE_RETRY_PAUSE).await;
     }
 }
 
@@ -341,7 +302,6 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::collections::HashMap;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
 
     use async_trait::async_trait;
@@ -349,51 +309,24 @@ mod tests {
 
     use crate::bus::BusError;
 
-    /// A bucket whose writes fail, as JetStream's do while a stream elects its leader, until
-    /// `writable_at`. Creates (the reservation, made before the failover) always succeed.
-    struct FailingOver {
-        writable_at: Instant,
-        entries: Mutex<HashMap<String, Bytes>>,
-        writes_tried: AtomicUsize,
-    }
-
-    impl FailingOver {
-        fn for_(outage: Duration) -> Arc<Self> {
-            Arc::new(Self {
-                writable_at: Instant::now() + outage,
-                entries: Mutex::default(),
-                writes_tried: AtomicUsize::new(0),
-            })
-        }
-
-        fn write(&self, key: &str, value: Option<Bytes>) -> Result<(), BusError> {
-            self.writes_tried.fetch_add(1, Ordering::SeqCst);
-            if Instant::now() < self.writable_at {
-                return Err(BusError::Storage("no leader for the stream".into()));
-            }
-            let mut entries = self.entries.lock().unwrap();
-            match value {
-                Some(v) => entries.insert(key.into(), v),
-                None => entries.remove(key),
-            };
-            Ok(())
-        }
-    }
+    /// A bucket that takes reservations but never acknowledges a later write, as JetStream
+    /// while a stream has no leader.
+    #[derive(Default)]
+    struct Unacknowledged(Mutex<HashMap<String, Bytes>>);
 
     #[async_trait]
-    impl SharedKv for FailingOver {
+    impl SharedKv for Unacknowledged {
         async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-            let mut entries = self.entries.lock().unwrap();
-            Ok(entries.insert(key.into(), value).is_none())
+            Ok(self.0.lock().unwrap().insert(key.into(), value).is_none())
         }
         async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
-            Ok(self.entries.lock().unwrap().get(key).cloned())
+            Ok(self.0.lock().unwrap().get(key).cloned())
         }
-        async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
-            self.write(key, Some(value))
+        async fn put(&self, _: &str, _: Bytes) -> Result<(), BusError> {
+            std::future::pending().await
         }
-        async fn delete(&self, key: &str) -> Result<(), BusError> {
-            self.write(key, None)
+        async fn delete(&self, _: &str) -> Result<(), BusError> {
+            std::future::pending().await
         }
     }
 
@@ -406,42 +339,22 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_outcome_is_recorded_once_a_failover_that_outlasts_one_writes_retries_ends() {
-        let bucket = FailingOver::for_(Duration::from_secs(25));
-        let store = IdemStore::shared(bucket.clone());
+    async fn an_outcome_not_recorded_by_its_deadline_is_given_up_then_and_the_key_stays_reserved() {
+        let store = IdemStore::shared(Arc::new(Unacknowledged::default()));
         assert_eq!(store.reserve("k").await.unwrap(), Reservation::Reserved);
-        let by = Instant::now() + Duration::from_secs(34);
-        store.record("k", &outcome(), by).await.unwrap();
-        assert!(Instant::now() >= bucket.writable_at && Instant::now() < by);
-        assert!(bucket.writes_tried.load(Ordering::SeqCst) > 1);
-        match store.await_settled("k", Duration::ZERO).await.unwrap() {
-            Reservation::Recorded(r) => assert_eq!(r.output, json!({"refunded": true})),
-            other => panic!("expected the recorded outcome, got {other:?}"),
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_outcome_not_recorded_by_its_deadline_is_given_up_then_not_later() {
-        let bucket = FailingOver::for_(Duration::from_secs(60));
-        let store = IdemStore::shared(bucket.clone());
-        store.reserve("k").await.unwrap();
-        let started = Instant::now();
-        let by = started + Duration::from_secs(10);
+        let by = Instant::now() + Duration::from_secs(10);
         let error = store.record("k", &outcome(), by).await.unwrap_err();
+        assert_eq!(Instant::now(), by);
         assert!(
-            Instant::now() <= by,
-            "{:?} past the deadline",
-            Instant::now() - by
+            error.to_string().contains("not acknowledged in time"),
+            "{error}"
         );
-        assert!(error.to_string().contains("no leader"), "{error}");
-        assert!(store
-            .release("k", Instant::now() + Duration::from_secs(1))
-            .await
-            .is_err());
-        // A waiting copy still finds the reservation: it reports the outcome as unknown.
+        let by = Instant::now() + Duration::from_secs(1);
+        assert!(store.release("k", by).await.is_err());
+        // Copies waiting for it find the reservation: they report the outcome as unknown.
         assert!(matches!(
-            store.get("k").await.unwrap(),
-            Some(IdemRecord { result: None, .. })
+            store.await_settled("k", Duration::ZERO).await.unwrap(),
+            Reservation::Pending { .. }
         ));
     }
 

@@ -143,6 +143,38 @@ where
     retrying(what, patience, attempt).await
 }
 
+/// [`through_failover`], retrying until `deadline` instead of for [`FAILOVER_WAIT`]; an
+/// attempt still running at `deadline` is given up, and `late` is its error.
+pub async fn through_failover_until<T, E, F, Fut>(
+    what: &str,
+    deadline: tokio::time::Instant,
+    late: impl Fn() -> E,
+    mut attempt: F,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let patience = Patience {
+        wait: deadline.saturating_duration_since(tokio::time::Instant::now()),
+        first_pause: Duration::from_millis(100),
+        longest_pause: Duration::from_secs(1),
+        retryable: is_failing_over,
+        why: "JetStream is failing over",
+    };
+    retrying(what, patience, || {
+        let attempt = attempt();
+        let late = &late;
+        async move {
+            tokio::time::timeout_at(deadline, attempt)
+                .await
+                .unwrap_or_else(|_| Err(late()))
+        }
+    })
+    .await
+}
+
 fn is_failing_over(error: &str) -> bool {
     let lower = error.to_ascii_lowercase();
     is_transient(error)
@@ -440,6 +472,37 @@ impl Acker for JetStreamAcker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_through_a_failover_is_retried_until_its_deadline_and_never_past_it() {
+        let start = tokio::time::Instant::now();
+        let deadline = start + Duration::from_secs(30);
+        let late = || "late".to_string();
+        // Leaderless for 25 s, longer than the usual 15 s of retries: written at the end.
+        let written = through_failover_until("writing", deadline, late, || async {
+            if tokio::time::Instant::now() < start + Duration::from_secs(25) {
+                Err("no leader for the stream".to_string())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        assert_eq!(written, Ok(()));
+        // An acknowledgement that never comes: given up at the deadline.
+        let hung: Result<(), String> =
+            through_failover_until("writing", deadline, late, std::future::pending).await;
+        assert_eq!(hung, Err("late".to_string()));
+        assert_eq!(tokio::time::Instant::now(), deadline);
+        // An error no failover explains is not retried.
+        let mut tries = 0;
+        let refused: Result<(), String> = through_failover_until("writing", deadline, late, || {
+            tries += 1;
+            async { Err("permissions violation".to_string()) }
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(tries, 1);
+    }
 
     #[test]
     fn stream_name_is_the_subject_uppercased_with_underscores() {

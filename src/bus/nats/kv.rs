@@ -9,8 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
-use super::jetstream::{through_failover, while_forming};
+use super::jetstream::{through_failover, through_failover_until, while_forming};
 use crate::bus::kv::SharedKv;
 use crate::bus::BusError;
 
@@ -137,6 +138,28 @@ impl SharedKv for NatsKv {
         through_failover("deleting a key", || store.delete(key))
             .await
             .map_err(|e| self.error(&format!("cannot delete key {key}"), e))
+    }
+
+    async fn put_by(&self, key: &str, value: Bytes, by: Instant) -> Result<(), BusError> {
+        let store = self.store().await?;
+        let late = || crate::bus::kv::late(key);
+        through_failover_until("writing a key", by, late, || {
+            let put = store.put(key, value.clone());
+            async move { put.await.map(|_| ()).map_err(|e| e.to_string()) }
+        })
+        .await
+        .map_err(|e| self.error(&format!("cannot write key {key}"), e))
+    }
+
+    async fn delete_by(&self, key: &str, by: Instant) -> Result<(), BusError> {
+        let store = self.store().await?;
+        let late = || crate::bus::kv::late(key);
+        through_failover_until("deleting a key", by, late, || {
+            let delete = store.delete(key);
+            async move { delete.await.map_err(|e| e.to_string()) }
+        })
+        .await
+        .map_err(|e| self.error(&format!("cannot delete key {key}"), e))
     }
 }
 
