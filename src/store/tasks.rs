@@ -126,6 +126,10 @@ impl TurnRecord {
         self.jobs.iter().find(|j| j.call_id == call_id)
     }
 
+    pub fn job_of_mut(&mut self, call_id: &str) -> Option<&mut AwaitedJob> {
+        self.jobs.iter_mut().find(|j| j.call_id == call_id)
+    }
+
     /// Jobs and delegated tasks whose completion has not arrived yet.
     pub fn unfinished_jobs(&self) -> impl Iterator<Item = &AwaitedJob> {
         self.jobs.iter().filter(|j| j.result.is_none())
@@ -191,7 +195,9 @@ pub struct AwaitedJob {
     pub tool: String,
     pub job_id: String,
     pub submitted_at: DateTime<Utc>,
-    /// The final result (`done` or `failed`), as it enters the conversation.
+    /// The final result (`done` or `failed`), as it enters the conversation. Once it is in
+    /// the conversation only a stub stays ([`StoredToolResult::taken`]): every later save of
+    /// the task would otherwise write it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StoredToolResult>,
     /// Set when the "job" is another agent's turn (an `agent__<name>` call).

@@ -28,6 +28,25 @@ pub struct StoredToolResult {
     pub raw_reference: Option<String>,
 }
 
+impl StoredToolResult {
+    /// What is kept of a result once it is in the conversation: which call it ended, whether
+    /// it succeeded, and how; not its output or error, which the conversation holds.
+    pub fn taken(&self) -> Self {
+        Self {
+            call_id: self.call_id.clone(),
+            name: self.name.clone(),
+            ok: self.ok,
+            output: Value::Null,
+            error: None,
+            auto_corrected: self.auto_corrected,
+            corrections: Vec::new(),
+            via: self.via.clone(),
+            duration_ms: self.duration_ms,
+            raw_reference: None,
+        }
+    }
+}
+
 impl From<&ToolCallResult> for StoredToolResult {
     fn from(r: &ToolCallResult) -> Self {
         Self {

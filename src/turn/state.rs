@@ -103,13 +103,22 @@ impl<'a> TurnState<'a> {
         self.persist_as(message, usage, None).await
     }
 
-    /// Store a tool result of this turn with the status its call ended in.
-    pub(super) async fn persist_tool_result(
+    /// Store a step's tool results, each with the status its call ended in, in one write.
+    pub(super) async fn persist_tool_results(
         &mut self,
-        message: ChatMessage,
-        status: ToolStatus,
+        results: Vec<(ChatMessage, ToolStatus)>,
     ) -> Result<(), TurnError> {
-        self.persist_as(message, None, Some(status)).await
+        let turn_id = self.record().turn_id.clone();
+        let now = Utc::now();
+        let stored = (self.meta.next_seq..)
+            .zip(results)
+            .map(|(seq, (message, status))| {
+                let mut stored = new_stored(&self.env.tokens, seq, &turn_id, message, now);
+                stored.tool_status = Some(status);
+                stored
+            })
+            .collect();
+        self.persist_stored(stored).await
     }
 
     async fn persist_as(
@@ -128,7 +137,13 @@ impl<'a> TurnState<'a> {
         );
         stored.usage = usage;
         stored.tool_status = tool_status;
-        let messages = std::slice::from_ref(&stored);
+        self.persist_stored(vec![stored]).await
+    }
+
+    /// Store `stored` (numbered from the session's next sequence on): deferred mid-turn,
+    /// written at once otherwise.
+    async fn persist_stored(&mut self, stored: Vec<StoredMessage>) -> Result<(), TurnError> {
+        let messages = stored.as_slice();
         // Mid-turn the session's metadata record may lag; a turn that pauses or ends, or a
         // handoff, writes it.
         let running = matches!(
@@ -143,7 +158,7 @@ impl<'a> TurnState<'a> {
             // stored step and may run those reads again — what a crash before sled's flush
             // would do anyway. On the replicated log every append keeps its fence.
             self.meta.next_seq = next_seq_after(self.meta.next_seq, messages);
-            self.deferred.push(stored.clone());
+            self.deferred.extend_from_slice(messages);
             let since = *self.deferred_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= DEFER_AT_MOST {
                 let ack = self.claim_first_write().await?;
@@ -160,7 +175,7 @@ impl<'a> TurnState<'a> {
             self.save_with(messages).await?;
             self.handoffs_written = self.meta.handoffs.len();
         }
-        self.added.push(stored);
+        self.added.extend(stored);
         Ok(())
     }
 

@@ -487,8 +487,8 @@ async fn store(
     phase: TurnPhase,
     turn_id: &str,
 ) -> Result<(), TurnError> {
-    let total = results.len();
-    for (i, (call, result, announce)) in results.into_iter().enumerate() {
+    let mut messages = Vec::with_capacity(results.len());
+    for (call, result, announce) in results {
         if announce {
             state
                 .emitter
@@ -513,20 +513,19 @@ async fn store(
         }
         let excess = state.task.key_facts.len().saturating_sub(MAX_KEY_FACTS);
         state.task.key_facts.drain(..excess);
-        if i + 1 == total {
-            state.set_phase(phase);
+        // A job's result is in the conversation from this write on: its record keeps a stub.
+        if let Some(job) = state.record().job_of_mut(&call.id) {
+            job.result = job.result.as_ref().map(StoredToolResult::taken);
         }
         let content = tool_calls::content_for_model(&result);
-        state
-            .persist_tool_result(
-                ChatMessage::tool(call.id, call.name, content),
-                result.status,
-            )
-            .await?;
+        let message = ChatMessage::tool(call.id, call.name, content);
+        messages.push((message, result.status));
     }
-    if total == 0 {
-        state.set_phase(phase);
+    state.set_phase(phase);
+    if messages.is_empty() {
         state.save_task().await?;
+    } else {
+        state.persist_tool_results(messages).await?;
     }
     Ok(())
 }
