@@ -61,7 +61,7 @@ fn deployment_cpu() -> Option<Duration> {
 }
 
 /// Where the process stood at one moment: CPU, wall clock, context switches, flushes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Snapshot {
     pub cpu: Duration,
     pub wall: std::time::Instant,
@@ -73,6 +73,8 @@ pub struct Snapshot {
     pub deployment: Option<Duration>,
     /// Messages this process exchanged over a networked bus so far.
     pub traffic: Option<crate::bus::Traffic>,
+    /// What each kind of thread spent so far.
+    pub threads: Option<super::threads::ByKind>,
 }
 
 impl Snapshot {
@@ -89,6 +91,7 @@ impl Snapshot {
                 .map_or(Duration::ZERO, |d| d.flush_time()),
             deployment: deployment_cpu(),
             traffic: engine.bus.traffic(),
+            threads: super::threads::now(),
         }
     }
 }
@@ -118,6 +121,9 @@ pub fn per_turn_row(
     if let (Some(a), Some(b), Some(obj)) = (start.traffic, end.traffic, row.as_object_mut()) {
         let messages = b.sent.saturating_sub(a.sent) + b.received.saturating_sub(a.received);
         obj.insert("bus_msgs_per_turn".into(), json!(messages as f64 / n));
+    }
+    if let (Some(a), Some(b), Some(obj)) = (&start.threads, &end.threads, row.as_object_mut()) {
+        obj.insert("by_thread".into(), super::threads::per_turn(a, b, n));
     }
     if let (Some(a), Some(b), Some(obj)) = (start.deployment, end.deployment, row.as_object_mut()) {
         let cpu = (end.cpu - start.cpu) + b.saturating_sub(a);

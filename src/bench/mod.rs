@@ -5,6 +5,7 @@
 pub mod delegation;
 mod idle;
 mod measure;
+mod threads;
 mod w1;
 mod w2;
 mod w3;
