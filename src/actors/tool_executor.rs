@@ -309,3 +309,5 @@ pub fn catalog(core: &ExecCore) -> ToolsCatalog {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_tests;

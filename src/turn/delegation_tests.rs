@@ -129,7 +129,7 @@ pub(crate) fn child_answer(s: &Session, job_id: &str, answer: &str, tokens: u64)
 }
 
 /// What the session actor does with a job's final event: record it in the waiting turn.
-fn deliver(s: &mut Session, event: &JobEvent) {
+pub(crate) fn deliver(s: &mut Session, event: &JobEvent) {
     let turn = s.task.unfinished_turn_mut().unwrap();
     let job = turn
         .jobs
@@ -223,59 +223,6 @@ async fn delegations_of_one_step_start_together_and_the_turn_waits_for_both() {
         .events
         .iter()
         .any(|e| matches!(e, TurnEvent::TurnResumed { reason, .. } if reason.contains("care"))));
-}
-
-// A parent woken by several children's answers stores them in one write (not one write of
-// its whole task per answer), and its task keeps only stubs of results the conversation holds.
-#[tokio::test]
-async fn answers_taken_in_one_step_are_stored_in_one_write_and_not_kept_twice() {
-    let log = std::sync::Arc::new(crate::store::test_log::MemoryLog::default());
-    let mut s = Session::on_log_with(fan_out(), log.clone(), team());
-    s.meta.agent = "triage".into();
-    s.say("order A1 is delayed").await;
-    let jobs: Vec<String> = s.ports.seen().sent.iter().map(|e| e.id.clone()).collect();
-    let before = log_records(&log).len();
-    for (job, answer) in jobs
-        .iter()
-        .zip(["likes SMS updates", "parcel is in Shanghai"])
-    {
-        let event = child_answer(&s, job, answer, 100);
-        deliver(&mut s, &event);
-    }
-    s.resume_heard().await;
-    assert_eq!(s.phase(), TurnPhase::Answered);
-    let written = &log_records(&log)[before..];
-    let tool_messages: Vec<usize> = written
-        .iter()
-        .map(|r| {
-            r.messages
-                .iter()
-                .filter(|m| m.message.role == crate::llm::Role::Tool)
-                .count()
-        })
-        .filter(|&n| n > 0)
-        .collect();
-    assert_eq!(tool_messages, vec![2], "both answers in one append");
-    let turn = s.task.turn.as_ref().unwrap();
-    for job in &turn.jobs {
-        let kept = job
-            .result
-            .as_ref()
-            .expect("the job is still known as finished");
-        assert!(kept.ok);
-        assert_eq!(kept.output, serde_json::Value::Null, "{kept:?}");
-    }
-    assert!(s.answer().unwrap().contains("Shanghai"));
-}
-
-/// The records of the triage session `s1` in `log`, decoded.
-fn log_records(log: &crate::store::test_log::MemoryLog) -> Vec<crate::store::replica::LogRecord> {
-    use crate::store::replica::SessionLog;
-    futures::executor::block_on(log.read_after("triage", "s1", 0))
-        .unwrap()
-        .into_iter()
-        .map(|(_, bytes)| serde_json::from_slice(&bytes).unwrap())
-        .collect()
 }
 
 #[tokio::test]

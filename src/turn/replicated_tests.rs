@@ -1,11 +1,13 @@
 //! A turn on the replicated session log (`--bus nats://`): mid-turn steps travel with the
-//! turn's next full save, and never past a call that acts on the world.
+//! turn's next full save, and never past a call that acts on the world; the results a step
+//! takes are appended together.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::json;
 
+use super::delegation_tests::{child_answer, deliver, fan_out, team};
 use super::fake::FakePorts;
 use super::tests::{calls, last_is_user, says, tool, Session};
 use crate::llm::Role;
@@ -24,7 +26,12 @@ fn first_write_within() -> std::time::Duration {
 
 /// The session's records in the log, decoded.
 pub(super) fn records(log: &MemoryLog) -> Vec<LogRecord> {
-    futures::executor::block_on(log.read_after("assistant", "s1", 0))
+    records_of(log, "assistant")
+}
+
+/// The records of `agent`'s session `s1` in the log, decoded.
+fn records_of(log: &MemoryLog, agent: &str) -> Vec<LogRecord> {
+    futures::executor::block_on(log.read_after(agent, "s1", 0))
         .unwrap()
         .into_iter()
         .map(|(_, bytes)| serde_json::from_slice(&bytes).unwrap())
@@ -317,4 +324,47 @@ async fn a_new_summary_rides_the_turns_next_append_rather_than_one_of_its_own() 
     }
     s.reload();
     assert_eq!(s.task.summary, "earlier turns, summarised");
+}
+
+// A parent woken by several children's answers stores them in one write (not one write of
+// its whole task per answer), and its task keeps only stubs of results the conversation holds.
+#[tokio::test]
+async fn answers_taken_in_one_step_are_stored_in_one_write_and_not_kept_twice() {
+    let log = Arc::new(MemoryLog::default());
+    let mut s = Session::on_log_with(fan_out(), log.clone(), team());
+    s.meta.agent = "triage".into();
+    s.say("order A1 is delayed").await;
+    let jobs: Vec<String> = s.ports.seen().sent.iter().map(|e| e.id.clone()).collect();
+    let before = records_of(&log, "triage").len();
+    for (job, answer) in jobs
+        .iter()
+        .zip(["likes SMS updates", "parcel is in Shanghai"])
+    {
+        let event = child_answer(&s, job, answer, 100);
+        deliver(&mut s, &event);
+    }
+    s.resume_heard().await;
+    assert_eq!(s.phase(), TurnPhase::Answered);
+    let written = &records_of(&log, "triage")[before..];
+    let tool_messages: Vec<usize> = written
+        .iter()
+        .map(|r| {
+            r.messages
+                .iter()
+                .filter(|m| m.message.role == crate::llm::Role::Tool)
+                .count()
+        })
+        .filter(|&n| n > 0)
+        .collect();
+    assert_eq!(tool_messages, vec![2], "both answers in one append");
+    let turn = s.task.turn.as_ref().unwrap();
+    for job in &turn.jobs {
+        let kept = job
+            .result
+            .as_ref()
+            .expect("the job is still known as finished");
+        assert!(kept.ok);
+        assert_eq!(kept.output, serde_json::Value::Null, "{kept:?}");
+    }
+    assert!(s.answer().unwrap().contains("Shanghai"));
 }

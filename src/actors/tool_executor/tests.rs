@@ -1,5 +1,6 @@
-//! The executor's call path without actors: idempotent replay across a crash, the high-risk
-//! refusal and its counter, async jobs with their events, and resuming after a restart.
+//! The executor's call path without actors: reads, raw outputs, timeouts, the high-risk
+//! refusal and its counter, async jobs with their events, and resuming after a restart (the
+//! run-once rules of `write` calls are in `write_tests`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,12 +25,12 @@ use crate::tools::stores::ToolStores;
 use crate::tools::{Tool, ToolError, ToolErrorCode};
 
 /// A tool that counts its executions (each taking `delay`).
-struct Counting {
-    calls: Arc<AtomicUsize>,
-    effect: ToolEffect,
-    risk: ToolRisk,
-    mode: ToolMode,
-    delay: Duration,
+pub(super) struct Counting {
+    pub(super) calls: Arc<AtomicUsize>,
+    pub(super) effect: ToolEffect,
+    pub(super) risk: ToolRisk,
+    pub(super) mode: ToolMode,
+    pub(super) delay: Duration,
 }
 
 #[async_trait]
@@ -55,7 +56,11 @@ impl Tool for Counting {
     }
 }
 
-fn counting(calls: &Arc<AtomicUsize>, effect: ToolEffect, risk: ToolRisk) -> Arc<dyn Tool> {
+pub(super) fn counting(
+    calls: &Arc<AtomicUsize>,
+    effect: ToolEffect,
+    risk: ToolRisk,
+) -> Arc<dyn Tool> {
     Arc::new(Counting {
         calls: calls.clone(),
         effect,
@@ -86,14 +91,14 @@ fn core(
 
 /// An executor core on the sled database in `dir` (opened anew: a restart when called twice)
 /// and an embedded bus over it.
-async fn core_in(dir: &std::path::Path, tools: Vec<Arc<dyn Tool>>) -> ExecCore {
+pub(super) async fn core_in(dir: &std::path::Path, tools: Vec<Arc<dyn Tool>>) -> ExecCore {
     let db = crate::store::durability::Durable::from(crate::store::open(dir).unwrap());
     let bus = bus::connect("embedded", Some(db.clone())).await.unwrap();
     core(&db, bus, tools)
 }
 
 /// [`core_in`] with the low-risk counting tool alone, counting into `calls`.
-async fn counting_core_in(
+pub(super) async fn counting_core_in(
     dir: &std::path::Path,
     calls: &Arc<AtomicUsize>,
     effect: ToolEffect,
@@ -101,7 +106,7 @@ async fn counting_core_in(
     core_in(dir, vec![counting(calls, effect, ToolRisk::Low)]).await
 }
 
-fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
+pub(super) fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
     ToolCallRequest {
         call_id: call_id.into(),
         name: name.into(),
@@ -112,45 +117,6 @@ fn request(call_id: &str, name: &str, arguments: Value) -> ToolCallRequest {
         confirmed: false,
         input: None,
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idempotent_write_retried_after_a_crash_executes_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let args = json!({"order_id": "JD-20251111-0042", "amount": "30"});
-    let first = {
-        let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
-        let first = execute(
-            &c,
-            request("call-1", "refund", args.clone()),
-            Caller::default(),
-        )
-        .await;
-        // The executor crashes here: the result is recorded, the reply never reaches the turn.
-        first
-    };
-    assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
-    // The turn retries the same call (the model may even re-send the number as a string).
-    let retry = execute(
-        &c,
-        request("call-2", "refund", args.clone()),
-        Caller::default(),
-    )
-    .await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
-    assert_eq!(retry.via, "idempotent-replay");
-    assert_eq!(retry.call_id, "call-2");
-    assert_eq!(retry.output, first.output);
-    assert_eq!(c.metrics.snapshot().idempotent_replays, 1);
-    // Another turn is another key: it runs.
-    let mut next_turn = request("call-3", "refund", args);
-    next_turn.turn_id = Some("turn-2".into());
-    let ran = execute(&c, next_turn, Caller::default()).await;
-    assert_eq!(ran.via, "builtin");
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,9 +175,9 @@ async fn only_an_output_too_long_for_the_context_is_kept_for_tool_raw_get() {
 }
 
 /// A tool slower than its one-second timeout, counting its executions.
-struct Hanging {
-    effect: ToolEffect,
-    calls: Arc<AtomicUsize>,
+pub(super) struct Hanging {
+    pub(super) effect: ToolEffect,
+    pub(super) calls: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -263,35 +229,6 @@ async fn a_timeout_says_what_timed_out_why_and_whether_to_retry() {
         );
         assert!(e.hint.unwrap().contains(retry_advice), "{effect:?}");
     }
-}
-
-// A write that timed out may have taken effect (a lost reply looks the same): a repeat of the
-// same call gets the timeout back and does not run the write a second time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_that_timed_out_is_not_run_again_by_a_repeat_of_the_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let hanging = Hanging {
-        effect: ToolEffect::Write,
-        calls: calls.clone(),
-    };
-    let c = core_in(dir.path(), vec![Arc::new(hanging)]).await;
-    let first = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
-    assert_eq!(
-        first.error.as_ref().map(|e| e.code),
-        Some(ToolErrorCode::Timeout)
-    );
-    let again = execute(&c, request("h1", "hang", json!({})), Caller::default()).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
-    assert_eq!(again.via, "idempotent-replay");
-    let error = again.error.expect("the recorded timeout");
-    assert_eq!(error.code, ToolErrorCode::Timeout);
-    assert!(error.hint.unwrap_or_default().contains("do not retry"));
-    // Another turn is another key: the user may ask again.
-    let mut next_turn = request("h2", "hang", json!({}));
-    next_turn.turn_id = Some("turn-2".into());
-    execute(&c, next_turn, Caller::default()).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,151 +403,4 @@ async fn after_a_restart_read_jobs_rerun_and_write_jobs_fail_clearly() {
     assert_eq!(gone_after.status, JobStatus::Failed);
     let m = c.metrics.snapshot();
     assert_eq!((m.jobs_resumed, m.jobs_failed_on_restart), (1, 2));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
-    let args = json!({"order_id": "JD-1", "amount": 30});
-    let key = crate::tools::idempotency::idempotency_key("s1", "turn-1", "refund", &args);
-    // A previous executor reserved the key, then died before recording an outcome.
-    let reserved = c.stores.idem.reserve(&key).await.unwrap();
-    assert_eq!(reserved, crate::tools::idempotency::Reservation::Reserved);
-    drop(c);
-    let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
-
-    let started = std::time::Instant::now();
-    let retry = execute(&c, request("call-2", "refund", args), Caller::default()).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 0, "the write ran again");
-    assert_eq!(retry.status, ToolStatus::Error);
-    let error = retry.error.expect("an error saying why");
-    assert_eq!(error.code, ToolErrorCode::Unavailable);
-    assert!(error.message.contains("never"), "{}", error.message);
-    assert!(error.hint.unwrap_or_default().contains("check"));
-    assert_eq!(c.metrics.snapshot().idempotent_unfinished, 1);
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "a reservation left by a dead executor is reported at once, not waited for"
-    );
-}
-
-// On NATS a call whose reply was lost is sent again, and the copy can arrive while the first
-// execution is still running: it must get that execution's result, not "outcome unknown".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_sent_again_while_it_runs_gets_the_first_executions_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = core_in(
-        dir.path(),
-        vec![Arc::new(Counting {
-            calls: calls.clone(),
-            effect: ToolEffect::Write,
-            risk: ToolRisk::Low,
-            mode: ToolMode::Sync,
-            delay: Duration::from_millis(300),
-        })],
-    )
-    .await;
-    let args = json!({"order_id": "JD-7", "amount": 12});
-    let first = tokio::spawn({
-        let (c, args) = (c.clone(), args.clone());
-        async move { execute(&c, request("call-1", "refund", args), Caller::default()).await }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let again = execute(&c, request("call-1", "refund", args), Caller::default()).await;
-    let first = first.await.unwrap();
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
-    assert_eq!(first.status, ToolStatus::Ok, "{first:?}");
-    assert_eq!(again.status, ToolStatus::Ok, "{again:?}");
-    assert_eq!(again.via, "idempotent-replay");
-    assert_eq!(again.output, first.output);
-    assert_eq!(c.metrics.snapshot().idempotent_unfinished, 0);
-}
-
-#[test]
-fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
-    let def = counting(&Arc::default(), ToolEffect::Write, ToolRisk::Low).definition();
-    let now = Utc::now();
-    let timeout = def.timeout();
-    let settled_by = timeout + crate::protocol::tool::WRITE_SETTLE_GRACE;
-    let caller_waits = crate::protocol::tool::repeated_write_wait(
-        timeout + crate::protocol::tool::TOOL_REPLY_MARGIN,
-    );
-    // Just started: wait as long as it may take to run and record its outcome through a
-    // failover, which ends before the caller of this copy gives up.
-    let patience = super::run::holder_patience(now, &def, now);
-    assert_eq!(patience, settled_by);
-    assert!(patience < caller_waits, "{patience:?} vs {caller_waits:?}");
-    // Past its own timeout it may still be recording through a failover: wait what is left.
-    let late = now - chrono::Duration::from_std(timeout).unwrap();
-    let left = super::run::holder_patience(late, &def, now);
-    assert_eq!(left, crate::protocol::tool::WRITE_SETTLE_GRACE);
-    // Past timeout and grace: it died mid-call; do not wait at all.
-    let dead = now - chrono::Duration::seconds(3600);
-    assert_eq!(super::run::holder_patience(dead, &def, now), Duration::ZERO);
-    // The execution itself stops trying to record its outcome before the copies waiting
-    // for it give up, so their last look finds what it recorded.
-    let gives_up = super::run::settle_deadline(&def);
-    let waiters_give_up = tokio::time::Instant::now() + patience;
-    assert!(gives_up < waiters_give_up);
-    assert!(waiters_give_up - gives_up < Duration::from_millis(1100));
-}
-
-/// A write tool that fails on its first execution.
-struct FailsOnce {
-    calls: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Tool for FailsOnce {
-    fn spec(&self) -> ToolSpec {
-        Counting {
-            calls: self.calls.clone(),
-            effect: ToolEffect::Write,
-            risk: ToolRisk::Low,
-            mode: ToolMode::Sync,
-            delay: Duration::ZERO,
-        }
-        .spec()
-    }
-    fn definition(&self) -> ToolDefinition {
-        let mut d = ToolDefinition::from_spec(self.spec(), Duration::from_secs(5));
-        d.effect = ToolEffect::Write;
-        d
-    }
-    async fn call(&self, _: Value) -> Result<Value, ToolError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(ToolError::new(
-                ToolErrorCode::ExecutionFailed,
-                "payment backend said no",
-            ));
-        }
-        Ok(json!({"refunded": true}))
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_write_frees_its_key_so_a_retry_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = core_in(
-        dir.path(),
-        vec![Arc::new(FailsOnce {
-            calls: calls.clone(),
-        })],
-    )
-    .await;
-    let args = json!({"order_id": "JD-2", "amount": 5});
-    let failed = execute(
-        &c,
-        request("call-1", "refund", args.clone()),
-        Caller::default(),
-    )
-    .await;
-    assert_eq!(failed.status, ToolStatus::Error);
-    let retried = execute(&c, request("call-2", "refund", args), Caller::default()).await;
-    assert_eq!(retried.status, ToolStatus::Ok, "{retried:?}");
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
