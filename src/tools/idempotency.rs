@@ -184,7 +184,16 @@ impl IdemStore {
     }
 
     /// Reserve `key` for an execution, durably, unless an earlier execution holds it.
-    pub async fn reserve(&self, key: &str) -> Result<Reservation, StoreError> {
+    ///
+    /// When the shared bucket fails the write, the caller does not run the call; but the
+    /// write may have landed before its answer was lost, leaving a reservation nobody would
+    /// settle, and a copy of the call sent again would wait for it and report its outcome as
+    /// unknown. So such a reservation is taken back (until `by`), and that copy runs the call.
+    pub async fn reserve(
+        &self,
+        key: &str,
+        by: tokio::time::Instant,
+    ) -> Result<Reservation, StoreError> {
         let reservation = encode(&IdemRecord {
             reserved: true,
             result: None,
@@ -198,10 +207,17 @@ impl IdemStore {
                 }
                 created
             }
-            Backend::Shared(bucket) => bucket
-                .create(key, Bytes::from(reservation))
-                .await
-                .map_err(shared_error)?,
+            Backend::Shared(bucket) => {
+                let ours = Bytes::from(reservation);
+                match bucket.create(key, ours.clone()).await {
+                    Ok(created) => created,
+                    Err(e) => {
+                        tracing::warn!(key, error = %e, "a write call's key could not be reserved; the call is not run, and a reservation the failed write may have left is taken back");
+                        withdraw(bucket.as_ref(), key, &ours, by).await;
+                        return Err(shared_error(e));
+                    }
+                }
+            }
         };
         if created {
             self.running().insert(key.to_string());
@@ -241,7 +257,7 @@ impl IdemStore {
                 Some(record) => Reservation::Pending {
                     since: record.recorded_at,
                 },
-                None => match self.reserve(key).await? {
+                None => match self.reserve(key, gives_up).await? {
                     pending @ Reservation::Pending { .. } => pending,
                     settled => return Ok(settled),
                 },
@@ -297,6 +313,33 @@ impl IdemStore {
     }
 }
 
+/// Pause between two looks at a reservation being taken back.
+const WITHDRAW_PAUSE: Duration = Duration::from_millis(500);
+
+/// Delete `key` if it holds exactly `ours` (a reservation this execution wrote and will not
+/// settle), trying until `by`.
+async fn withdraw(bucket: &dyn SharedKv, key: &str, ours: &Bytes, by: tokio::time::Instant) {
+    loop {
+        match tokio::time::timeout_at(by, bucket.get(key)).await {
+            Ok(Ok(Some(held))) if held == *ours => {
+                if let Err(e) = bucket.delete_by(key, by).await {
+                    tracing::warn!(key, error = %e, "a reservation left by a failed write could not be taken back; a copy of the call sent again will report its outcome as unknown");
+                }
+                return;
+            }
+            // Never written, or another execution's: nothing of ours to take back.
+            Ok(Ok(_)) => return,
+            Ok(Err(_)) if tokio::time::Instant::now() + WITHDRAW_PAUSE < by => {
+                tokio::time::sleep(WITHDRAW_PAUSE).await;
+            }
+            _ => {
+                tracing::warn!(key, "could not look for a reservation left by a failed write in time; a copy of the call sent again may report its outcome as unknown");
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,7 +384,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_outcome_not_recorded_by_its_deadline_is_given_up_then_and_the_key_stays_reserved() {
         let store = IdemStore::shared(Arc::new(Unacknowledged::default()));
-        assert_eq!(store.reserve("k").await.unwrap(), Reservation::Reserved);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(
+            store.reserve("k", far).await.unwrap(),
+            Reservation::Reserved
+        );
         let by = Instant::now() + Duration::from_secs(10);
         let error = store.record("k", &outcome(), by).await.unwrap_err();
         assert_eq!(Instant::now(), by);
@@ -356,6 +403,53 @@ mod tests {
             store.await_settled("k", Duration::ZERO).await.unwrap(),
             Reservation::Pending { .. }
         ));
+    }
+
+    /// A bucket whose creates land but whose answers are lost, as while a stream's leader
+    /// moves: the writer hears an error.
+    #[derive(Default)]
+    struct AnswersLost(Mutex<HashMap<String, Bytes>>);
+
+    #[async_trait]
+    impl SharedKv for AnswersLost {
+        async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
+            self.0.lock().unwrap().entry(key.into()).or_insert(value);
+            Err(BusError::Storage(
+                "timed out: didn't receive ack in time".into(),
+            ))
+        }
+        async fn get(&self, key: &str) -> Result<Option<Bytes>, BusError> {
+            Ok(self.0.lock().unwrap().get(key).cloned())
+        }
+        async fn put(&self, key: &str, value: Bytes) -> Result<(), BusError> {
+            self.0.lock().unwrap().insert(key.into(), value);
+            Ok(())
+        }
+        async fn delete(&self, key: &str) -> Result<(), BusError> {
+            self.0.lock().unwrap().remove(key);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reservation_whose_answer_was_lost_is_taken_back_so_a_copy_sent_again_runs() {
+        let bucket = Arc::new(AnswersLost::default());
+        let store = IdemStore::shared(bucket.clone());
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(
+            store.reserve("k", far).await.is_err(),
+            "the call is not run"
+        );
+        assert_eq!(
+            bucket.get("k").await.unwrap(),
+            None,
+            "nothing left reserved"
+        );
+        // Another execution's reservation is not ours to take back.
+        let theirs = Bytes::from_static(b"{\"reserved\":true}");
+        bucket.0.lock().unwrap().insert("k2".into(), theirs.clone());
+        assert!(store.reserve("k2", far).await.is_err());
+        assert_eq!(bucket.get("k2").await.unwrap(), Some(theirs));
     }
 
     #[test]

@@ -140,9 +140,8 @@ pub fn tool_reply_wait(tool_timeout: Duration) -> Duration {
 
 /// How long after a `write` tool's own timeout its execution may still be recording its
 /// outcome: on a NATS cluster the record's write to the shared idempotency bucket is tried
-/// through a JetStream failover until 1 s before this runs out (a node restarted under load
-/// on a 2-core host once kept the bucket unwritable for about 25 s).
-pub const WRITE_SETTLE_GRACE: Duration = Duration::from_secs(30);
+/// through a JetStream failover until 1 s before this runs out.
+pub const WRITE_SETTLE_GRACE: Duration = Duration::from_secs(20);
 
 /// How long a caller waits for the reply to a `write` call it sent again after `first_wait`
 /// passed in silence: the executor holds the copy until the earlier execution settles (up to

@@ -109,7 +109,7 @@ async fn prepare_and_run(
     // Taken before the reservation is written, so never later than the reservation's time.
     let settle_by = settle_deadline(&def);
     if let Some(key) = &idem_key {
-        if let Some(replayed) = reserve(core, key, &def, request).await? {
+        if let Some(replayed) = reserve(core, key, &def, request, settle_by).await? {
             return Ok(replayed);
         }
     }
@@ -247,6 +247,7 @@ async fn reserve(
     key: &str,
     def: &ToolDefinition,
     request: &ToolCallRequest,
+    settle_by: tokio::time::Instant,
 ) -> Result<Option<ToolCallResult>, ToolError> {
     let store_error = |e: crate::store::StoreError| {
         ToolError::new(
@@ -255,7 +256,12 @@ async fn reserve(
         )
         .with_hint("the tool-executor's store is failing; do not retry, tell the user")
     };
-    let mut reservation = core.stores.idem.reserve(key).await.map_err(store_error)?;
+    let mut reservation = core
+        .stores
+        .idem
+        .reserve(key, settle_by)
+        .await
+        .map_err(store_error)?;
     if let Reservation::Pending { since } = reservation {
         let patience = if core.stores.idem.may_be_running(key) {
             holder_patience(since, def, chrono::Utc::now())

@@ -93,7 +93,8 @@ async fn a_write_whose_executor_died_mid_call_is_reported_not_repeated() {
     let args = json!({"order_id": "JD-1", "amount": 30});
     let key = crate::tools::idempotency::idempotency_key("s1", "turn-1", "refund", &args);
     // A previous executor reserved the key, then died before recording an outcome.
-    let reserved = c.stores.idem.reserve(&key).await.unwrap();
+    let far = tokio::time::Instant::now() + Duration::from_secs(60);
+    let reserved = c.stores.idem.reserve(&key, far).await.unwrap();
     assert_eq!(reserved, crate::tools::idempotency::Reservation::Reserved);
     drop(c);
     let c = counting_core_in(dir.path(), &calls, ToolEffect::Write).await;
