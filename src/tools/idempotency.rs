@@ -19,8 +19,9 @@
 //! effect is unknown: it is not run again on the same key).
 //!
 //! An execution settles (records or releases) by a deadline, retrying through a failover
-//! until then, and the copies waiting for it wait until that deadline: see
-//! [`IdemStore::record`].
+//! until then, and the copies waiting for it wait until about that deadline: see
+//! [`IdemStore::record`]. One whose reservation write failed does not run the call and takes
+//! back the reservation that write may have left ([`IdemStore::reserve`]).
 //!
 //! Where the records live: this process's sled, or with a NATS cluster the JetStream KV
 //! bucket `hermes_idem`, whose create-only write makes exactly one of two racing copies the
@@ -273,9 +274,9 @@ impl IdemStore {
     /// Record `result` under `key` and make it durable before returning.
     ///
     /// With a shared bucket the write is tried again until `by` (a JetStream failover can
-    /// outlast one write's own retries), and never past it: the copies waiting for this
-    /// execution stop waiting then ([`Self::await_settled`]), so a record that lands later
-    /// would come after they have answered "outcome never recorded".
+    /// outlast one write's own retries), and never past it. The executor picks `by` just
+    /// before the copies waiting for this execution stop waiting ([`Self::await_settled`]),
+    /// or later when the call itself ended late.
     pub async fn record(
         &self,
         key: &str,

@@ -172,7 +172,10 @@ async fn prepare_and_run(
         }
     }
     if let Some(key) = &idem_key {
-        settle_reservation(core, key, request, &out, settle_by).await?;
+        // A call slowed by a failover ends late; its outcome still gets a failover's worth of
+        // tries, past what the waiting copies wait if it must (a repeat after them reads it).
+        let by = settle_by.max(tokio::time::Instant::now() + LEAST_SETTLE_TRIES);
+        settle_reservation(core, key, request, &out, by).await?;
     }
     Ok(out)
 }
@@ -355,6 +358,10 @@ pub(super) fn settle_deadline(def: &ToolDefinition) -> tokio::time::Instant {
 /// How long before the waiting copies give up the execution stops trying to record its
 /// outcome: their last look at the bucket must find what it wrote.
 const SETTLE_AHEAD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The least time an execution keeps trying to record its outcome once its call is over: a
+/// JetStream failover's retries (15 s) and one last attempt.
+const LEAST_SETTLE_TRIES: std::time::Duration = std::time::Duration::from_secs(21);
 
 /// How long before its caller's wait runs out a copy that waited for an earlier execution
 /// answers.
