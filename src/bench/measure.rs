@@ -43,19 +43,11 @@ pub fn count_cpu_of(pids: Vec<u32>) {
 /// `/proc/<pid>/stat`; a process that is gone counts zero.
 fn deployment_cpu() -> Option<Duration> {
     let pids = DEPLOYMENT.get()?;
-    // SAFETY: sysconf reads a constant.
-    let ticks_per_sec = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()
-        .filter(|t| *t > 0)?;
+    let ticks_per_sec = super::threads::ticks_per_sec()?;
     let ticks: u64 = pids
         .iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            // Fields after the parenthesised command: state is the 1st, utime the 12th, stime the 13th.
-            let rest = stat.rsplit_once(") ")?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
+        .filter_map(|stat| super::threads::stat_ticks(&stat).map(|(user, sys)| user + sys))
         .sum();
     Some(Duration::from_micros(ticks * 1_000_000 / ticks_per_sec))
 }

@@ -77,10 +77,17 @@ pub fn per_turn(start: &ByKind, end: &ByKind, turns: f64) -> Value {
     Value::Object(rows)
 }
 
-fn clock_tick() -> Option<Duration> {
+/// Clock ticks per second, the unit of `stat`'s times.
+pub(super) fn ticks_per_sec() -> Option<u64> {
     // SAFETY: sysconf reads a constant.
-    let per_sec = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
-    (per_sec > 0).then(|| Duration::from_secs(1) / u32::try_from(per_sec).unwrap_or(100))
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|t| *t > 0)
+}
+
+fn clock_tick() -> Option<Duration> {
+    let per_sec = u32::try_from(ticks_per_sec()?).ok()?;
+    Some(Duration::from_secs(1) / per_sec)
 }
 
 /// The first field of `schedstat`: nanoseconds on the CPU.
@@ -88,10 +95,17 @@ fn on_cpu_ns(schedstat: &str) -> Option<u64> {
     schedstat.split_whitespace().next()?.parse().ok()
 }
 
-/// `stime` of `stat`: the 13th field after the parenthesised name.
-fn kernel_ticks(stat: &str) -> Option<u32> {
+/// `utime` and `stime` of a `stat` (a process's or a thread's), in clock ticks: the 12th
+/// and 13th fields after the parenthesised name.
+pub(super) fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
     let rest = stat.rsplit_once(") ")?.1;
-    rest.split_whitespace().nth(12)?.parse().ok()
+    let mut fields = rest.split_whitespace().skip(11);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
+/// `stime` of `stat`.
+fn kernel_ticks(stat: &str) -> Option<u32> {
+    u32::try_from(stat_ticks(stat)?.1).ok()
 }
 
 fn voluntary_switches(status: &str) -> Option<u64> {
@@ -121,6 +135,7 @@ mod tests {
     fn procfs_fields_are_read_where_the_kernel_puts_them() {
         let stat = "21300 (actix-rt|system) S 1 2 3 0 -1 4194368 9 0 0 0 260 140 0 0 20 0 14";
         assert_eq!(kernel_ticks(stat), Some(140));
+        assert_eq!(stat_ticks(stat), Some((260, 140)));
         assert_eq!(on_cpu_ns("663539169 178631552 1657\n"), Some(663_539_169));
         let status = "Name:\tx\nvoluntary_ctxt_switches:\t1354\nnonvoluntary_ctxt_switches:\t303\n";
         assert_eq!(voluntary_switches(status), Some(1354));

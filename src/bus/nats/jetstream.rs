@@ -133,14 +133,18 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let patience = Patience {
-        wait: FAILOVER_WAIT,
+    retrying(what, failing_over_for(FAILOVER_WAIT), attempt).await
+}
+
+/// How a read or write is tried again through a failover, for `wait`.
+fn failing_over_for(wait: Duration) -> Patience {
+    Patience {
+        wait,
         first_pause: Duration::from_millis(100),
         longest_pause: Duration::from_secs(1),
         retryable: is_failing_over,
         why: "JetStream is failing over",
-    };
-    retrying(what, patience, attempt).await
+    }
 }
 
 /// [`through_failover`], retrying until `deadline` instead of for [`FAILOVER_WAIT`]; an
@@ -156,13 +160,8 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let patience = Patience {
-        wait: deadline.saturating_duration_since(tokio::time::Instant::now()),
-        first_pause: Duration::from_millis(100),
-        longest_pause: Duration::from_secs(1),
-        retryable: is_failing_over,
-        why: "JetStream is failing over",
-    };
+    let patience =
+        failing_over_for(deadline.saturating_duration_since(tokio::time::Instant::now()));
     retrying(what, patience, || {
         let attempt = attempt();
         let late = &late;
