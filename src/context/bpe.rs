@@ -109,7 +109,8 @@ impl Encoding {
                 reason,
             };
             let core = vocabulary().map_err(|e| fail(e.to_string()))?;
-            let split = Splitter::new(head, last).map_err(fail)?;
+            let mut split = Splitter::new(head, last).map_err(fail)?;
+            split.ascii_by_hand = name == "o200k_base";
             Ok(Arc::new(Encoding {
                 split,
                 ranks: ordinary_ranks(&core),
@@ -169,6 +170,9 @@ fn ordinary_ranks(core: &tiktoken_rs::CoreBPE) -> FxHashMap<Box<[u8]>, Rank> {
 /// the look-ahead one (`\s+\s`, whose last character is given back) and the last one.
 struct Splitter {
     regex: Regex,
+    /// o200k's: pieces of ASCII text are found without the pattern
+    /// ([`super::o200k_ascii`]).
+    ascii_by_hand: bool,
 }
 
 /// Pattern index of the look-ahead pattern in [`Splitter::regex`].
@@ -178,11 +182,24 @@ impl Splitter {
     fn new(head: &[&str], last: &str) -> Result<Self, String> {
         let head = head.join("|");
         let regex = Regex::new_many(&[head.as_str(), r"\s+\s", last]).map_err(|e| e.to_string())?;
-        Ok(Self { regex })
+        Ok(Self {
+            regex,
+            ascii_by_hand: false,
+        })
     }
 
     /// Where the piece starting at `at` ends.
     fn piece_end(&self, text: &str, at: usize) -> usize {
+        if self.ascii_by_hand {
+            if let Some(end) = super::o200k_ascii::piece_end(text.as_bytes(), at) {
+                return end;
+            }
+        }
+        self.pattern_piece_end(text, at)
+    }
+
+    /// [`Self::piece_end`] by the pattern alone.
+    fn pattern_piece_end(&self, text: &str, at: usize) -> usize {
         let input = Input::new(&text[at..]).anchored(Anchored::Yes);
         let Some(m) = self.regex.search(&input) else {
             // Every character matches one of the patterns; step over one to be safe.
@@ -193,6 +210,16 @@ impl Splitter {
             end -= text[at..end].chars().next_back().map_or(0, char::len_utf8);
         }
         end
+    }
+}
+
+/// Where o200k's pattern ends the piece of `text` starting at `at` (to test
+/// [`super::o200k_ascii`] against).
+#[cfg(test)]
+pub(super) fn pattern_piece_end_o200k(text: &str, at: usize) -> usize {
+    match Encoding::get(Tokenizer::O200kBase) {
+        Ok(encoding) => encoding.split.pattern_piece_end(text, at),
+        Err(e) => panic!("{e}"),
     }
 }
 

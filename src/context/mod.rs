@@ -6,5 +6,6 @@ pub mod bpe;
 pub mod budget;
 pub mod calibrate;
 pub mod compaction;
+mod o200k_ascii;
 pub mod search;
 pub mod tokens;
