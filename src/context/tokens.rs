@@ -4,9 +4,9 @@
 //! The vocabulary is loaded once per process; loading takes about a second in debug builds, so
 //! build the counter at start-up, off the actor threads.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use rustc_hash::FxHashMap;
 
 use super::bpe::{BpeError, Encoding};
 
@@ -15,8 +15,10 @@ use crate::llm::ChatMessage;
 /// Per-message overhead of the chat format (role and separators), as OpenAI documents it.
 pub const MESSAGE_OVERHEAD: u32 = 4;
 
-/// Most texts [`TokenCounter::count_fixed`] remembers before it starts over.
+/// Most texts [`TokenCounter::count_fixed`] remembers before it starts over, and most bytes
+/// of them (a catalog of many tools is tens of kilobytes of JSON).
 const MEMO_CAPACITY: usize = 1024;
+const MEMO_BYTES: usize = 4 << 20;
 
 /// The context window of `model` where its family is known, tokens: OpenAI's models from
 /// tiktoken-rs' table, Anthropic's Claude models (200,000).
@@ -32,8 +34,16 @@ pub struct TokenCounter {
     encoding: String,
     /// The model's own tokenizer (false: a stand-in for a model tiktoken does not know).
     exact: bool,
-    /// Counts of texts that recur turn after turn (system prompts, tool catalogs), by hash.
-    memo: Arc<Mutex<HashMap<u64, u32>>>,
+    /// Counts of texts that recur turn after turn (system prompts, tool catalogs), by text:
+    /// a quick hash to find one and a comparison to be sure, for the price of keeping them.
+    memo: Arc<Mutex<Memo>>,
+}
+
+/// Counts of recurring texts, and the bytes of text kept for them.
+#[derive(Default)]
+struct Memo {
+    counts: FxHashMap<Box<str>, u32>,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for TokenCounter {
@@ -92,24 +102,18 @@ impl TokenCounter {
     /// [`count_text`](Self::count_text) for a text that recurs on every turn (a system prompt,
     /// the tool catalog's JSON): counted once, then remembered.
     pub fn count_fixed(&self, text: &str) -> u32 {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        text.hash(&mut hasher);
-        let key = hasher.finish();
-        let memo = |m: &Mutex<HashMap<u64, u32>>| {
-            m.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&key)
-                .copied()
-        };
-        if let Some(n) = memo(&self.memo) {
+        let memo = || self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&n) = memo().counts.get(text) {
             return n;
         }
         let n = self.count_text(text);
-        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if memo.len() >= MEMO_CAPACITY {
-            memo.clear();
+        let mut memo = memo();
+        if memo.counts.len() >= MEMO_CAPACITY || memo.bytes + text.len() > MEMO_BYTES {
+            *memo = Memo::default();
         }
-        memo.insert(key, n);
+        if memo.counts.insert(text.into(), n).is_none() {
+            memo.bytes += text.len();
+        }
         n
     }
 
@@ -146,5 +150,26 @@ mod tests {
         assert!(c.encoding().contains("O200k"));
         assert!(!c.is_exact());
         assert!(TokenCounter::for_model("gpt-4o").unwrap().is_exact());
+    }
+
+    #[test]
+    fn a_recurring_text_is_counted_by_its_content_and_the_memo_stays_bounded() {
+        let c = TokenCounter::for_model("gpt-4o").unwrap();
+        let catalog = r#"[{"name":"add","description":"Add two numbers"}]"#;
+        let other = r#"[{"name":"add","description":"Add three numbers"}]"#;
+        assert_eq!(c.count_fixed(catalog), c.count_text(catalog));
+        assert_eq!(c.count_fixed(other), c.count_text(other));
+        assert_eq!(c.count_fixed(catalog), c.count_text(catalog));
+        let big = "word ".repeat(MEMO_BYTES / 5 / 3);
+        for i in 0..8 {
+            let text = format!("{i} {big}");
+            assert_eq!(c.count_fixed(&text), c.count_text(&text));
+            let memo = c.memo.lock().unwrap();
+            assert!(memo.bytes <= MEMO_BYTES, "{} bytes kept", memo.bytes);
+            assert_eq!(
+                memo.bytes,
+                memo.counts.keys().map(|k| k.len()).sum::<usize>()
+            );
+        }
     }
 }

@@ -24,6 +24,7 @@ mod port_error;
 pub mod ports;
 pub mod prefetch;
 mod questions;
+mod shown_tools;
 mod state;
 mod tool_calls;
 mod tool_step;
@@ -51,7 +52,6 @@ use crate::protocol::{RecallHit, ToolStatus};
 use crate::store::sessions::{SessionMeta, SessionStore, StoredMessage};
 use crate::store::tasks::{TaskState, TurnPhase, TurnRecord};
 use crate::store::StoreError;
-use crate::tools::scenes;
 
 /// What a turn needs from its session's environment.
 #[derive(Clone)]
@@ -237,10 +237,6 @@ pub async fn run_turn(
 
 /// Whether an agent whose tool list is `allowed` may see and call `tool`: the tools it names,
 /// and `session_search` with any of them.
-fn allows(allowed: &[String], tool: &str) -> bool {
-    allowed.iter().any(|a| a == tool) || (!allowed.is_empty() && tool == "session_search")
-}
-
 async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), TurnError> {
     let env = state.env;
     let agent_name = state.meta.active_agent().to_string();
@@ -304,36 +300,8 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
             Arc::new(ToolsCatalog::default())
         }
     };
-    let mut definitions = catalog.definitions.clone();
-    // An agent's own tool list is a whitelist: nothing else is shown or callable, and an
-    // empty list means no tools at all.
-    if let Some(allowed) = &agent.tools {
-        definitions.retain(|d| allows(allowed, &d.name));
-    }
-    // Only the active scene's tools (at most 15) are shown; the rest stay callable. A catalog
-    // without definitions (an older executor's) still names its tools.
-    let mut tools: Vec<ToolSpec> = if catalog.definitions.is_empty() {
-        let allowed = agent.tools.as_ref();
-        catalog
-            .tools
-            .iter()
-            .filter(|t| allowed.is_none_or(|allowed| allows(allowed, &t.name)))
-            .cloned()
-            .collect()
-    } else {
-        scenes::select_tools(
-            &definitions,
-            agent.scene.as_deref(),
-            &user_text,
-            &["session_search"],
-            scenes::MAX_TOOLS,
-        )
-        .into_iter()
-        .map(|d| d.spec())
-        .collect()
-    };
-    tools.extend(delegation::tool_specs(&env.config, &agent));
-    tools.extend(handoff::tool_spec(&env.config, &agent));
+    let turn_tools = shown_tools::for_turn(&env.config, &agent, &catalog, &user_text);
+    let (definitions, tools) = (turn_tools.definitions, turn_tools.shown);
     let fixed = context::Fixed::new(env, &agent, &hits, &tools);
     let step = tool_step::Step {
         agent_name: &agent_name,
