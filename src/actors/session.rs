@@ -139,7 +139,10 @@ impl SessionActor {
         let history = self.history.clone();
         let turn_span = span.clone();
         let fut = async move {
-            let outcome = turn::run_turn(&env, &mut meta, &mut task, history, awaited).await;
+            // Boxed where it is made: a turn's future is tens of kilobytes, and this block is
+            // moved three times before actix boxes it (each move a copy of all of it).
+            let turn = Box::pin(turn::run_turn(&env, &mut meta, &mut task, history, awaited));
+            let outcome = turn.await;
             record_outcome(&turn_span, &outcome);
             let handed_back = outcome
                 .error

@@ -38,8 +38,9 @@ pub struct ChatRequest {
     /// Shared, not copied: a turn's context is its session's history (see [`ChatMessage`]'s
     /// `Arc` in [`crate::store::sessions::StoredMessage`]).
     pub messages: Vec<Arc<ChatMessage>>,
+    /// Shared with the planning request that asked for it, uncopied.
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

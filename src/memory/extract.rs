@@ -6,7 +6,7 @@
 //! never silently dropped data.
 
 use std::fmt::Write as _;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -135,7 +135,7 @@ pub fn build_request(transcript: &[ChatMessage], existing: &[MemoryRecord]) -> C
             ChatMessage::system(EXTRACTION_SYSTEM_PROMPT).into(),
             ChatMessage::user(prompt).into(),
         ],
-        tools: Vec::new(),
+        tools: Arc::default(),
         temperature: Some(0.0),
         max_tokens: None,
         json_mode: true,

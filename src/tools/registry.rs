@@ -56,8 +56,9 @@ struct Entry {
     tool: Arc<dyn Tool>,
     /// The spec shown to the model: injected (`_`) properties removed.
     spec: ToolSpec,
-    /// The definition with overrides applied and injected properties removed.
-    definition: ToolDefinition,
+    /// The definition with overrides applied and injected properties removed (shared with
+    /// every call that reads it: it holds a schema).
+    definition: Arc<ToolDefinition>,
     /// The injected keys the tool's own schema declares.
     injected: Vec<String>,
     validator: Arc<Validator>,
@@ -117,7 +118,7 @@ impl ToolRegistry {
         let entry = Entry {
             tool,
             spec,
-            definition,
+            definition: Arc::new(definition),
             injected,
             validator: Arc::new(validator),
         };
@@ -169,13 +170,16 @@ impl ToolRegistry {
     }
 
     /// The definition of a registered tool (overrides applied, injected properties removed).
-    pub fn definition(&self, name: &str) -> Option<ToolDefinition> {
+    pub fn definition(&self, name: &str) -> Option<Arc<ToolDefinition>> {
         self.read().get(name).map(|e| e.definition.clone())
     }
 
     /// Every registered tool's definition, sorted by name.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.read().values().map(|e| e.definition.clone()).collect()
+        self.read()
+            .values()
+            .map(|e| ToolDefinition::clone(&e.definition))
+            .collect()
     }
 
     /// Whitelist check, then validation with safe repair. The returned arguments never hold
@@ -185,13 +189,14 @@ impl ToolRegistry {
         name: &str,
         arguments: Value,
     ) -> Result<(Arc<dyn Tool>, PreparedCall), ToolError> {
-        // Two statements: the read guard must be gone before `unknown_tool` locks again.
-        let found = self.read().get(name).cloned();
-        let entry = found.ok_or_else(|| self.unknown_tool(name))?;
+        // Two statements: the read guard must be gone before `unknown_tool` locks again. Only
+        // the tool and its validator are taken (the entry's spec and definition are schemas).
+        let found = (self.read().get(name)).map(|e| (e.tool.clone(), e.validator.clone()));
+        let (tool, validator) = found.ok_or_else(|| self.unknown_tool(name))?;
         refuse_injected(&arguments)?;
-        let prepared = validate_and_repair(&entry.validator, arguments)?;
+        let prepared = validate_and_repair(&validator, arguments)?;
         refuse_injected(&prepared.arguments)?;
-        Ok((entry.tool, prepared))
+        Ok((tool, prepared))
     }
 
     /// Add `_user` to a prepared call if the tool's schema declares it; returns whether it did.

@@ -301,7 +301,8 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
         }
     };
     let turn_tools = shown_tools::for_turn(&env.config, &agent, &catalog, &user_text);
-    let (definitions, tools) = (turn_tools.definitions, turn_tools.shown);
+    let definitions = turn_tools.definitions;
+    let tools: Arc<[ToolSpec]> = turn_tools.shown.into();
     let fixed = context::Fixed::new(env, &agent, &hits, &tools);
     let step = tool_step::Step {
         agent_name: &agent_name,
@@ -421,7 +422,7 @@ async fn plan(
     state: &mut TurnState<'_>,
     fixed: &context::Fixed,
     current: &[StoredMessage],
-    tools: &[ToolSpec],
+    tools: &Arc<[ToolSpec]>,
     record: &TurnRecord,
     agent: &crate::config::AgentConfig,
 ) -> Result<(PlanReply, usize), TurnError> {
@@ -432,7 +433,7 @@ async fn plan(
         turn_id: record.turn_id.clone(),
         step: state.task.turn.as_ref().map_or(0, |t| t.step),
         messages,
-        tools: tools.to_vec(),
+        tools: tools.clone(),
         stream_to: subjects::outbound(&meta.agent, &meta.session, &state.emitter.scope().reader)
             .ok(),
         model: Some(agent.model.clone()).filter(|m| m != "planner"),

@@ -46,7 +46,8 @@ fn ask(text: &str) -> ChatRequest {
             name: "add".into(),
             description: "Adds two integers.".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
-        }],
+        }]
+        .into(),
         ..ChatRequest::default()
     }
 }

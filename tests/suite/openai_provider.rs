@@ -145,7 +145,8 @@ async fn request_wire_format_carries_tools_tool_calls_and_tool_results() {
             name: "add".into(),
             description: "Adds two integers.".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
-        }],
+        }]
+        .into(),
         temperature: Some(0.0),
         max_tokens: Some(50),
         json_mode: true,

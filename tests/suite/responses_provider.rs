@@ -47,7 +47,7 @@ fn add_tool() -> ToolSpec {
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
         messages: hermes::llm::shared([ChatMessage::system("be brief"), ChatMessage::user(text)]),
-        tools: vec![add_tool()],
+        tools: vec![add_tool()].into(),
         cache_key: Some("hermes:assistant:s1".into()),
         ..ChatRequest::default()
     }

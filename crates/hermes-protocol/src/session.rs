@@ -130,7 +130,8 @@ pub struct PlanRequest {
     // Shared with the session's own copy of its history rather than copied; plain messages on
     // the wire.
     pub messages: Vec<Arc<ChatMessage>>,
-    pub tools: Vec<ToolSpec>,
+    // Shared by every step of a turn: a tool's JSON Schema is not copied per step.
+    pub tools: Arc<[ToolSpec]>,
     /// Where to publish `delta` events while the model streams (the session's out subject).
     #[serde(default)]
     pub stream_to: Option<String>,

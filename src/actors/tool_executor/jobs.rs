@@ -28,7 +28,7 @@ use crate::tools::{Progress, Tool, ToolError, ToolErrorCode};
 /// What a submission needs.
 pub struct JobStart {
     pub tool: Arc<dyn Tool>,
-    pub definition: ToolDefinition,
+    pub definition: Arc<ToolDefinition>,
     pub call_id: String,
     pub caller: Caller,
     pub turn_id: Option<String>,
@@ -144,7 +144,7 @@ pub(super) fn refusal(
     core: &ExecCore,
     record: &JobRecord,
     what_stopped: &str,
-) -> Result<(Arc<dyn Tool>, ToolDefinition), String> {
+) -> Result<(Arc<dyn Tool>, Arc<ToolDefinition>), String> {
     let found = core
         .registry
         .get(&record.tool)
@@ -209,7 +209,7 @@ pub async fn resume(core: &ExecCore) -> (usize, usize) {
 }
 
 /// Run the job here: `submitted` in this process's gauge until its work starts.
-fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRecord) {
+fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: Arc<ToolDefinition>, record: JobRecord) {
     let io = core.io.clone();
     metrics::job_moved(None, Some(JobStatus::Submitted));
     // In the span of the call that submitted it (if any): the job's work is part of its trace.
@@ -225,7 +225,7 @@ fn spawn(core: ExecCore, tool: Arc<dyn Tool>, def: ToolDefinition, record: JobRe
 pub(super) async fn run(
     core: ExecCore,
     tool: Arc<dyn Tool>,
-    def: ToolDefinition,
+    def: Arc<ToolDefinition>,
     mut record: JobRecord,
 ) {
     record.status = JobStatus::Running;

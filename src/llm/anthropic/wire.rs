@@ -389,7 +389,8 @@ mod tests {
                 name: "add".into(),
                 description: "adds".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             temperature: Some(0.2),
             ..ChatRequest::default()
         };

@@ -259,7 +259,8 @@ mod tests {
                 name: "add".into(),
                 description: "adds".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             temperature: Some(0.2),
             max_tokens: Some(64),
             json_mode: true,

@@ -379,7 +379,8 @@ mod tests {
                 name: "add".into(),
                 description: "adds".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             temperature: Some(0.2),
             cache_key: Some("hermes-s1".into()),
             ..ChatRequest::default()
