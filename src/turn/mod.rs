@@ -235,8 +235,6 @@ pub async fn run_turn(
     }
 }
 
-/// Whether an agent whose tool list is `allowed` may see and call `tool`: the tools it names,
-/// and `session_search` with any of them.
 async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), TurnError> {
     let env = state.env;
     let agent_name = state.meta.active_agent().to_string();

@@ -64,7 +64,8 @@ pub(super) fn for_turn<'c>(
     TurnTools { definitions, shown }
 }
 
-/// Whether a whitelist lets `tool` through (`session_search` goes with any non-empty one).
+/// Whether an agent whose tool list is `allowed` may see and call `tool`: the tools it names,
+/// and `session_search` with any of them.
 fn allows(allowed: &[String], tool: &str) -> bool {
     allowed.iter().any(|a| a == tool) || (!allowed.is_empty() && tool == "session_search")
 }
