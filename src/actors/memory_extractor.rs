@@ -12,10 +12,13 @@
 //! job acknowledged (retrying the same transcript would not help). A job that still fails on
 //! its last delivery is dropped the same way, with an `error` event saying so, rather than left
 //! for the queue to discard in silence. Every
-//! `memory.sweep_interval_secs` it runs the forgetting sweep.
+//! `memory.sweep_interval_secs` it runs the forgetting sweep, and forgets the turns it mined
+//! more than 30 days before ([`mined`]).
 
 use std::sync::Arc;
 use std::time::Duration;
+
+mod mined;
 
 use actix::prelude::*;
 
@@ -111,8 +114,9 @@ impl MemoryExtractor {
         };
         let interval = deps.config.memory.sweep_interval_secs;
         if interval > 0 {
+            let every = Duration::from_secs(interval);
             deps.io
-                .spawn(sweep_loop(service.clone(), Duration::from_secs(interval)));
+                .spawn(sweep_loop(service.clone(), extracted.clone(), every));
         }
         let actor = MemoryExtractor {
             deps,
@@ -234,8 +238,8 @@ impl Worker {
             }
         }
         if matches!(outcome, Outcome::Done) {
-            let now = chrono::Utc::now().timestamp().to_be_bytes();
-            if let Err(e) = self.extracted.insert(turn_id.as_bytes(), &now) {
+            let now = chrono::Utc::now().timestamp();
+            if let Err(e) = mined::mark(&self.extracted, &turn_id, now) {
                 tracing::warn!(error = %e, "mined turn not recorded; a redelivery would mine it again");
             }
         }
@@ -243,13 +247,24 @@ impl Worker {
     }
 }
 
-async fn sweep_loop(service: MemoryService, every: Duration) {
+/// Every `every`: expired memories, then turns mined long ago ([`mined::forget_old`]).
+async fn sweep_loop(service: MemoryService, extracted: Tree, every: Duration) {
     let mut ticker = tokio::time::interval(every);
     ticker.tick().await; // the first tick is immediate: let the engine start first
     loop {
         ticker.tick().await;
         if let Err(e) = service.sweep(chrono::Utc::now()).await {
             tracing::warn!(error = %e, "memory sweep failed; trying again next interval");
+        }
+        let mined = extracted.clone();
+        let now = chrono::Utc::now().timestamp();
+        match tokio::task::spawn_blocking(move || mined::forget_old(&mined, now)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::debug!(forgotten = n, "turns mined long ago forgotten"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "turns mined long ago not forgotten; trying again next interval")
+            }
+            Err(e) => tracing::warn!(error = %e, "forgetting turns mined long ago stopped"),
         }
     }
 }
