@@ -5,7 +5,7 @@
 //! back as a task (followed, [`tasks`]) or with questions, answered by the connection's
 //! [`Elicitor`] if it has one ([`input`]). The link is watched (child exit, HTTP failure), so a
 //! call to a dead server fails at once with [`McpError::Dead`] instead of waiting for its
-//! timeout, and [`McpClient::closed`] tells a supervisor when to reconnect.
+//! timeout (one in flight when it dies with [`McpError::Lost`]: it may have taken effect), and [`McpClient::closed`] tells a supervisor when to reconnect.
 
 mod convert;
 mod handler;
@@ -166,8 +166,24 @@ impl RmcpClient {
         }
     }
 
-    /// Run one request: fail at once if the server is dead, fail as soon as it dies while
-    /// waiting, and give up after `timeout` (dropping the request sends `notifications/cancelled`).
+    /// Why a request in flight failed when the link went down: for `tools/call` the call may
+    /// have reached the server (over HTTP even a failed send may have), so it is
+    /// [`McpError::Lost`]; any other request had no effect to lose, and it is
+    /// [`McpError::Dead`].
+    fn gone(&self, method: &str, reason: String) -> McpError {
+        if method == "tools/call" {
+            McpError::Lost {
+                server: self.server.clone(),
+                reason,
+            }
+        } else {
+            self.dead(reason)
+        }
+    }
+
+    /// Run one request: fail at once if the server is dead (nothing was sent), fail as soon
+    /// as it dies while waiting ([`Self::gone`]), and give up after `timeout` (dropping the
+    /// request sends `notifications/cancelled`).
     async fn request<T>(
         &self,
         method: &str,
@@ -179,7 +195,7 @@ impl RmcpClient {
         }
         let outcome = tokio::select! {
             biased;
-            reason = self.exited() => return Err(self.dead(reason)),
+            reason = self.exited() => return Err(self.gone(method, reason)),
             outcome = tokio::time::timeout(timeout, request) => outcome,
         };
         match outcome {
@@ -215,7 +231,7 @@ impl RmcpClient {
                     .link
                     .reason_after_transport_error(&error.to_string(), EXIT_SETTLE)
                     .await;
-                self.dead(reason)
+                self.gone(method, reason)
             }
             ServiceError::Timeout { timeout } => McpError::Timeout {
                 server: self.server.clone(),

@@ -31,6 +31,9 @@ pub enum McpError {
     Handshake { server: String, reason: String },
     #[error("MCP server `{server}` is not running (it exited or never started): {reason}")]
     Dead { server: String, reason: String },
+    /// The server went away while a `tools/call` was in flight: the call may have run.
+    #[error("MCP server `{server}` went away during the call, which may have taken effect: {reason}; check the server's side before calling again")]
+    Lost { server: String, reason: String },
     #[error("MCP server `{server}` did not answer `{method}` within {after:?}")]
     Timeout {
         server: String,
@@ -66,6 +69,7 @@ impl McpError {
             McpError::Spawn { .. } => "spawn_failed",
             McpError::Handshake { .. } => "handshake_failed",
             McpError::Dead { .. } => "server_dead",
+            McpError::Lost { .. } => "lost_mid_call",
             McpError::Timeout { .. } => "timeout",
             McpError::Protocol { .. } => "protocol_error",
             McpError::Rejected { .. } => "rejected",
@@ -81,6 +85,7 @@ impl McpError {
             McpError::Spawn { .. } | McpError::Handshake { .. } | McpError::Dead { .. } => {
                 McpFailure::Unavailable
             }
+            McpError::Lost { .. } => McpFailure::Lost,
             McpError::Timeout { .. } => McpFailure::Timeout,
             McpError::Protocol { .. } => McpFailure::Protocol,
             McpError::Rejected { code, .. } if *code == INVALID_PARAMS => {

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::remote_task::Followed;
 use super::{CallOutcome, Progress, Tool, ToolError, ToolErrorCode};
-use crate::bus::{rpc, SharedBus};
+use crate::bus::rpc::{self, RpcError};
+use crate::bus::{BusError, SharedBus};
 use crate::llm::ToolSpec;
 use crate::mcp::{McpFailure, McpInputAnswers, McpInputRequired, McpTool, McpToolHints};
 use crate::protocol::envelope::Envelope;
@@ -176,10 +177,7 @@ impl McpProxyTool {
             self.timeout + Duration::from_secs(2),
         )
         .await
-        .map_err(|e| {
-            ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {e}"))
-                .with_hint("the MCP bridge is not reachable; tell the user the tool is unavailable")
-        })?;
+        .map_err(bridge_failure)?;
         Ok(reply.body)
     }
 
@@ -203,6 +201,24 @@ impl McpProxyTool {
     }
 }
 
+/// The tool error of a call the MCP bridge never answered. Silence past the call's own
+/// timeout means the bridge had the call and went away (or its answer was lost): the call
+/// may have run. Any other failure is one of reaching the bridge at all.
+fn bridge_failure(error: RpcError) -> ToolError {
+    if matches!(error, RpcError::Bus(BusError::Timeout { .. })) {
+        return ToolError::new(
+            ToolErrorCode::OutcomeUnknown,
+            format!("MCP bridge: {error}"),
+        )
+        .with_hint(
+            "the MCP bridge took the call and never answered, so it may have taken effect: \
+                 do not call it again, tell the user to check",
+        );
+    }
+    ToolError::new(ToolErrorCode::Unavailable, format!("MCP bridge: {error}"))
+        .with_hint("the MCP bridge is not reachable; tell the user the tool is unavailable")
+}
+
 /// The tool error of an MCP failure the bridge classified: the one place a kind becomes a
 /// code and a hint for the model. A bridge that sent no kind (older than it) is read as the
 /// server being unavailable, as it always was.
@@ -222,6 +238,11 @@ fn mcp_failure(failure: Option<McpFailure>, message: String) -> ToolError {
             ToolErrorCode::ExecutionFailed,
             "the MCP server answered something Hermes could not read: do not retry at once, \
              tell the user",
+        ),
+        McpFailure::Lost => (
+            ToolErrorCode::OutcomeUnknown,
+            "the MCP server went away during the call, which may have taken effect: do not \
+             call it again, tell the user to check",
         ),
         McpFailure::Timeout => (
             ToolErrorCode::Timeout,
@@ -476,6 +497,23 @@ mod tests {
     }
 
     #[test]
+    fn a_bridge_silent_past_the_calls_timeout_may_have_run_it_and_an_absent_one_did_not() {
+        let silent = bridge_failure(RpcError::Bus(BusError::Timeout {
+            subject: "hermes.mcp.call".into(),
+            after: Duration::from_secs(32),
+        }));
+        assert_eq!(silent.code, ToolErrorCode::OutcomeUnknown);
+        assert!(silent
+            .hint
+            .unwrap_or_default()
+            .contains("do not call it again"));
+        let absent = bridge_failure(RpcError::Bus(BusError::NoResponders {
+            subject: "hermes.mcp.call".into(),
+        }));
+        assert_eq!(absent.code, ToolErrorCode::Unavailable);
+    }
+
+    #[test]
     fn refused_arguments_tell_the_model_to_fix_the_call_and_only_a_down_server_is_unavailable() {
         let refused = mcp_failure(Some(McpFailure::InvalidArguments), "bad `date`".into());
         assert_eq!(refused.code, ToolErrorCode::InvalidArguments);
@@ -488,6 +526,7 @@ mod tests {
         let cases = [
             (Some(McpFailure::Rejected), ToolErrorCode::ExecutionFailed),
             (Some(McpFailure::Protocol), ToolErrorCode::ExecutionFailed),
+            (Some(McpFailure::Lost), ToolErrorCode::OutcomeUnknown),
             (Some(McpFailure::Timeout), ToolErrorCode::Timeout),
             (
                 Some(McpFailure::NotMounted),

@@ -117,8 +117,12 @@ fn killed_mcp_server_fails_fast_then_reconnects_and_calls_succeed_and_all_are_au
         );
         assert_eq!(down.status, ToolStatus::Error);
         let message = down.error.as_ref().unwrap().message.clone();
+        // Down before the call was sent, or (the kill racing the send) gone with the call on
+        // its way, which may have taken effect.
         assert!(
-            message.contains("is down") || message.contains("not running"),
+            message.contains("is down")
+                || message.contains("not running")
+                || message.contains("went away during the call"),
             "unclear error: {message}"
         );
 

@@ -20,7 +20,8 @@ class ToolFailure(Exception):
     """Raise it from a handler to report a structured error the model can act on.
 
     `code` is one of Hermes' tool error codes (`invalid_arguments`, `execution_failed`,
-    `timeout`, `unavailable`); `hint` tells the model what to do next."""
+    `timeout`, `unavailable`, `outcome_unknown` when the call may have taken effect though it
+    failed, e.g. a backend that went away mid-request); `hint` tells the model what to do next."""
 
     def __init__(self, code: str, message: str, hint: Optional[str] = None):
         super().__init__(message)

@@ -260,6 +260,9 @@ pub enum McpFailure {
     Unavailable,
     /// No server of that name is mounted.
     NotMounted,
+    /// The server went away while a `tools/call` was in flight: the call may have taken
+    /// effect before it did, so it is not run again on the same idempotency key.
+    Lost,
 }
 
 /// Where an MCP task (extension `io.modelcontextprotocol/tasks`) stands.

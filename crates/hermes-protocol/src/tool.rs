@@ -29,6 +29,10 @@ pub enum ToolErrorCode {
     /// The tool's MCP server asks the user something before it goes on (the result's
     /// `output` holds the questions); the turn waits for the answer and calls again with it.
     InputRequired,
+    /// The call reached its backend, which went away before the outcome was known: it may
+    /// have taken effect. A `write` call is not run again on the
+    /// same idempotency key; the user should check.
+    OutcomeUnknown,
 }
 
 impl ToolErrorCode {
@@ -43,6 +47,7 @@ impl ToolErrorCode {
             Self::ConfirmationRequired => "confirmation_required",
             Self::DeclinedByUser => "declined_by_user",
             Self::InputRequired => "input_required",
+            Self::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

@@ -180,9 +180,9 @@ async fn prepare_and_run(
     Ok(out)
 }
 
-/// Record an execution's outcome under its key by `by`: a successful result, or a timeout
-/// (the call may have taken effect, so it is not run again on this key). Release the key of
-/// a call that failed otherwise, so a retry may run.
+/// Record an execution's outcome under its key by `by`: a successful result, or a timeout or
+/// an unknown outcome (the call may have taken effect, so it is not run again on this key).
+/// Release the key of a call that failed otherwise, so a retry may run.
 async fn settle_reservation(
     core: &ExecCore,
     key: &str,
@@ -190,10 +190,12 @@ async fn settle_reservation(
     out: &ToolCallResult,
     by: tokio::time::Instant,
 ) -> Result<(), ToolError> {
-    let timed_out = out
-        .error
-        .as_ref()
-        .is_some_and(|e| e.code == ToolErrorCode::Timeout);
+    let timed_out = out.error.as_ref().is_some_and(|e| {
+        matches!(
+            e.code,
+            ToolErrorCode::Timeout | ToolErrorCode::OutcomeUnknown
+        )
+    });
     if out.status != ToolStatus::Ok && !timed_out {
         if let Err(e) = core.stores.idem.release(key, by).await {
             tracing::warn!(tool = %request.name, error = %e, "idempotency reservation not released; a retry of this call will be refused");
@@ -204,7 +206,7 @@ async fn settle_reservation(
     match recorded {
         Ok(()) => Ok(()),
         Err(e) if timed_out => {
-            tracing::error!(tool = %request.name, error = %e, "the timeout of a write call was not recorded; a repeat of this call is told its outcome is unknown");
+            tracing::error!(tool = %request.name, error = %e, "the timeout (or unknown outcome) of a write call was not recorded; a repeat of this call is told its outcome is unknown");
             Ok(())
         }
         Err(e) => {

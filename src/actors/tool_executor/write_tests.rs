@@ -1,6 +1,6 @@
 //! `write` calls run once: a repeat gets the first execution's recorded outcome (across a
-//! crash, while it still runs, after a timeout), a dead execution is reported and not rerun,
-//! a failed one frees its key.
+//! crash, while it still runs, after a timeout or an unknown outcome), a dead execution is
+//! reported and not rerun, a failed one frees its key.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -176,9 +176,10 @@ fn an_earlier_execution_is_waited_for_only_while_it_can_still_settle() {
     assert!(waiters_give_up - gives_up < Duration::from_millis(1100));
 }
 
-/// A write tool that fails on its first execution.
+/// A write tool whose first execution fails with `code`.
 struct FailsOnce {
     calls: Arc<AtomicUsize>,
+    code: ToolErrorCode,
 }
 
 #[async_trait]
@@ -200,10 +201,7 @@ impl Tool for FailsOnce {
     }
     async fn call(&self, _: Value) -> Result<Value, ToolError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(ToolError::new(
-                ToolErrorCode::ExecutionFailed,
-                "payment backend said no",
-            ));
+            return Err(ToolError::new(self.code, "payment backend said no"));
         }
         Ok(json!({"refunded": true}))
     }
@@ -217,6 +215,7 @@ async fn a_failed_write_frees_its_key_so_a_retry_runs() {
         dir.path(),
         vec![Arc::new(FailsOnce {
             calls: calls.clone(),
+            code: ToolErrorCode::ExecutionFailed,
         })],
     )
     .await;
@@ -231,4 +230,39 @@ async fn a_failed_write_frees_its_key_so_a_retry_runs() {
     let retried = execute(&c, request("call-2", "refund", args), Caller::default()).await;
     assert_eq!(retried.status, ToolStatus::Ok, "{retried:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+// An MCP server killed while the call was in flight, or one that answered unreadably, had the
+// call: its outcome is unknown, so a repeat gets that error back and the write does not run
+// a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_outcome_is_unknown_is_not_run_again_by_a_repeat_of_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = core_in(
+        dir.path(),
+        vec![Arc::new(FailsOnce {
+            calls: calls.clone(),
+            code: ToolErrorCode::OutcomeUnknown,
+        })],
+    )
+    .await;
+    let args = json!({"order_id": "JD-3", "amount": 7});
+    let first = execute(
+        &c,
+        request("call-1", "refund", args.clone()),
+        Caller::default(),
+    )
+    .await;
+    assert_eq!(
+        first.error.as_ref().map(|e| e.code),
+        Some(ToolErrorCode::OutcomeUnknown)
+    );
+    let again = execute(&c, request("call-2", "refund", args), Caller::default()).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
+    assert_eq!(again.via, "idempotent-replay");
+    assert_eq!(
+        again.error.map(|e| e.code),
+        Some(ToolErrorCode::OutcomeUnknown)
+    );
 }
