@@ -587,22 +587,3 @@ pub async fn connect_all(
     });
     futures::future::join_all(connecting).await
 }
-
-#[cfg(test)]
-mod tests {
-    use super::handler::client_config;
-    use rmcp::model::ProtocolVersion;
-
-    #[test]
-    fn client_announces_hermes_on_the_handshake_protocol() {
-        let config = client_config(false);
-        assert!(config.capabilities.elicitation.is_none());
-        assert!(client_config(true).capabilities.elicitation.is_some());
-        assert_eq!(config.client_info.name, "hermes");
-        assert_eq!(
-            config.protocol_version,
-            ProtocolVersion::LATEST_WITH_INITIALIZE
-        );
-        assert_eq!(config.protocol_version.as_str(), "2025-11-25");
-    }
-}

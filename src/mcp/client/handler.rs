@@ -178,3 +178,22 @@ impl ClientHandler for Notifier {
         let _ = self.tasks.send(super::tasks::detailed(params.task));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::client_config;
+    use rmcp::model::ProtocolVersion;
+
+    #[test]
+    fn client_announces_hermes_on_the_handshake_protocol() {
+        let config = client_config(false);
+        assert!(config.capabilities.elicitation.is_none());
+        assert!(client_config(true).capabilities.elicitation.is_some());
+        assert_eq!(config.client_info.name, "hermes");
+        assert_eq!(
+            config.protocol_version,
+            ProtocolVersion::LATEST_WITH_INITIALIZE
+        );
+        assert_eq!(config.protocol_version.as_str(), "2025-11-25");
+    }
+}
