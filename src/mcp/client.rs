@@ -5,7 +5,8 @@
 //! back as a task (followed, [`tasks`]) or with questions, answered by the connection's
 //! [`Elicitor`] if it has one ([`input`]). The link is watched (child exit, HTTP failure), so a
 //! call to a dead server fails at once with [`McpError::Dead`] instead of waiting for its
-//! timeout (one in flight when it dies with [`McpError::Lost`]: it may have taken effect), and [`McpClient::closed`] tells a supervisor when to reconnect.
+//! timeout (one in flight when it dies with [`McpError::Lost`]: it may have taken effect),
+//! and [`McpClient::closed`] tells a supervisor when to reconnect.
 
 mod convert;
 mod handler;
