@@ -30,8 +30,8 @@ pub enum ToolErrorCode {
     /// `output` holds the questions); the turn waits for the answer and calls again with it.
     InputRequired,
     /// The call reached its backend, which went away before the outcome was known: it may
-    /// have taken effect. A `write` call is not run again on the
-    /// same idempotency key; the user should check.
+    /// have taken effect. A `write` call is not run again on the same idempotency key; the
+    /// user should check.
     OutcomeUnknown,
 }
 

@@ -190,13 +190,13 @@ async fn settle_reservation(
     out: &ToolCallResult,
     by: tokio::time::Instant,
 ) -> Result<(), ToolError> {
-    let timed_out = out.error.as_ref().is_some_and(|e| {
+    let may_have_run = out.error.as_ref().is_some_and(|e| {
         matches!(
             e.code,
             ToolErrorCode::Timeout | ToolErrorCode::OutcomeUnknown
         )
     });
-    if out.status != ToolStatus::Ok && !timed_out {
+    if out.status != ToolStatus::Ok && !may_have_run {
         if let Err(e) = core.stores.idem.release(key, by).await {
             tracing::warn!(tool = %request.name, error = %e, "idempotency reservation not released; a retry of this call will be refused");
         }
@@ -205,7 +205,7 @@ async fn settle_reservation(
     let recorded = core.stores.idem.record(key, out, by).await;
     match recorded {
         Ok(()) => Ok(()),
-        Err(e) if timed_out => {
+        Err(e) if may_have_run => {
             tracing::error!(tool = %request.name, error = %e, "the timeout (or unknown outcome) of a write call was not recorded; a repeat of this call is told its outcome is unknown");
             Ok(())
         }

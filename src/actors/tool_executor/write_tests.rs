@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::run::{execute, Caller};
 use super::tests::{core_in, counting, counting_core_in, request, Counting, Hanging};
 use crate::llm::ToolSpec;
-use crate::protocol::ToolStatus;
+use crate::protocol::{ToolCallResult, ToolStatus};
 use crate::tools::definition::{ToolDefinition, ToolEffect, ToolMode, ToolRisk};
 use crate::tools::{Tool, ToolError, ToolErrorCode};
 
@@ -207,59 +207,48 @@ impl Tool for FailsOnce {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_write_frees_its_key_so_a_retry_runs() {
+/// Run a [`FailsOnce`] write failing with `code`, then the same call again: both results and
+/// how many times the tool ran.
+async fn fail_then_repeat(code: ToolErrorCode) -> (ToolCallResult, ToolCallResult, usize) {
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = core_in(
         dir.path(),
         vec![Arc::new(FailsOnce {
             calls: calls.clone(),
-            code: ToolErrorCode::ExecutionFailed,
+            code,
         })],
     )
     .await;
     let args = json!({"order_id": "JD-2", "amount": 5});
-    let failed = execute(
-        &c,
-        request("call-1", "refund", args.clone()),
-        Caller::default(),
-    )
-    .await;
-    assert_eq!(failed.status, ToolStatus::Error);
-    let retried = execute(&c, request("call-2", "refund", args), Caller::default()).await;
-    assert_eq!(retried.status, ToolStatus::Ok, "{retried:?}");
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
-}
-
-// An MCP server killed while the call was in flight, or one that answered unreadably, had the
-// call: its outcome is unknown, so a repeat gets that error back and the write does not run
-// a second time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_whose_outcome_is_unknown_is_not_run_again_by_a_repeat_of_the_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = core_in(
-        dir.path(),
-        vec![Arc::new(FailsOnce {
-            calls: calls.clone(),
-            code: ToolErrorCode::OutcomeUnknown,
-        })],
-    )
-    .await;
-    let args = json!({"order_id": "JD-3", "amount": 7});
     let first = execute(
         &c,
         request("call-1", "refund", args.clone()),
         Caller::default(),
     )
     .await;
+    let again = execute(&c, request("call-2", "refund", args), Caller::default()).await;
+    (first, again, calls.load(Ordering::SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_frees_its_key_so_a_retry_runs() {
+    let (failed, retried, calls) = fail_then_repeat(ToolErrorCode::ExecutionFailed).await;
+    assert_eq!(failed.status, ToolStatus::Error);
+    assert_eq!(retried.status, ToolStatus::Ok, "{retried:?}");
+    assert_eq!(calls, 2);
+}
+
+// An MCP server killed while the call was in flight had the call: its outcome is unknown, so a
+// repeat gets that error back and the write does not run a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_outcome_is_unknown_is_not_run_again_by_a_repeat_of_the_call() {
+    let (first, again, calls) = fail_then_repeat(ToolErrorCode::OutcomeUnknown).await;
     assert_eq!(
         first.error.as_ref().map(|e| e.code),
         Some(ToolErrorCode::OutcomeUnknown)
     );
-    let again = execute(&c, request("call-2", "refund", args), Caller::default()).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "the write ran twice");
+    assert_eq!(calls, 1, "the write ran twice");
     assert_eq!(again.via, "idempotent-replay");
     assert_eq!(
         again.error.map(|e| e.code),
