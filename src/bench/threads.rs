@@ -1,5 +1,6 @@
 //! Where a process's CPU goes, by kind of thread: the actors' arbiters, the NATS I/O runtime,
-//! the flusher, the main thread (the bench's client runs there), sled's own threads. Read
+//! the flusher, the write-behind thread (the session cache on NATS), the main thread (the
+//! bench's client runs there), sled's own threads. Read
 //! from `/proc/self/task` (Linux; elsewhere nothing is reported).
 //!
 //! Each thread's time on the CPU comes from its `schedstat` (nanoseconds), the part of it in
@@ -30,6 +31,7 @@ pub fn kind_of(name: &str) -> &'static str {
         n if n.starts_with("actix") => "actors",
         "hermes-io" => "io",
         "hermes-flush" => "flush",
+        "hermes-cache" => "cache",
         "hermes" => "main",
         n if n.starts_with("sled") || n == "log flusher" => "sled",
         _ => "other",
@@ -40,6 +42,7 @@ pub fn kind_of(name: &str) -> &'static str {
 pub fn now() -> Option<ByKind> {
     let tick = clock_tick()?;
     let mut kinds = ByKind::new();
+    let main = std::process::id().to_string();
     for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let dir = entry.path();
         let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
@@ -51,7 +54,13 @@ pub fn now() -> Option<ByKind> {
         ) else {
             continue; // exited meanwhile
         };
-        let spent = kinds.entry(kind_of(name.trim())).or_default();
+        // The main thread is named after the binary, which may have been renamed.
+        let kind = if entry.file_name().to_str() == Some(main.as_str()) {
+            "main"
+        } else {
+            kind_of(name.trim())
+        };
+        let spent = kinds.entry(kind).or_default();
         spent.on_cpu += Duration::from_nanos(on_cpu_ns(&schedstat).unwrap_or(0));
         spent.in_kernel += tick * kernel_ticks(&stat).unwrap_or(0);
         spent.sleeps += voluntary_switches(&status).unwrap_or(0);
@@ -126,6 +135,7 @@ mod tests {
         assert_eq!(kind_of("actix-rt|system"), "actors");
         assert_eq!(kind_of("hermes-io"), "io");
         assert_eq!(kind_of("hermes-flush"), "flush");
+        assert_eq!(kind_of("hermes-cache"), "cache");
         assert_eq!(kind_of("hermes"), "main");
         assert_eq!(kind_of("sled-io-3"), "sled");
         assert_eq!(kind_of("tokio-rt-worker"), "other");

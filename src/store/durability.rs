@@ -13,10 +13,12 @@
 //! flushes, so dropping the last [`Durable`] lets the database close.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+
+use super::write_behind::WriteBehind;
 
 /// Longest a [`Durable::flush_soon`] write waits for its flush in `sync` mode.
 pub const BACKGROUND_FLUSH_EVERY: Duration = Duration::from_millis(20);
@@ -101,6 +103,19 @@ struct Signal {
     wake: Condvar,
 }
 
+impl Signal {
+    /// See [`Durable::flush_soon`].
+    fn flush_soon(&self) {
+        let mut pending = lock(&self.state);
+        pending.issued += 1;
+        if pending.dirty_since.is_none() {
+            pending.dirty_since = Some(Instant::now());
+            drop(pending);
+            self.wake.notify_one();
+        }
+    }
+}
+
 #[derive(Default)]
 struct Pending {
     /// Tickets handed out to writes so far.
@@ -121,6 +136,8 @@ struct Shared {
     signal: Arc<Signal>,
     progress: watch::Receiver<Progress>,
     stats: Arc<Stats>,
+    /// The write-behind queue, started by its first write (`None`: it could not start).
+    behind: OnceLock<Option<WriteBehind>>,
 }
 
 #[derive(Default)]
@@ -177,6 +194,7 @@ impl Durable {
             signal: signal.clone(),
             progress: rx,
             stats: stats.clone(),
+            behind: OnceLock::new(),
         });
         let weak = Arc::downgrade(&shared);
         let spawned = std::thread::Builder::new()
@@ -236,17 +254,44 @@ impl Durable {
     /// Never waits. For a cache whose guarantee lives elsewhere (the session trees under a
     /// replicated log): it stays fresh, and one flush covers many writers.
     pub fn flush_soon(&self) {
-        let mut pending = lock(&self.shared.signal.state);
-        pending.issued += 1;
-        if pending.dirty_since.is_none() {
-            pending.dirty_since = Some(Instant::now());
-            drop(pending);
-            self.shared.signal.wake.notify_one();
+        self.shared.signal.flush_soon();
+    }
+
+    /// Apply `write` later, after every write handed over before it, on the database's
+    /// write-behind thread (started by the first; see [`super::write_behind`]): for a write
+    /// whose caller need not wait for it, as its guarantee lives elsewhere (the session cache
+    /// of a replicated log). What it wrote is flushed soon after, as by [`Self::flush_soon`].
+    /// Readers of such writes call [`Self::settle_behind`] first.
+    pub fn write_behind(&self, write: impl FnOnce() + Send + 'static) {
+        let behind = self.shared.behind.get_or_init(|| {
+            let signal = self.shared.signal.clone();
+            WriteBehind::start(move || signal.flush_soon())
+        });
+        match behind {
+            Some(behind) => behind.hand_over(Box::new(write)),
+            None => write(),
         }
     }
 
-    /// Wait until everything written before this call is on disk, whatever the mode.
+    /// Wait until every write handed to [`Self::write_behind`] before this call is applied.
+    /// Blocks while the queue holds some (call it off the async runtime); at once otherwise.
+    pub fn settle_behind(&self) {
+        if let Some(Some(behind)) = self.shared.behind.get() {
+            behind.settle();
+        }
+    }
+
+    /// Wait until everything written before this call is on disk, whatever the mode (the
+    /// write-behind queue included).
     pub async fn flush_all(&self) -> Result<(), FlushError> {
+        if let Some(Some(behind)) = self.shared.behind.get() {
+            if !behind.is_settled() {
+                let db = self.clone();
+                tokio::task::spawn_blocking(move || db.settle_behind())
+                    .await
+                    .map_err(|e| FlushError(e.to_string().into()))?;
+            }
+        }
         let ticket = {
             let mut pending = lock(&self.shared.signal.state);
             pending.issued += 1;

@@ -33,6 +33,7 @@ pub mod tasks;
 pub mod test_log;
 pub mod tool_result;
 pub mod tree;
+pub mod write_behind;
 
 use std::path::Path;
 

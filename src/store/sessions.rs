@@ -9,7 +9,10 @@
 //! session's log, and these trees are a local cache that [`SessionStore::load_synced`] brings up
 //! to date from the log: whichever process owns the session next sees its whole history. The
 //! log is the truth; what happens when it and the cache disagree (the cache ahead of a purged
-//! log, behind it, diverged from it, the log unreachable) is [`reconcile`]'s rule book.
+//! log, behind it, diverged from it, the log unreachable) is [`reconcile`]'s rule book. The
+//! cache is written behind the turn, once the log holds the save, on the database's
+//! write-behind thread ([`Durable::write_behind`]); this store's readers settle that queue
+//! before they read, so they read every save made before.
 //!
 //! Messages are append-only. Writes are not flushed here: the turn calls [`SessionStore::commit`]
 //! where its guarantees need it (before an acknowledgement or an answer leaves), so one flush of
@@ -18,6 +21,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+mod behind_tests;
 mod codec;
 mod reconcile;
 mod synced;
@@ -196,7 +201,8 @@ impl SessionStore {
     }
 
     pub fn meta(&self, agent: &str, session: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.sessions
+        self.cached()
+            .sessions
             .get(session_key(agent, session))?
             .map(|v| decode("session meta", &v))
             .transpose()
@@ -219,7 +225,8 @@ impl SessionStore {
 
     /// Every message of a session, in order.
     pub fn messages(&self, agent: &str, session: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        self.messages
+        self.cached()
+            .messages
             .scan_prefix(message_prefix(agent, session))
             .map(|item| {
                 let (_, v) = item?;
@@ -230,6 +237,7 @@ impl SessionStore {
 
     pub fn task(&self, agent: &str, session: &str) -> Result<TaskState, StoreError> {
         Ok(self
+            .cached()
             .tasks
             .get(session_key(agent, session))?
             .map(|v| decode::<TaskState>("task state", &v))
@@ -241,7 +249,7 @@ impl SessionStore {
     /// them; a turn waiting for the user's confirmation waits for that instead).
     pub fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
         let mut out = Vec::new();
-        for item in self.tasks.iter() {
+        for item in self.cached().tasks.iter() {
             let (k, v) = item?;
             let task: TaskState = decode("task state", &v)?;
             if task.resumable_turn().is_some()
@@ -325,11 +333,6 @@ impl SessionStore {
         extract: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
-        let meta_write = if self.log.is_some() {
-            MetaWrite::Now
-        } else {
-            meta_write
-        };
         let Some(log) = &self.log else {
             self.tasks
                 .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
@@ -340,27 +343,54 @@ impl SessionStore {
         let mut after = meta.clone();
         after.updated_at = now;
         after.next_seq = next_seq_after(after.next_seq, messages);
-        // The task is encoded once, for the log record and the local cache.
+        // The messages and the task are encoded once, for the log record and the local cache.
         let task_bytes = encode(task)?;
-        let bytes = bytes::Bytes::from(encode_record(&after, messages, &task_bytes, extract)?);
+        let listed = messages.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        let bytes = bytes::Bytes::from(encode_record(&after, &listed, &task_bytes, extract)?);
         meta.log_seq = log
             .append(&meta.agent, &meta.session, bytes, meta.log_seq)
             .await?;
-        let cached = self
-            .tasks
-            .insert(session_key(&meta.agent, &meta.session), task_bytes)
-            .map(drop)
-            .map_err(StoreError::from);
-        let cached = match cached {
-            Ok(()) => self.append_at(meta, messages, now, meta_write),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = cached {
-            synced::cache_failed(&meta.session, &e);
-            meta.next_seq = next_seq_after(meta.next_seq, messages);
-            meta.updated_at = now;
-        }
+        meta.next_seq = after.next_seq;
+        meta.updated_at = now;
+        // The cache is written behind the turn, in order with this process' other cache
+        // writes; its readers settle the queue first (`cached`).
+        let seqs = messages.iter().map(|m| m.seq);
+        let messages: Vec<(u64, Vec<u8>)> = seqs.zip(listed).collect();
+        let (store, cached_meta) = (self.clone(), meta.clone());
+        self.db.write_behind(move || {
+            if let Err(e) = store.write_cache(&cached_meta, messages, task_bytes) {
+                synced::cache_failed(&cached_meta.session, &e);
+            }
+        });
         Ok(())
+    }
+
+    /// One save into the cache of the replicated log: messages, task state, then the metadata
+    /// (the record [`reconcile`] checks the cache against, so it goes last).
+    fn write_cache(
+        &self,
+        meta: &SessionMeta,
+        messages: Vec<(u64, Vec<u8>)>,
+        task_bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        for (seq, message) in messages {
+            self.messages
+                .insert(message_key(&meta.agent, &meta.session, seq), message)?;
+        }
+        let key = session_key(&meta.agent, &meta.session);
+        self.tasks.insert(&key, task_bytes)?;
+        self.sessions.insert(key, encode(meta)?)?;
+        Ok(())
+    }
+
+    /// The trees as every write made so far has left them: the cache writes a replicated
+    /// log's saves hand to the write-behind thread are applied first. Blocks briefly while
+    /// some are queued, so async callers read off the runtime ([`blocking`]), as they do.
+    fn cached(&self) -> &Self {
+        if self.log.is_some() {
+            self.db.settle_behind();
+        }
+        self
     }
 
     /// Append messages to a session (creating it) and flush before returning.
@@ -404,8 +434,9 @@ impl SessionStore {
     /// With a replicated log this waits for nothing: every save was appended to the log, and
     /// acknowledged by the server, before it reached the local trees, so the log already holds
     /// what the guarantee covers. The trees are a cache that [`Self::load_synced`] brings up to
-    /// date from the log, whatever a crash cut off from them; they are flushed in the
-    /// background within milliseconds ([`Durable::flush_soon`]), one flush for many turns.
+    /// date from the log, whatever a crash cut off from them; they are written behind the
+    /// turn and flushed in the background within milliseconds ([`Durable::write_behind`]),
+    /// one flush for many turns.
     pub async fn commit(&self) -> Result<(), StoreError> {
         if self.log.is_some() {
             self.db.flush_soon();
@@ -437,7 +468,7 @@ impl SessionStore {
     /// All sessions, optionally only one user's.
     pub fn list(&self, user: Option<&str>) -> Result<Vec<SessionMeta>, StoreError> {
         let mut out = Vec::new();
-        for item in self.sessions.iter() {
+        for item in self.cached().sessions.iter() {
             let (_, v) = item?;
             let meta: SessionMeta = decode("session meta", &v)?;
             if user.is_none_or(|u| u == meta.user) {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{SessionMeta, StoreError, StoredMessage};
+use super::{SessionMeta, StoreError};
 
 pub(super) fn decode<T: for<'de> Deserialize<'de>>(
     what: &str,
@@ -19,22 +19,28 @@ pub(super) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
 }
 
-/// A [`LogRecord`] as `serde_json` writes it, from borrowed parts and the task (and the
-/// extraction job it carries, if any) already encoded: a save neither clones its messages and
-/// task into a record nor encodes the task twice (once for the log, once for the local cache).
+/// A [`LogRecord`] as `serde_json` writes it, from borrowed parts, the messages and the task
+/// (and the extraction job it carries, if any) already encoded: a save neither clones them into
+/// a record nor encodes them twice (once for the log, once for the local cache).
 pub(super) fn encode_record(
     meta: &SessionMeta,
-    messages: &[StoredMessage],
+    messages_json: &[Vec<u8>],
     task_json: &[u8],
     extract_json: Option<&[u8]>,
 ) -> Result<Vec<u8>, StoreError> {
     let extra = extract_json.map_or(0, <[u8]>::len);
-    let mut out = Vec::with_capacity(512 + task_json.len() + extra);
+    let listed: usize = messages_json.iter().map(|m| m.len() + 1).sum();
+    let mut out = Vec::with_capacity(320 + listed + task_json.len() + extra);
     out.extend_from_slice(b"{\"meta\":");
     serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
-    out.extend_from_slice(b",\"messages\":");
-    serde_json::to_writer(&mut out, messages).map_err(|e| StoreError::Encode(e.to_string()))?;
-    out.extend_from_slice(b",\"task\":");
+    out.extend_from_slice(b",\"messages\":[");
+    for (i, message) in messages_json.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(message);
+    }
+    out.extend_from_slice(b"],\"task\":");
     out.extend_from_slice(task_json);
     if let Some(job) = extract_json {
         out.extend_from_slice(b",\"extract\":");
@@ -66,7 +72,8 @@ mod tests {
             extract: None,
         })
         .unwrap();
-        let parts = encode_record(&meta, &messages, &encode(&task).unwrap(), None).unwrap();
+        let listed: Vec<Vec<u8>> = messages.iter().map(|m| encode(m).unwrap()).collect();
+        let parts = encode_record(&meta, &listed, &encode(&task).unwrap(), None).unwrap();
         assert_eq!(
             String::from_utf8(parts).unwrap(),
             String::from_utf8(whole).unwrap()
