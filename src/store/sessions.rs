@@ -384,12 +384,11 @@ impl SessionStore {
     }
 
     /// The trees as every write made so far has left them: the cache writes a replicated
-    /// log's saves hand to the write-behind thread are applied first. Blocks briefly while
-    /// some are queued, so async callers read off the runtime ([`blocking`]), as they do.
+    /// log's saves hand to the write-behind thread are applied first (whichever store of the
+    /// database handed them over). Blocks briefly while some are queued, so async callers
+    /// read off the runtime ([`blocking`]), as they do; at once on a database without any.
     fn cached(&self) -> &Self {
-        if self.log.is_some() {
-            self.db.settle_behind();
-        }
+        self.db.settle_behind();
         self
     }
 
