@@ -97,20 +97,30 @@ pub async fn follow(
             Err(Ask::Failed(e)) => {
                 errors += 1;
                 if errors >= MAX_ERRORS_IN_A_ROW {
-                    return Err(ToolError::new(
-                        ToolErrorCode::Unavailable,
-                        format!(
-                            "MCP task {} on `{}` could not be followed: {e}",
-                            handle.task_id, handle.server
-                        ),
-                    )
-                    .with_hint("the task may still finish on the server; tell the user"));
+                    return Err(unfollowable(&handle, &e));
                 }
                 tracing::warn!(task = %handle.task_id, error = %e, "MCP task not readable now; asking again");
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
     }
+}
+
+/// A task the bridge kept failing to read: the server took it (it has an id), so it may have
+/// run or may still finish there. Its outcome is unknown, not the tool unavailable: a repeat
+/// of the call could do the work twice (a write's key stays taken, as after a timeout).
+fn unfollowable(handle: &TaskHandle, error: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorCode::OutcomeUnknown,
+        format!(
+            "MCP task {} on `{}` could not be followed: {error}",
+            handle.task_id, handle.server
+        ),
+    )
+    .with_hint(
+        "the task was started and may have finished or still finish on the server; do not \
+         start it again: tell the user to check it there",
+    )
 }
 
 /// Ask the server to cancel the task.
@@ -188,7 +198,66 @@ fn ended(handle: &TaskHandle, state: McpTaskState) -> Option<Result<Followed, To
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+
     use super::*;
+    use crate::bus::embedded::EmbeddedBus;
+    use crate::bus::service::{typed, Service, ServiceError};
+    use crate::protocol::{subjects, McpTaskReply};
+
+    /// A bridge whose server no longer knows the task.
+    struct Forgotten;
+
+    #[async_trait]
+    impl Service<McpTaskRequest> for Forgotten {
+        async fn call(
+            &self,
+            request: Envelope<McpTaskRequest>,
+        ) -> Result<McpTaskReply, ServiceError> {
+            Ok(McpTaskReply {
+                state: None,
+                error: Some(format!("unknown task {}", request.body.task_id)),
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_cannot_be_read_any_more_has_an_unknown_outcome_and_is_not_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
+        let bus = Arc::new(EmbeddedBus::open(db).unwrap());
+        let _bridge = bus
+            .serve(
+                subjects::MCP_TASK,
+                "mcp-bridge",
+                typed::<McpTaskRequest, _>(Arc::new(Forgotten), 1 << 20),
+            )
+            .await
+            .unwrap();
+        let task = McpTaskState {
+            task_id: "t-9".into(),
+            status: McpTaskStatus::Working,
+            message: None,
+            poll_interval_ms: None,
+            result: None,
+            input_required: None,
+            error: None,
+        };
+        let followed = follow(bus.as_ref(), handle("files", None, &task), Progress::none()).await;
+        let error = followed.expect_err("the job fails");
+        assert_eq!(error.code, ToolErrorCode::OutcomeUnknown);
+        assert!(
+            error.message.contains("unknown task t-9"),
+            "{}",
+            error.message
+        );
+        assert!(error
+            .hint
+            .unwrap_or_default()
+            .contains("do not start it again"));
+    }
 
     #[test]
     fn a_handle_round_trips_through_the_job_record() {
