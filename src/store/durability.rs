@@ -11,6 +11,10 @@
 //! 200–1000 sessions in flight); a single flusher thread that calls the blocking `flush` avoids
 //! that and never occupies a runtime thread. The flusher holds the database only while it
 //! flushes, so dropping the last [`Durable`] lets the database close.
+//!
+//! A database also has a write-behind queue ([`Durable::write_behind`], a thread started by
+//! its first write) for writes nobody waits for — the session cache under a replicated log;
+//! [`Durable::flush_all`] applies what it holds before flushing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
