@@ -6,7 +6,9 @@
 //! [`Elicitor`] if it has one ([`input`]). The link is watched (child exit, HTTP failure), so a
 //! call to a dead server fails at once with [`McpError::Dead`] instead of waiting for its
 //! timeout (one in flight when it dies with [`McpError::Lost`]: it may have taken effect),
-//! and [`McpClient::closed`] tells a supervisor when to reconnect.
+//! and [`McpClient::closed`] tells a supervisor when to reconnect. An answer that cannot be
+//! read is [`McpError::Unreadable`] (the server took the request), never a `Protocol` error,
+//! which stays for what went wrong before anything was sent.
 
 mod convert;
 mod handler;
@@ -211,7 +213,8 @@ impl RmcpClient {
     }
 
     async fn service_error(&self, method: &str, error: ServiceError) -> McpError {
-        let protocol = |reason: String| McpError::Protocol {
+        // The request was sent and answered: only the answer could not be read.
+        let unreadable = |reason: String| McpError::Unreadable {
             server: self.server.clone(),
             method: method.to_owned(),
             reason,
@@ -239,7 +242,7 @@ impl RmcpClient {
                 method: method.to_owned(),
                 after: timeout,
             },
-            other => protocol(other.to_string()),
+            other => unreadable(other.to_string()),
         }
     }
 
@@ -547,9 +550,11 @@ async fn task_result(
         reason,
     };
     match state.status {
-        super::McpTaskStatus::Completed => state
-            .result
-            .ok_or_else(|| failed(format!("task {} completed without a result", state.task_id))),
+        super::McpTaskStatus::Completed => state.result.ok_or_else(|| McpError::Unreadable {
+            server: client.server.clone(),
+            method: "tools/call".to_owned(),
+            reason: format!("task {} completed without a result", state.task_id),
+        }),
         super::McpTaskStatus::Failed => Err(failed(format!(
             "task {} failed: {}",
             state.task_id,

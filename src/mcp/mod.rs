@@ -40,6 +40,14 @@ pub enum McpError {
         method: String,
         after: Duration,
     },
+    /// The server took the request and answered it with something that could not be read:
+    /// a `tools/call` may have taken effect.
+    #[error("MCP server `{server}` answered `{method}` with something that could not be read: {reason}; the call may have taken effect, check the server's side before calling again")]
+    Unreadable {
+        server: String,
+        method: String,
+        reason: String,
+    },
     /// The server could not be understood, or broke the protocol.
     #[error("MCP server `{server}` answered `{method}` with an error: {reason}")]
     Protocol {
@@ -72,6 +80,7 @@ impl McpError {
             McpError::Lost { .. } => "lost_mid_call",
             McpError::Timeout { .. } => "timeout",
             McpError::Protocol { .. } => "protocol_error",
+            McpError::Unreadable { .. } => "unreadable_answer",
             McpError::Rejected { .. } => "rejected",
             McpError::NotMounted { .. } => "not_mounted",
         }
@@ -88,6 +97,7 @@ impl McpError {
             McpError::Lost { .. } => McpFailure::Lost,
             McpError::Timeout { .. } => McpFailure::Timeout,
             McpError::Protocol { .. } => McpFailure::Protocol,
+            McpError::Unreadable { .. } => McpFailure::Unreadable,
             McpError::Rejected { code, .. } if *code == INVALID_PARAMS => {
                 McpFailure::InvalidArguments
             }
@@ -202,4 +212,27 @@ pub trait McpClient: Send + Sync {
     }
     /// Close the session and stop the child process.
     async fn shutdown(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_that_could_not_be_read_may_have_acted_and_a_protocol_error_did_not_send() {
+        let unreadable = McpError::Unreadable {
+            server: "shop".into(),
+            method: "tools/call".into(),
+            reason: "unexpected response type".into(),
+        };
+        assert_eq!(unreadable.failure(), McpFailure::Unreadable);
+        assert_eq!(unreadable.code(), "unreadable_answer");
+        assert!(unreadable.to_string().contains("may have taken effect"));
+        let unsent = McpError::Protocol {
+            server: "shop".into(),
+            method: "tools/call".into(),
+            reason: "arguments must be a JSON object".into(),
+        };
+        assert_eq!(unsent.failure(), McpFailure::Protocol);
+    }
 }

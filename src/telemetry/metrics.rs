@@ -343,9 +343,10 @@ impl McpStatus {
     pub fn of(failure: crate::protocol::McpFailure) -> Self {
         use crate::protocol::McpFailure;
         match failure {
-            McpFailure::InvalidArguments | McpFailure::Rejected | McpFailure::Protocol => {
-                McpStatus::Rejected
-            }
+            McpFailure::InvalidArguments
+            | McpFailure::Rejected
+            | McpFailure::Protocol
+            | McpFailure::Unreadable => McpStatus::Rejected,
             _ => McpStatus::Error,
         }
     }

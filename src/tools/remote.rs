@@ -244,6 +244,11 @@ fn mcp_failure(failure: Option<McpFailure>, message: String) -> ToolError {
             "the MCP server went away during the call, which may have taken effect: do not \
              call it again, tell the user to check",
         ),
+        McpFailure::Unreadable => (
+            ToolErrorCode::OutcomeUnknown,
+            "the MCP server took the call and answered something Hermes could not read; the \
+             call may have taken effect: do not call it again, tell the user to check",
+        ),
         McpFailure::Timeout => (
             ToolErrorCode::Timeout,
             "the MCP server did not answer in time: retry once later, or tell the user",
@@ -527,6 +532,7 @@ mod tests {
             (Some(McpFailure::Rejected), ToolErrorCode::ExecutionFailed),
             (Some(McpFailure::Protocol), ToolErrorCode::ExecutionFailed),
             (Some(McpFailure::Lost), ToolErrorCode::OutcomeUnknown),
+            (Some(McpFailure::Unreadable), ToolErrorCode::OutcomeUnknown),
             (Some(McpFailure::Timeout), ToolErrorCode::Timeout),
             (
                 Some(McpFailure::NotMounted),

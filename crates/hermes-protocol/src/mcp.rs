@@ -263,6 +263,10 @@ pub enum McpFailure {
     /// The server went away while a `tools/call` was in flight: the call may have taken
     /// effect before it did, so it is not run again on the same idempotency key.
     Lost,
+    /// The server took the request and answered with something that could not be read (a
+    /// result of the wrong shape, a task completed without one): a `tools/call` may have
+    /// taken effect, so it is not run again on the same idempotency key.
+    Unreadable,
 }
 
 /// Where an MCP task (extension `io.modelcontextprotocol/tasks`) stands.
