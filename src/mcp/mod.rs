@@ -42,7 +42,7 @@ pub enum McpError {
     },
     /// The server took the request and answered it with something that could not be read:
     /// a `tools/call` may have taken effect.
-    #[error("MCP server `{server}` answered `{method}` with something that could not be read: {reason}; the call may have taken effect, check the server's side before calling again")]
+    #[error("MCP server `{server}` answered `{method}` with something that could not be read: {reason}; the server took the request, so a tool call may have taken effect: check the server's side before calling again")]
     Unreadable {
         server: String,
         method: String,
