@@ -383,6 +383,21 @@ impl SessionStore {
         Ok(())
     }
 
+    /// [`Self::write_cache`] of a session state read back from the log (records replayed,
+    /// the log's state replacing a diverged cache).
+    fn write_cache_of(
+        &self,
+        meta: &SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        let listed = messages
+            .iter()
+            .map(|m| Ok((m.seq, encode(m)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.write_cache(meta, listed, encode(task)?)
+    }
+
     /// The trees as every write made so far has left them: the cache writes a replicated
     /// log's saves hand to the write-behind thread are applied first (whichever store of the
     /// database handed them over). Blocks briefly while some are queued, so async callers

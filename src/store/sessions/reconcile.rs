@@ -32,8 +32,8 @@ use std::sync::Arc;
 use chrono::Utc;
 
 use super::{
-    blocking, encode, message_key, message_prefix, next_seq_after, session_key, SessionMeta,
-    SessionStore, SetAsideRecord, StoredMessage,
+    blocking, encode, message_prefix, next_seq_after, session_key, SessionMeta, SessionStore,
+    SetAsideRecord, StoredMessage,
 };
 use crate::store::replica::{LogRecord, SessionLog};
 use crate::store::tasks::TaskState;
@@ -303,15 +303,7 @@ async fn replace(
         for key in stale {
             store.messages.remove(key)?;
         }
-        for m in &messages {
-            store
-                .messages
-                .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
-        }
-        store
-            .tasks
-            .insert(session_key(&meta.agent, &meta.session), encode(&task)?)?;
-        store.write_meta(&meta)?;
+        store.write_cache_of(&meta, &messages, &task)?;
         Ok((Some(meta), messages, task))
     })
     .await

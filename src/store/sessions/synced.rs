@@ -6,10 +6,8 @@
 
 use chrono::Utc;
 
-use super::codec::{decode, encode};
-use super::{
-    blocking, message_key, reconcile, session_key, SessionMeta, SessionStore, StoredMessage,
-};
+use super::codec::decode;
+use super::{blocking, reconcile, SessionMeta, SessionStore, StoredMessage};
 use crate::store::replica::LogRecord;
 use crate::store::tasks::TaskState;
 use crate::store::StoreError;
@@ -89,14 +87,8 @@ impl SessionStore {
                 task,
                 ..
             } = record;
-            let key = session_key(&meta.agent, &meta.session);
-            for m in &messages {
-                self.messages
-                    .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
-            }
-            self.tasks.insert(&key, encode(&task)?)?;
             meta.log_seq = seq;
-            self.sessions.insert(key, encode(&meta)?)?;
+            self.write_cache_of(&meta, &messages, &task)?;
         }
         Ok(())
     }
