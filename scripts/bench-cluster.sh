@@ -3,7 +3,8 @@
 # processes, on a release build: 1, 2 and 4 session processes on one NATS node and on the
 # 3-node cluster with replicas 3. For each: turns/s of W1 single, multi and concurrent, and the
 # CPU time every process of the deployment (nats-server and the driving `hermes bench`
-# included) spent per turn: over the whole run (warm-up included) and in W1 concurrent alone.
+# included) spent per turn: over the whole run (warm-up included) and in W1 concurrent alone;
+# then, per JetStream stream and consumer, the appends, deliveries and acks per turn.
 #   scripts/bench-cluster.sh                  # all six deployments
 #   SHAPES="1x1 2x1" scripts/bench-cluster.sh # <session processes>x<NATS nodes>
 #   SESSION_ACTORS=session,planner scripts/bench-cluster.sh   # a planner in each session process
@@ -14,6 +15,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 [[ -f .tools/env.sh ]] && source .tools/env.sh
 HERMES=${HERMES_BIN:-$ROOT/target/release/hermes}
+# nats-py, for the JetStream counts (scripts/jetstream-counts.py).
+PYTHON=${HERMES_PYTHON:-python3}
 [[ -x $HERMES ]] || { echo "build first: cargo build --release" >&2; exit 1; }
 SHAPES=${SHAPES:-"1x1 2x1 4x1 1x3 2x3 4x3"}
 PORT=${HERMES_BENCH_PORT:-14222}
@@ -59,6 +62,7 @@ for shape in $SHAPES; do
     url=$(bash scripts/cluster.sh status | sed -n 's/^bus: //p')
     pids=$(cat "$WORK"/cluster/pids/*)
     before=$(cpu_ticks $pids)
+    "$PYTHON" scripts/jetstream-counts.py snapshot "$url" >"$WORK/js-before.json"
     declare -A kind_before=()
     for f in "$WORK"/cluster/pids/*; do
         kind=$(basename "$f"); kind=${kind%-*}
@@ -90,6 +94,8 @@ print(*(round(rows[w]["turns_per_s"]) for w in ("w1_single", "w1_multi", "w1_con
         breakdown+=" $kind=$(python3 -c "print(round((${kind_after[$kind]} - ${kind_before[$kind]}) * 1e6 / ${hz} / ${turns}))")"
     done
     echo "    cpu µs/turn by process: $breakdown"
+    echo "    JetStream per turn (appends; consumer deliveries and acks; each is replicated R times):"
+    "$PYTHON" scripts/jetstream-counts.py diff "$url" "$WORK/js-before.json" "$turns"
     unset kind_before kind_after
     bash scripts/cluster.sh down --wipe >/dev/null
 done
