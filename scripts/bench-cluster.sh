@@ -15,8 +15,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 [[ -f .tools/env.sh ]] && source .tools/env.sh
 HERMES=${HERMES_BIN:-$ROOT/target/release/hermes}
-# nats-py, for the JetStream counts (scripts/jetstream-counts.py).
+# nats-py, for the JetStream counts (scripts/jetstream-counts.py); without it they are skipped.
 PYTHON=${HERMES_PYTHON:-python3}
+COUNT_JETSTREAM=1
+if ! "$PYTHON" -c 'import nats' 2>/dev/null; then
+    COUNT_JETSTREAM=0
+    echo "note: $PYTHON has no nats-py, so the JetStream counts are skipped (bash scripts/setup-test-deps.sh installs it into .tools/venv)" >&2
+fi
 [[ -x $HERMES ]] || { echo "build first: cargo build --release" >&2; exit 1; }
 SHAPES=${SHAPES:-"1x1 2x1 4x1 1x3 2x3 4x3"}
 PORT=${HERMES_BENCH_PORT:-14222}
@@ -62,7 +67,9 @@ for shape in $SHAPES; do
     url=$(bash scripts/cluster.sh status | sed -n 's/^bus: //p')
     pids=$(cat "$WORK"/cluster/pids/*)
     before=$(cpu_ticks $pids)
-    "$PYTHON" scripts/jetstream-counts.py snapshot "$url" >"$WORK/js-before.json"
+    if ((COUNT_JETSTREAM)); then
+        "$PYTHON" scripts/jetstream-counts.py snapshot "$url" >"$WORK/js-before.json"
+    fi
     declare -A kind_before=()
     for f in "$WORK"/cluster/pids/*; do
         kind=$(basename "$f"); kind=${kind%-*}
@@ -94,8 +101,10 @@ print(*(round(rows[w]["turns_per_s"]) for w in ("w1_single", "w1_multi", "w1_con
         breakdown+=" $kind=$(python3 -c "print(round((${kind_after[$kind]} - ${kind_before[$kind]}) * 1e6 / ${hz} / ${turns}))")"
     done
     echo "    cpu µs/turn by process: $breakdown"
-    echo "    JetStream per turn (appends; consumer deliveries and acks; each is replicated R times):"
-    "$PYTHON" scripts/jetstream-counts.py diff "$url" "$WORK/js-before.json" "$turns"
+    if ((COUNT_JETSTREAM)); then
+        echo "    JetStream per turn (appends; consumer deliveries and acks; each is replicated R times):"
+        "$PYTHON" scripts/jetstream-counts.py diff "$url" "$WORK/js-before.json" "$turns"
+    fi
     unset kind_before kind_after
     bash scripts/cluster.sh down --wipe >/dev/null
 done
