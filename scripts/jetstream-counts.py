@@ -1,6 +1,7 @@
 """Where a deployment's JetStream work goes: per stream, how many messages were appended, and
-per durable consumer, how many it delivered and how many it acknowledged (with replicas > 1,
-each append and each acknowledgement is a Raft proposal the other nodes store too).
+per durable consumer, how many it delivered and how far its acknowledgement floor moved (the
+acks, less those still pending at the end). With replicas > 1, each append and each
+acknowledgement is a Raft proposal the other nodes store too.
 
     python scripts/jetstream-counts.py snapshot NATS_URL > before.json
     ... run the load ...
