@@ -365,39 +365,6 @@ impl SessionStore {
         Ok(())
     }
 
-    /// One save into the cache of the replicated log: messages, task state, then the metadata
-    /// (the record [`reconcile`] checks the cache against, so it goes last).
-    fn write_cache(
-        &self,
-        meta: &SessionMeta,
-        messages: Vec<(u64, Vec<u8>)>,
-        task_bytes: Vec<u8>,
-    ) -> Result<(), StoreError> {
-        for (seq, message) in messages {
-            self.messages
-                .insert(message_key(&meta.agent, &meta.session, seq), message)?;
-        }
-        let key = session_key(&meta.agent, &meta.session);
-        self.tasks.insert(&key, task_bytes)?;
-        self.sessions.insert(key, encode(meta)?)?;
-        Ok(())
-    }
-
-    /// [`Self::write_cache`] of a session state read back from the log (records replayed,
-    /// the log's state replacing a diverged cache).
-    fn write_cache_of(
-        &self,
-        meta: &SessionMeta,
-        messages: &[StoredMessage],
-        task: &TaskState,
-    ) -> Result<(), StoreError> {
-        let listed = messages
-            .iter()
-            .map(|m| Ok((m.seq, encode(m)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        self.write_cache(meta, listed, encode(task)?)
-    }
-
     /// The trees as every write made so far has left them: the cache writes a replicated
     /// log's saves hand to the write-behind thread are applied first (whichever store of the
     /// database handed them over). Blocks briefly while some are queued, so async callers

@@ -2,17 +2,53 @@
 //! module brings that cache up to date before a session is served ([`SessionStore::load_synced`],
 //! which falls back to the log alone when the cache cannot be used), heals every cached session
 //! after a start ([`SessionStore::heal_cached`]), and writes records read from the log into the
-//! trees. Which side wins when they disagree is [`super::reconcile`]'s.
+//! trees, as it writes the write-behind saves ([`SessionStore::write_cache`]). Which side wins
+//! when they disagree is [`super::reconcile`]'s.
 
 use chrono::Utc;
 
-use super::codec::decode;
-use super::{blocking, reconcile, SessionMeta, SessionStore, StoredMessage};
+use super::codec::{decode, encode};
+use super::{
+    blocking, message_key, reconcile, session_key, SessionMeta, SessionStore, StoredMessage,
+};
 use crate::store::replica::LogRecord;
 use crate::store::tasks::TaskState;
 use crate::store::StoreError;
 
 impl SessionStore {
+    /// One save into the cache of the replicated log: messages, task state, then the metadata
+    /// (the record [`super::reconcile`] checks the cache against, so it goes last).
+    pub(super) fn write_cache(
+        &self,
+        meta: &SessionMeta,
+        messages: Vec<(u64, Vec<u8>)>,
+        task_bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        for (seq, message) in messages {
+            self.messages
+                .insert(message_key(&meta.agent, &meta.session, seq), message)?;
+        }
+        let key = session_key(&meta.agent, &meta.session);
+        self.tasks.insert(&key, task_bytes)?;
+        self.sessions.insert(key, encode(meta)?)?;
+        Ok(())
+    }
+
+    /// [`Self::write_cache`] of a session state read back from the log (records replayed,
+    /// the log's state replacing a diverged cache).
+    pub(super) fn write_cache_of(
+        &self,
+        meta: &SessionMeta,
+        messages: &[StoredMessage],
+        task: &TaskState,
+    ) -> Result<(), StoreError> {
+        let listed = messages
+            .iter()
+            .map(|m| Ok((m.seq, encode(m)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.write_cache(meta, listed, encode(task)?)
+    }
+
     /// [`Self::load`], after bringing the local cache up to date with the replicated log (the
     /// records other owners appended since this process last held the session).
     pub async fn load_synced(
