@@ -308,6 +308,8 @@ pub fn catalog(core: &ExecCore) -> ToolsCatalog {
 }
 
 #[cfg(test)]
+mod submit_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod write_tests;

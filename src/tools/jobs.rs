@@ -114,6 +114,29 @@ impl JobStore {
         Ok(())
     }
 
+    /// End a submission whose [`Self::save`] failed as `failed` with `error`, so that it never
+    /// runs: written and committed here (a restart resumes, and a cluster copy queues again,
+    /// only this copy's unfinished records; nobody else runs a job that was never queued), then
+    /// put into the shared bucket if it can be (a failure there is only logged: this copy's
+    /// newer record wins wherever they are compared). Err when this copy's record could not be
+    /// written and committed: the submission may then be stored as unfinished, and start.
+    pub async fn withdraw(
+        &self,
+        record: &mut JobRecord,
+        error: ToolError,
+    ) -> Result<(), StoreError> {
+        record.status = JobStatus::Failed;
+        record.error = Some(error);
+        let bytes = self.write(record)?;
+        self.durable.flush_all().await?;
+        if let Some(bucket) = &self.shared {
+            if let Err(e) = bucket.put(&record.job_id, Bytes::from(bytes)).await {
+                tracing::warn!(job = %record.job_id, error = %e, "a withdrawn submission's record is not in the shared bucket; job_status elsewhere may show it submitted until this copy re-seeds it");
+            }
+        }
+        Ok(())
+    }
+
     /// A job by id: from the shared bucket when there is one (on a cluster any copy may have
     /// run the job since this copy last saw it), else from this copy's records.
     ///

@@ -74,10 +74,9 @@ async fn start_job(
         created: now,
         updated: now,
     };
-    save(core, &mut record).await.map_err(|e| {
-        ToolError::new(ToolErrorCode::Unavailable, format!("job store: {e}"))
-            .with_hint("the job could not be recorded and did not start; retry once later")
-    })?;
+    if let Err(e) = save(core, &mut record).await {
+        return Err(unrecorded(core, record, e).await);
+    }
     core.metrics.bump(Counter::JobSubmitted);
     publish(core, &record).await;
     let job_id = record.job_id.clone();
@@ -91,6 +90,52 @@ async fn start_job(
     }
     spawn(core.clone(), start.tool, start.definition, record);
     Ok(job_id)
+}
+
+/// The error of a submission whose record could not be saved (`e`), once its fate is
+/// settled as far as it can be. The caller's write reservation follows the error's code:
+/// released for `unavailable` (a retry may run), kept for `outcome_unknown`.
+/// - Work deferred to a server (an MCP task) runs there already: its outcome is unknown.
+/// - Otherwise nothing ran, and the submission is withdrawn ([`JobStore::withdraw`]) so it
+///   never will; if even that cannot be written, the record may still start it after a
+///   restart: unknown as well.
+///
+/// [`JobStore::withdraw`]: crate::tools::jobs::JobStore::withdraw
+async fn unrecorded(
+    core: &ExecCore,
+    mut record: JobRecord,
+    e: crate::store::StoreError,
+) -> ToolError {
+    let tool = record.tool.clone();
+    if record.external.is_some() {
+        tracing::error!(job = %record.job_id, %tool, error = %e, "a task a server runs could not be recorded as a job; nobody follows it");
+        return ToolError::new(
+            ToolErrorCode::OutcomeUnknown,
+            format!("`{tool}` started as a task on its server, but the job that follows it could not be recorded (job store: {e}), so its result will not come back"),
+        )
+        .with_hint("it may take effect on the server: do not repeat it, tell the user to check");
+    }
+    let withdrawn = ToolError::new(
+        ToolErrorCode::Unavailable,
+        format!("the submission of `{tool}` could not be recorded (job store: {e}); it was withdrawn and never ran"),
+    );
+    let job_id = record.job_id.clone();
+    match core
+        .stores
+        .jobs
+        .withdraw(&mut record, withdrawn.clone())
+        .await
+    {
+        Ok(()) => withdrawn.with_hint("nothing ran; retry once later"),
+        Err(again) => {
+            tracing::error!(job = %job_id, %tool, error = %e, withdraw_error = %again, "a job whose submission could not be recorded could not be withdrawn either; it may start after a restart");
+            ToolError::new(
+                ToolErrorCode::OutcomeUnknown,
+                format!("the submission of `{tool}` could not be recorded (job store: {e}) nor withdrawn ({again}): it did not start, but may start after a restart as job {job_id}"),
+            )
+            .with_hint("do not submit it again; tell the user to check job_status later")
+        }
+    }
 }
 
 /// Stop `job_id`'s deferred work at its backend (an MCP server's task); the job then ends
