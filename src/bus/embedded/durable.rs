@@ -7,13 +7,19 @@
 //!   (a turn commits its `extraction_queued` mark after the publish) or sled's periodic flush
 //!   makes them durable. A lost ack means a redelivery, which the extractor recognises.
 //! - tree `bus.queue_deliveries.<name>`: key = the same sequence, value = how many times the
-//!   message was handed out (u64 big-endian). It is written on each delivery *without* an
-//!   explicit flush (sled's periodic flush persists it), so after a crash the count may lag by
-//!   the deliveries of the last flush interval. That is enough for `max_deliver` to stop a
-//!   poison message that crashes the process on every delivery.
+//!   message was handed out (u64 big-endian), written on each *re*delivery (`delivery` ≥ 2)
+//!   *without* an explicit flush (sled's periodic flush persists it), so after a crash the
+//!   count may lag by the deliveries of the last flush interval. A first delivery writes no
+//!   count — most messages are acked on it, so the queue costs two writes a message, not four
+//!   — because after a crash a restart counts every stored message without one as delivered
+//!   once. That is enough for `max_deliver` to stop a poison message that crashes the process
+//!   on every delivery. An orderly close ([`Queues::close`]) records the first deliveries of
+//!   the messages still held and leaves a marker (key [`CLEAN_CLOSE`]), so the next start
+//!   counts a message without a count as never delivered.
 //!
 //! After a restart every stored message is ready again, and its delivery number continues from
-//! the recorded count (so an unacked message usually comes back with `delivery` ≥ 2).
+//! the recorded count (so an unacked message usually comes back with `delivery` ≥ 2; after a
+//! crash, every message does, as it may have been handed out before it).
 //!
 //! There is no background task: each consumer's `next()` promotes overdue in-flight and
 //! delayed messages itself and sleeps until the earliest deadline or until the queue changes.
@@ -59,11 +65,13 @@ impl Queues {
         Ok(queue)
     }
 
-    /// The bus is going away: end every consumer stream.
+    /// The bus is going away: end every consumer stream, and record what the next start needs
+    /// to count deliveries exactly ([`Queue::record_clean_close`]).
     pub(crate) fn close(&self) {
         for queue in lock(&self.open).values() {
             queue.closed.store(true, Ordering::SeqCst);
             queue.changed.notify_waiters();
+            queue.record_clean_close();
         }
     }
 }
@@ -80,6 +88,10 @@ fn storage(what: &str, queue: &str, err: impl std::fmt::Display) -> BusError {
          and has free space"
     ))
 }
+
+/// The key, in a queue's deliveries tree, of the marker an orderly close leaves (not 8 bytes
+/// long, so never a sequence).
+const CLEAN_CLOSE: &[u8] = b"closed-cleanly";
 
 fn seq_of(key: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
@@ -112,7 +124,18 @@ impl Queue {
                 None => tracing::warn!(queue = name, "ignoring a malformed key in the queue tree"),
             }
         }
-        let mut counts = HashMap::new();
+        // After a crash a message without a count may have been handed out once (a first
+        // delivery is not recorded): its next delivery is a redelivery. After an orderly close
+        // every delivery was recorded.
+        let clean = deliveries
+            .remove(CLEAN_CLOSE)
+            .map_err(|e| storage("cannot read", name, e))?
+            .is_some();
+        let mut counts: HashMap<u64, u64> = if clean {
+            HashMap::new()
+        } else {
+            stored.iter().map(|&seq| (seq, 1)).collect()
+        };
         for entry in deliveries.iter() {
             let (key, value) = entry.map_err(|e| storage("cannot read", name, e))?;
             match (seq_of(&key), seq_of(&value)) {
@@ -181,7 +204,9 @@ impl Queue {
                     self.changed.notify_waiters(); // others re-plan their wake-up time
                     match self.delivery(seq, delivery) {
                         Ok(Some(message)) => return Some(Ok(message)),
-                        Ok(None) => lock(&self.state).settle(seq), // acked meanwhile
+                        Ok(None) => {
+                            lock(&self.state).settle(seq); // acked meanwhile
+                        }
                         Err(err) => return Some(Err(err)),
                     }
                 }
@@ -193,7 +218,7 @@ impl Queue {
                         "durable message dropped after reaching max_deliver without an ack; \
                          its handler keeps failing, check the handler's logs"
                     );
-                    if let Err(err) = self.remove(seq).await {
+                    if let Err(err) = self.remove(seq, true).await {
                         return Some(Err(err));
                     }
                 }
@@ -208,7 +233,8 @@ impl Queue {
         }
     }
 
-    /// Read message `seq` and record delivery number `delivery`; `None` if it is gone.
+    /// Read message `seq` and record delivery number `delivery` (from the second on: see the
+    /// module doc); `None` if it is gone.
     fn delivery(
         self: &Arc<Self>,
         seq: u64,
@@ -222,9 +248,11 @@ impl Queue {
         else {
             return Ok(None);
         };
-        self.deliveries
-            .insert(key, &delivery.to_be_bytes())
-            .map_err(|e| storage("cannot record a delivery", &self.name, e))?;
+        if delivery > 1 {
+            self.deliveries
+                .insert(key, &delivery.to_be_bytes())
+                .map_err(|e| storage("cannot record a delivery", &self.name, e))?;
+        }
         let acker = QueueAcker {
             queue: self.clone(),
             seq,
@@ -238,18 +266,38 @@ impl Queue {
         )))
     }
 
-    /// Delete message `seq` for good (durable with the database's next flush).
-    async fn remove(&self, seq: u64) -> Result<(), BusError> {
-        lock(&self.state).settle(seq);
+    /// Delete message `seq` for good (durable with the database's next flush), with its
+    /// delivery count if it was redelivered (or `counted` says a count may be stored anyway).
+    async fn remove(&self, seq: u64, counted: bool) -> Result<(), BusError> {
+        let delivered = lock(&self.state).settle(seq);
         let key = seq.to_be_bytes();
         self.messages
             .remove(key)
             .map_err(|e| storage("cannot remove a message", &self.name, e))?;
-        self.deliveries
-            .remove(key)
-            .map_err(|e| storage("cannot remove a delivery count", &self.name, e))?;
+        if counted || delivered > 1 {
+            self.deliveries
+                .remove(key)
+                .map_err(|e| storage("cannot remove a delivery count", &self.name, e))?;
+        }
         self.db.commit_lazy();
         Ok(())
+    }
+
+    /// An orderly close: record the first deliveries (not recorded as they happen) of the
+    /// messages still held, then the marker that says every delivery is recorded. Without it
+    /// — a crash, or a failure here — the next start counts every message as delivered once.
+    fn record_clean_close(&self) {
+        let once = lock(&self.state).delivered_once();
+        let recorded = once
+            .iter()
+            .try_for_each(|seq| {
+                let count = 1u64.to_be_bytes();
+                self.deliveries.insert(seq.to_be_bytes(), &count).map(drop)
+            })
+            .and_then(|()| self.deliveries.insert(CLEAN_CLOSE, &[]).map(drop));
+        if let Err(e) = recorded {
+            tracing::warn!(queue = %self.name, error = %e, "delivery counts not recorded at close; after the restart every queued message counts as delivered once");
+        }
     }
 
     fn update(&self, change: impl FnOnce(&mut QueueState, Instant)) {
@@ -268,7 +316,7 @@ struct QueueAcker {
 #[async_trait]
 impl Acker for QueueAcker {
     async fn ack(&self) -> Result<(), BusError> {
-        self.queue.remove(self.seq).await?;
+        self.queue.remove(self.seq, false).await?;
         self.queue.changed.notify_waiters();
         Ok(())
     }
@@ -287,3 +335,7 @@ impl Acker for QueueAcker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "durable_tests.rs"]
+mod tests;

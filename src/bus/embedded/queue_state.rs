@@ -111,12 +111,19 @@ impl QueueState {
         deadlines.chain(self.delayed.values().copied()).min()
     }
 
-    /// The message is acked (or gone from storage): forget it everywhere.
-    pub(crate) fn settle(&mut self, seq: u64) {
+    /// Messages handed out exactly once and not settled.
+    pub(crate) fn delivered_once(&self) -> Vec<u64> {
+        let once = self.deliveries.iter().filter(|(_, &n)| n == 1);
+        once.map(|(&seq, _)| seq).collect()
+    }
+
+    /// The message is acked (or gone from storage): forget it everywhere. Returns how many
+    /// times it was delivered (0 if never).
+    pub(crate) fn settle(&mut self, seq: u64) -> u64 {
         self.ready.remove(&seq);
         self.delayed.remove(&seq);
         self.in_flight.remove(&seq);
-        self.deliveries.remove(&seq);
+        self.deliveries.remove(&seq).unwrap_or(0)
     }
 
     /// Delivery `delivery` of `seq` failed: make it ready again now or after `delay`. A nak for
