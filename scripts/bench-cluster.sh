@@ -102,7 +102,8 @@ print(*(round(rows[w]["turns_per_s"]) for w in ("w1_single", "w1_multi", "w1_con
     done
     echo "    cpu µs/turn by process: $breakdown"
     if ((COUNT_JETSTREAM)); then
-        echo "    JetStream per turn (appends; consumer deliveries and acks; each is replicated R times):"
+        echo "    JetStream per timed turn (appends; consumer deliveries and acks; each is replicated R times)."
+        echo "    The counts include the bench's warm-up and counted pass, a few percent more turns:"
         "$PYTHON" scripts/jetstream-counts.py diff "$url" "$WORK/js-before.json" "$turns"
     fi
     unset kind_before kind_after

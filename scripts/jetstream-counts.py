@@ -7,7 +7,9 @@ acknowledgement is a Raft proposal the other nodes store too.
     ... run the load ...
     python scripts/jetstream-counts.py diff NATS_URL before.json TURNS
 
-`diff` prints one line per stream and consumer that moved, as counts per turn. Used by
+`diff` prints one line per stream and consumer that moved, as counts per turn: divided by
+TURNS, while they include whatever else ran between the snapshots (bench-cluster.sh passes the
+timed turns; its warm-up and counted pass add a few percent, so 1.04 is one a turn). Used by
 scripts/bench-cluster.sh; needs nats-py (installed into .tools/venv by
 scripts/setup-test-deps.sh).
 """

@@ -97,8 +97,8 @@ async fn start_job(
 /// released for `unavailable` (a retry may run), kept for `outcome_unknown`.
 /// - Work deferred to a server (an MCP task) runs there already: its outcome is unknown.
 /// - Otherwise nothing ran, and the submission is withdrawn ([`JobStore::withdraw`]) so it
-///   never will; if even that cannot be written, the record may still start it after a
-///   restart: unknown as well.
+///   never will; if even that cannot be written, a record that was stored may still start it
+///   after a restart: unknown as well (unless no record was stored at all).
 ///
 /// [`JobStore::withdraw`]: crate::tools::jobs::JobStore::withdraw
 async fn unrecorded(
@@ -127,6 +127,12 @@ async fn unrecorded(
         .await
     {
         Ok(()) => withdrawn.with_hint("nothing ran; retry once later"),
+        // Its first write failed (the bucket is written after it): nothing is stored anywhere.
+        Err(_) if matches!(core.stores.jobs.get(&job_id), Ok(None)) => ToolError::new(
+            ToolErrorCode::Unavailable,
+            format!("the submission of `{tool}` could not be recorded (job store: {e}); nothing was stored and it never ran"),
+        )
+        .with_hint("nothing ran; retry once later"),
         Err(again) => {
             tracing::error!(job = %job_id, %tool, error = %e, withdraw_error = %again, "a job whose submission could not be recorded could not be withdrawn either; it may start after a restart");
             ToolError::new(
