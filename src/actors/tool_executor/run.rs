@@ -137,14 +137,15 @@ async fn prepare_and_run(
                 arguments: prepared.arguments,
                 idempotency_key: idem_key.clone(),
             };
-            let job_id = match jobs::submit(core, job).await {
-                Ok(id) => id,
-                Err(e) => {
-                    return Err(unsubmitted(core, &idem_key, request, &out, e, settle_by).await)
+            // A submission that failed settles the write reservation below like any failed
+            // call: released when nothing ran, kept with an unknown outcome otherwise.
+            match jobs::submit(core, job).await {
+                Ok(job_id) => {
+                    out.status = ToolStatus::Ok;
+                    out.output = json!({"job_id": job_id, "status": "submitted"});
                 }
-            };
-            out.status = ToolStatus::Ok;
-            out.output = json!({"job_id": job_id, "status": "submitted"});
+                Err(e) => out.error = Some(e),
+            }
         }
         ToolMode::Sync => {
             let deferred = run_sync(
@@ -169,15 +170,14 @@ async fn prepare_and_run(
                     arguments: prepared.arguments,
                     idempotency_key: idem_key.clone(),
                 };
-                let job_id = match jobs::adopt(core, job, handle).await {
-                    Ok(id) => id,
-                    Err(e) => {
-                        return Err(unsubmitted(core, &idem_key, request, &out, e, settle_by).await)
+                match jobs::adopt(core, job, handle).await {
+                    Ok(job_id) => {
+                        out.status = ToolStatus::Ok;
+                        out.output = json!({"job_id": job_id, "status": "submitted"});
+                        out.via = DEFERRED_VIA.to_owned();
                     }
-                };
-                out.status = ToolStatus::Ok;
-                out.output = json!({"job_id": job_id, "status": "submitted"});
-                out.via = DEFERRED_VIA.to_owned();
+                    Err(e) => out.error = Some(e),
+                }
             }
         }
     }
@@ -188,30 +188,6 @@ async fn prepare_and_run(
         settle_reservation(core, key, request, &out, by).await?;
     }
     Ok(out)
-}
-
-/// A job that could not be submitted (`e`): the write reservation, if any, is settled as
-/// the error's code says (released when nothing ran, kept with the unknown outcome
-/// otherwise), so a retry is neither refused for nothing nor allowed to run twice.
-async fn unsubmitted(
-    core: &ExecCore,
-    key: &Option<String>,
-    request: &ToolCallRequest,
-    out: &ToolCallResult,
-    e: ToolError,
-    settle_by: tokio::time::Instant,
-) -> ToolError {
-    if let Some(key) = key {
-        let mut failed = out.clone();
-        failed.status = ToolStatus::Error;
-        failed.output = Value::Null;
-        failed.error = Some(e.clone());
-        let by = settle_by.max(tokio::time::Instant::now() + LEAST_SETTLE_TRIES);
-        if let Err(settle) = settle_reservation(core, key, request, &failed, by).await {
-            tracing::warn!(tool = %request.name, error = %settle, "a failed submission's write reservation not settled");
-        }
-    }
-    e
 }
 
 /// Record an execution's outcome under its key by `by`: a successful result, or a timeout or
