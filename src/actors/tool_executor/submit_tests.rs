@@ -123,28 +123,22 @@ async fn a_write_job_that_cannot_be_recorded_is_withdrawn_and_its_retry_runs() {
     assert!(withdrawn, "only the retried job may still be unfinished");
 }
 
-/// A sync `write` tool whose server takes the call as a task (counting the calls it took).
-struct DeferringRefund(Arc<AtomicUsize>);
+/// The counting `refund` tool (sync, `write`) whose server takes each call as a task.
+struct DeferringRefund(Counting);
 
 #[async_trait]
 impl Tool for DeferringRefund {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "refund".into(),
-            description: "refund an order".into(),
-            input_schema: json!({"type": "object", "properties": {"order_id": {"type": "string"}}}),
-        }
+        self.0.spec()
     }
     fn definition(&self) -> ToolDefinition {
-        let mut d = ToolDefinition::from_spec(self.spec(), Duration::from_secs(5));
-        d.effect = ToolEffect::Write;
-        d
+        self.0.definition()
     }
     async fn call(&self, _: Value) -> Result<Value, ToolError> {
         unreachable!("the executor asks call_or_defer")
     }
     async fn call_or_defer(&self, _: Value) -> Result<CallOutcome, ToolError> {
-        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        let n = self.0.calls.fetch_add(1, Ordering::SeqCst);
         Ok(CallOutcome::Deferred(
             json!({"task_id": format!("task-{n}")}),
         ))
@@ -156,7 +150,13 @@ async fn a_server_task_whose_job_cannot_be_recorded_has_an_unknown_outcome_and_i
 ) {
     let dir = tempfile::tempdir().unwrap();
     let taken = Arc::new(AtomicUsize::new(0));
-    let tool: Arc<dyn Tool> = Arc::new(DeferringRefund(taken.clone()));
+    let tool: Arc<dyn Tool> = Arc::new(DeferringRefund(Counting {
+        calls: taken.clone(),
+        effect: ToolEffect::Write,
+        risk: ToolRisk::Low,
+        mode: ToolMode::Sync,
+        delay: Duration::ZERO,
+    }));
     let core = with_refusing_job_bucket(core_in(dir.path(), vec![tool]).await);
     let args = json!({"order_id": "JD-20251111-0042"});
 

@@ -26,6 +26,18 @@ fn text(message: &DurableMessage) -> String {
     String::from_utf8_lossy(&message.payload).to_string()
 }
 
+/// Take `n` messages off `queue` and ack each: their texts and delivery numbers, in order.
+async fn ack_each(queue: &Arc<Queue>, n: usize) -> Vec<(String, u64)> {
+    let mut consumer = queue.clone().consumer(options(5));
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let message = next(&mut consumer).await;
+        got.push((text(&message), message.delivery));
+        message.ack().await.unwrap();
+    }
+    got
+}
+
 #[tokio::test]
 async fn a_message_acked_on_its_first_delivery_costs_two_writes_and_leaves_nothing() {
     let db = crate::store::tree::temporary(Mode::Sync).unwrap();
@@ -57,13 +69,7 @@ async fn after_a_crash_every_queued_message_comes_back_as_a_redelivery() {
         // Crash: no close.
     }
     let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
-    let mut consumer = queue.clone().consumer(options(5));
-    let mut got = Vec::new();
-    for _ in 0..2 {
-        let message = next(&mut consumer).await;
-        got.push((text(&message), message.delivery));
-        message.ack().await.unwrap();
-    }
+    let got = ack_each(&queue, 2).await;
     // `waiting` was never handed out, but nothing recorded that: it may have been.
     assert_eq!(got, [("held".into(), 2), ("waiting".into(), 2)]);
     assert!(queue.messages.is_empty());
@@ -93,13 +99,7 @@ async fn after_an_orderly_close_deliveries_are_counted_exactly() {
         None,
         "the marker is used up"
     );
-    let mut consumer = queue.clone().consumer(options(5));
-    let mut got = Vec::new();
-    for _ in 0..2 {
-        let message = next(&mut consumer).await;
-        got.push((text(&message), message.delivery));
-        message.ack().await.unwrap();
-    }
+    let got = ack_each(&queue, 2).await;
     assert_eq!(got, [("held".into(), 2), ("waiting".into(), 1)]);
 }
 
