@@ -58,11 +58,14 @@ impl SledKv {
 #[async_trait]
 impl SharedKv for SledKv {
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
-        let created = self
+        let created = match self
             .tree
             .insert_new(key.as_bytes(), value.as_ref())
             .map_err(|e| self.error(e))?
-            .is_none();
+        {
+            None => true,
+            Some(held) => held == value,
+        };
         self.db.commit().await.map_err(|e| self.error(e))?;
         Ok(created)
     }
@@ -105,8 +108,8 @@ impl MemoryKv {
 impl SharedKv for MemoryKv {
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
         let mut map = self.map();
-        if map.contains_key(key) {
-            return Ok(false);
+        if let Some(held) = map.get(key) {
+            return Ok(*held == value);
         }
         map.insert(key.to_owned(), value);
         Ok(true)

@@ -22,8 +22,11 @@ pub fn is_valid_key(key: &str) -> bool {
 /// One bucket.
 #[async_trait]
 pub trait SharedKv: Send + Sync {
-    /// Store `value` under `key` only if the key holds nothing. False when it already does:
-    /// of two copies racing on one key, exactly one gets true.
+    /// Store `value` under `key` only if the key holds nothing. False when it holds anything
+    /// but `value`: of two copies racing on one key with different values, exactly one gets
+    /// true. A key found holding exactly `value` counts as created — it is this writer's own
+    /// earlier attempt, whose answer was lost in a failover — so a writer that needs one
+    /// winner gives each attempt a value of its own (a reservation carries its time).
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError>;
     /// Create or open the bucket itself (done on first use otherwise).
     async fn open(&self) -> Result<(), BusError> {

@@ -184,6 +184,34 @@ async fn nats_a_repeat_after_silence_waits_for_its_copy_as_long_as_the_caller_sa
     );
 }
 
+/// A create whose answer was lost in a failover finds what its own write stored: a key that
+/// holds exactly the value created counts as created, anything else as taken. (The client's
+/// create reads the key when the write's answer does not come, and used to report the write's
+/// own value as taken, so a write call's key reservation waited for an execution that was
+/// itself.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_a_create_that_finds_its_own_value_counts_as_created() {
+    let fx = fixture::Fixture::nats().await;
+    let bucket = fx
+        .bus
+        .cluster()
+        .expect("NATS has a cluster")
+        .bucket("contract_kv_own", None);
+    bucket.put("k", "mine".into()).await.unwrap();
+    assert!(
+        bucket.create("k", "mine".into()).await.unwrap(),
+        "the key holds exactly what this create writes: its own lost attempt"
+    );
+    assert!(
+        !bucket.create("k", "theirs".into()).await.unwrap(),
+        "another value: taken"
+    );
+    assert_eq!(
+        bucket.get("k").await.unwrap().as_deref(),
+        Some(&b"mine"[..])
+    );
+}
+
 /// A shared bucket reads what was last written, and a deleted key reads as empty (the
 /// marker a delete leaves is not a value) until it is created again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -112,6 +112,7 @@ async fn prepare_and_run(
         if let Some(replayed) = reserve(core, key, &def, request, settle_by).await? {
             return Ok(replayed);
         }
+        tracing::debug!(tool = %request.name, key, "write call reserved its key");
     }
     core.metrics.bump(Counter::Execution);
     if def.risk == ToolRisk::High {
@@ -185,7 +186,9 @@ async fn prepare_and_run(
         // A call slowed by a failover ends late; its outcome still gets a failover's worth of
         // tries, past what the waiting copies wait if it must (a repeat after them reads it).
         let by = settle_by.max(tokio::time::Instant::now() + LEAST_SETTLE_TRIES);
+        tracing::debug!(tool = %request.name, key, status = ?out.status, "write call ran; settling its key");
         settle_reservation(core, key, request, &out, by).await?;
+        tracing::debug!(tool = %request.name, key, "write call settled its key");
     }
     Ok(out)
 }

@@ -79,16 +79,11 @@ impl SharedKv for NatsKv {
         self.store().await.map(|_| ())
     }
 
-    /// A create retried through a failover may find the key its own lost attempt wrote: the
+    /// A create whose answer was lost in a failover finds the key its own write stored: the
     /// key then holds exactly `value`, and counts as created.
     async fn create(&self, key: &str, value: Bytes) -> Result<bool, BusError> {
         let store = self.store().await?;
-        let mut attempts = 0_u32;
-        let created = through_failover("creating a key", || {
-            attempts += 1;
-            store.create(key, value.clone())
-        })
-        .await;
+        let created = through_failover("creating a key", || store.create(key, value.clone())).await;
         // A clustered stream answers a failed create with error code 10164 ("wrong last
         // sequence"), which the client reports as another error rather than AlreadyExists.
         let exists = |e: &async_nats::jetstream::kv::CreateError| {
@@ -97,12 +92,10 @@ impl SharedKv for NatsKv {
         };
         match created {
             Ok(_) => Ok(true),
-            Err(e) if exists(&e) => {
-                if attempts > 1 && self.get(key).await?.as_ref() == Some(&value) {
-                    return Ok(true);
-                }
-                Ok(false)
-            }
+            // Taken, perhaps by this very create: when the write's answer is lost, the client's
+            // create reads the key and reports what the write itself stored as AlreadyExists
+            // (and a retried attempt finds what the lost one wrote).
+            Err(e) if exists(&e) => Ok(self.get(key).await?.as_ref() == Some(&value)),
             Err(e) => Err(self.error(&format!("cannot create key {key}"), e)),
         }
     }
