@@ -74,10 +74,14 @@ async fn send<T>(
     let mut envelope = Envelope::event(body)
         .for_session(&scope.agent, &scope.session, scope.user.as_deref())
         .in_trace(&scope.trace_id);
-    if let Some(id) = answer_id {
-        envelope.id = id;
-    }
-    if let Err(e) = bus.publish_local(subject, Arc::new(envelope)).await {
+    let sent = match answer_id {
+        Some(id) => {
+            envelope.id = id;
+            bus.publish_final(subject, Arc::new(envelope)).await
+        }
+        None => bus.publish_local(subject, Arc::new(envelope)).await,
+    };
+    if let Err(e) = sent {
         tracing::warn!(%subject, error = %e, "turn events not published");
     }
 }

@@ -364,6 +364,17 @@ pub trait Bus: Send + Sync + 'static {
         self.publish(subject, payload).await
     }
 
+    /// [`Bus::publish_local`] for a turn's answer, which its publisher waits for: on NATS it
+    /// is also sent again should the connection it left on break right after
+    /// (`bus::nats::resend`; subscribers know the copy by its envelope id).
+    async fn publish_final(
+        &self,
+        subject: &str,
+        body: Arc<dyn local::LocalValue>,
+    ) -> Result<(), BusError> {
+        self.publish_local(subject, body).await
+    }
+
     /// Subscribe like [`Bus::subscribe`], taking bodies published with
     /// [`Bus::publish_local`] in this process as values: such a message has
     /// [`Message::local`] set and perhaps no payload. A networked bus delivers bytes only.

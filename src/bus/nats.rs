@@ -26,6 +26,7 @@ mod log_feed;
 mod outbox;
 mod partitions;
 mod permissions;
+mod resend;
 mod snapshot;
 mod tap;
 mod trace;
@@ -86,6 +87,8 @@ pub struct NatsBus {
     identity: Option<String>,
     /// What the server refused this connection ([`permissions`]).
     violations: Arc<permissions::Violations>,
+    /// Answers sent again after a break of the connection ([`resend`]).
+    resends: Arc<resend::Resends>,
 }
 
 impl NatsBus {
@@ -108,6 +111,30 @@ impl NatsBus {
             }
             other => other.map_err(|e| e.into_bus_error(queue)),
         }
+    }
+
+    /// Publish `payload` on `subject`; `kept` for sending again after a break ([`resend`]).
+    async fn send(&self, subject: &str, payload: Bytes, kept: bool) -> Result<(), BusError> {
+        check_subject(subject, false)?;
+        self.check_size(&payload)?;
+        if let Some(replies) = self.local_replies.get() {
+            if replies.deliver(subject, &payload) {
+                return Ok(());
+            }
+        }
+        let headers = trace::headers();
+        if kept {
+            self.resends.keep(subject, headers.clone(), payload.clone());
+        }
+        let sent = match headers {
+            Some(headers) => {
+                self.client
+                    .publish_with_headers(subject.to_string(), headers, payload)
+                    .await
+            }
+            None => self.client.publish(subject.to_string(), payload).await,
+        };
+        sent.map_err(|e| self.io_error("publish failed", e))
     }
 
     /// Connect to `url` (`nats://host:port`). Call on a multi-threaded tokio runtime (see the
@@ -149,17 +176,19 @@ impl NatsBus {
         };
         let violations = Arc::new(permissions::Violations::new(who));
         let breaks = Arc::new(log_feed::BreakCount::default());
+        let resends = Arc::new(resend::Resends::default());
         // A server that is still starting (same script, docker-compose) is waited for.
         let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
         let client = loop {
-            let (watched, broken) = (violations.clone(), breaks.clone());
+            let (watched, broken, resent) = (violations.clone(), breaks.clone(), resends.clone());
             let options = async_nats::ConnectOptions::new()
                 .name("hermes")
                 .connection_timeout(CONNECT_TIMEOUT)
                 .event_callback(move |event| {
                     watched.observe(&event);
                     broken.observe(&event);
-                    async {}
+                    let resent = resent.clone();
+                    async move { resent.observe(&event).await }
                 });
             let options =
                 auth::apply(options, credentials)
@@ -189,6 +218,7 @@ impl NatsBus {
                 }
             }
         };
+        resends.attach(client.clone());
         let jetstream = async_nats::jetstream::new(client.clone());
         let cluster = Arc::new(cluster::NatsCluster::new(
             jetstream.clone(),
@@ -207,54 +237,8 @@ impl NatsBus {
             cluster,
             identity: credentials.identity.clone(),
             violations,
+            resends,
         })
-    }
-
-    /// A request that a router of this process takes ([`local`]): handed to it in-process,
-    /// its answer either at once (a refusal) or later on this process's reply inbox
-    /// ([`local_reply`]), from whichever process owns the session.
-    async fn request_routed_here(
-        &self,
-        router: Arc<dyn Handler>,
-        subject: &str,
-        payload: Bytes,
-        timeout: Duration,
-    ) -> Result<Bytes, BusError> {
-        let started = tokio::time::Instant::now();
-        let timed_out = || BusError::Timeout {
-            subject: subject.to_string(),
-            after: timeout,
-        };
-        let replies = self
-            .local_replies
-            .get_or_try_init(|| local_reply::LocalReplies::start(&self.client, &self.runtime))
-            .await?;
-        let (reply, pending) = replies.expect();
-        let message = Message {
-            subject: subject.to_string(),
-            reply: Some(reply),
-            payload,
-            traceparent: crate::telemetry::trace_context::current(),
-            local: None,
-        };
-        // On the connection's runtime, as a message from NATS would be, whatever runtime
-        // asks (a session actor's arbiter delegating).
-        let routing = self
-            .runtime
-            .spawn(async move { router.handle(message).await }.in_current_span());
-        let answered = tokio::time::timeout(timeout, routing)
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| self.io_error("routing a message in-process failed", e))?;
-        if let Some(answer) = answered {
-            return Ok(answer);
-        }
-        let left = timeout.saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, pending.reply()).await {
-            Ok(Some(answer)) => Ok(answer),
-            Ok(None) => Err(self.io_error("request failed", "this process's reply inbox closed")),
-            Err(_) => Err(timed_out()),
-        }
     }
 
     /// Copies JetStream keeps of each stream this bus creates.
@@ -321,22 +305,16 @@ impl Bus for NatsBus {
     }
 
     async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
-        check_subject(subject, false)?;
-        self.check_size(&payload)?;
-        if let Some(replies) = self.local_replies.get() {
-            if replies.deliver(subject, &payload) {
-                return Ok(());
-            }
-        }
-        let sent = match trace::headers() {
-            Some(headers) => {
-                self.client
-                    .publish_with_headers(subject.to_string(), headers, payload)
-                    .await
-            }
-            None => self.client.publish(subject.to_string(), payload).await,
-        };
-        sent.map_err(|e| self.io_error("publish failed", e))
+        self.send(subject, payload, false).await
+    }
+
+    async fn publish_final(
+        &self,
+        subject: &str,
+        body: Arc<dyn super::local::LocalValue>,
+    ) -> Result<(), BusError> {
+        let payload = super::local::encode_for(subject, body.as_ref())?;
+        self.send(subject, payload, true).await
     }
 
     async fn subscribe(&self, pattern: &str) -> Result<Subscription, BusError> {
@@ -421,9 +399,20 @@ impl Bus for NatsBus {
         check_subject(subject, false)?;
         self.check_size(&payload)?;
         if let Some(router) = self.local.router(subject) {
-            return self
-                .request_routed_here(router, subject, payload, timeout)
-                .await;
+            let replies = self
+                .local_replies
+                .get_or_try_init(|| local_reply::LocalReplies::start(&self.client, &self.runtime))
+                .await?;
+            return replies
+                .request(&self.runtime, router, subject, payload, timeout)
+                .await
+                .map_err(|e| match e {
+                    local_reply::Failed::TimedOut => BusError::Timeout {
+                        subject: subject.to_string(),
+                        after: timeout,
+                    },
+                    local_reply::Failed::Broken(why) => self.io_error("request failed", why),
+                });
         }
         let size = payload.len();
         let mut request = async_nats::Request::new()

@@ -1,6 +1,7 @@
 mod a2a_delegate;
 mod a2a_server;
 mod agents;
+mod answer_resend;
 mod anthropic_provider;
 mod backup;
 mod bad_input;

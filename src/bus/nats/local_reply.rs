@@ -10,14 +10,16 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::AbortOnDrop;
-use crate::bus::BusError;
+use crate::bus::{BusError, Handler, Message};
 
 type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Bytes>>>>;
 
@@ -84,6 +86,52 @@ impl LocalReplies {
         hand_over(&self.waiting, subject, payload.clone());
         true
     }
+}
+
+impl LocalReplies {
+    /// A request that a router of this process takes ([`super::local`]): handed to it
+    /// in-process, on `runtime` (the connection's, as a message from NATS would be, whatever
+    /// runtime asks: a session actor's arbiter delegating); its answer comes either at once (a
+    /// refusal) or later on this inbox, from whichever process owns the session.
+    pub async fn request(
+        &self,
+        runtime: &Handle,
+        router: Arc<dyn Handler>,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, Failed> {
+        let started = tokio::time::Instant::now();
+        let (reply, pending) = self.expect();
+        let message = Message {
+            subject: subject.to_string(),
+            reply: Some(reply),
+            payload,
+            traceparent: crate::telemetry::trace_context::current(),
+            local: None,
+        };
+        let routing = runtime.spawn(async move { router.handle(message).await }.in_current_span());
+        let answered = tokio::time::timeout(timeout, routing)
+            .await
+            .map_err(|_| Failed::TimedOut)?
+            .map_err(|e| Failed::Broken(format!("routing a message in-process failed: {e}")))?;
+        if let Some(answer) = answered {
+            return Ok(answer);
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, pending.reply()).await {
+            Ok(Some(answer)) => Ok(answer),
+            Ok(None) => Err(Failed::Broken("this process's reply inbox closed".into())),
+            Err(_) => Err(Failed::TimedOut),
+        }
+    }
+}
+
+/// Why an in-process request got no answer.
+#[derive(Debug)]
+pub enum Failed {
+    TimedOut,
+    Broken(String),
 }
 
 /// Give `payload` to whoever waits on `subject`; nobody does when the request gave up.
