@@ -384,7 +384,7 @@ async fn watch_answers(bus: &SharedBus, seen: Arc<Mutex<Seen>>) {
 
 /// The run's faults, all of which must be zero (the tool-process kill may leave writes whose
 /// outcome is honestly unknown: see [`Faults::must_be_zero`]).
-#[derive(Debug, Default, PartialEq, Clone, Copy)]
+#[derive(Debug, Default, PartialEq, Clone)]
 struct Faults {
     never_answered: usize,
     answered_twice: usize,
@@ -397,6 +397,34 @@ struct Faults {
     /// of being run a second time (not a fault: the honest answer; only the tool-process kill
     /// may cause them).
     writes_reported_unknown: usize,
+    /// What went wrong where, shown with the counts when they are not zero.
+    notes: Notes,
+}
+
+/// What the counts do not say (which turn of which session went unanswered, what its log
+/// holds), shown with them by a failed assertion: CI shows the assertion, not the test's
+/// stderr. Not a count: any two are equal.
+#[derive(Default, Clone)]
+struct Notes(Vec<String>);
+
+impl PartialEq for Notes {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Notes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.0).finish()
+    }
+}
+
+impl Faults {
+    /// Say `what` now (stderr) and with the counts.
+    fn note(&mut self, what: String) {
+        eprintln!("{what}");
+        self.notes.0.push(what);
+    }
 }
 
 /// What a turn is told about a write call whose earlier execution never recorded an outcome.
@@ -407,7 +435,7 @@ impl Faults {
     fn must_be_zero(&self) -> Faults {
         Faults {
             writes_reported_unknown: 0,
-            ..*self
+            ..self.clone()
         }
     }
 }
@@ -443,11 +471,14 @@ async fn count_faults(
                 0 if t % 3 == 2 && unknown > 0 => {
                     unknown -= 1;
                     faults.writes_reported_unknown += 1;
+                    faults.note(format!(
+                        "session {session}: turn {t} was told its write's outcome is unknown"
+                    ));
                 }
                 0 => {
-                    eprintln!(
+                    faults.note(format!(
                         "session {session}: turn {t} never answered; answers seen: {answers:?}"
-                    );
+                    ));
                     faults.never_answered += 1;
                 }
                 1 => {}
@@ -458,7 +489,10 @@ async fn count_faults(
         if let Some((_, last)) = records.last() {
             let record: LogRecord = serde_json::from_slice(last).unwrap();
             if answers.len() < usize::try_from(turns).unwrap() {
-                eprintln!("session {session}: last task state {:?}", record.task.turn);
+                faults.note(format!(
+                    "session {session}: last task state {:?}",
+                    record.task.turn
+                ));
             }
         }
         let mut by_seq: BTreeMap<u64, String> = BTreeMap::new();
@@ -478,10 +512,10 @@ async fn count_faults(
             users.len() == wanted.len() && users.iter().zip(&wanted).all(|(a, b)| *a == b);
         let contiguous = by_seq.keys().copied().eq(0..by_seq.len() as u64);
         if answers.len() < usize::try_from(turns).unwrap() {
-            eprintln!("session {session}: its log holds {by_seq:?}");
+            faults.note(format!("session {session}: its log holds {by_seq:?}"));
         }
         if split || !in_order || !contiguous {
-            eprintln!("session {session}: split={split} in_order={in_order} contiguous={contiguous}: {by_seq:?}");
+            faults.note(format!("session {session}: split={split} in_order={in_order} contiguous={contiguous}: {by_seq:?}"));
             faults.split_histories += 1;
         }
     }
