@@ -21,10 +21,12 @@ fn scope(session: &str) -> EventScope {
     }
 }
 
-/// The envelope ids seen on `hermes.out.>`, in order: those arriving within `first`, and any
-/// more until none has come for `quiet`.
+/// The envelope ids of `session`'s events seen on `hermes.out.>`, in order: those arriving
+/// within `first`, and any more until no event has come for `quiet` (a late probe of the
+/// route is not counted).
 async fn ids_seen(
     subscription: &mut hermes::bus::Subscription,
+    session: &str,
     first: Duration,
     quiet: Duration,
 ) -> Vec<String> {
@@ -32,7 +34,9 @@ async fn ids_seen(
     let mut wait = first;
     while let Ok(Some(message)) = tokio::time::timeout(wait, subscription.next()).await {
         let v: Value = serde_json::from_slice(&message.payload).unwrap();
-        ids.push(v["id"].as_str().unwrap_or_default().to_string());
+        if v["session"] == session {
+            ids.push(v["id"].as_str().unwrap_or_default().to_string());
+        }
         wait = quiet;
     }
     ids
@@ -61,6 +65,7 @@ async fn an_answer_sent_just_before_its_node_stops_is_sent_again_after_the_recon
         publish(publisher.as_ref(), &scope("probe"), probe).await;
         if !ids_seen(
             &mut out,
+            "probe",
             Duration::from_millis(100),
             Duration::from_millis(300),
         )
@@ -83,12 +88,24 @@ async fn an_answer_sent_just_before_its_node_stops_is_sent_again_after_the_recon
         text: "partial".into(),
     };
     publish(publisher.as_ref(), &scope("s1"), delta).await;
-    let first = ids_seen(&mut out, Duration::from_secs(5), Duration::from_millis(500)).await;
+    let first = ids_seen(
+        &mut out,
+        "s1",
+        Duration::from_secs(5),
+        Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(first.len(), 2, "both events arrive once: {first:?}");
     assert!(first.contains(&"answer-turn-1".to_string()), "{first:?}");
 
     cluster.nodes[1].stop();
-    let again = ids_seen(&mut out, Duration::from_secs(15), Duration::from_secs(1)).await;
+    let again = ids_seen(
+        &mut out,
+        "s1",
+        Duration::from_secs(15),
+        Duration::from_secs(1),
+    )
+    .await;
     assert_eq!(
         again,
         vec!["answer-turn-1".to_string()],
