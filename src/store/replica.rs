@@ -18,19 +18,26 @@ use super::tasks::TaskState;
 /// One save of a session: its metadata, the messages it added and its task state after it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LogRecord {
-    pub meta: SessionMeta,
-    pub messages: Vec<StoredMessage>,
-    pub task: TaskState,
     /// The extraction job of the turn this record answers (the encoded `hermes.memory.extract`
     /// envelope), on a deployment whose memory-extractors take their jobs from the log
     /// ([`crate::bus::cluster::Cluster::extraction_outbox`]): the answer's append is the job's
-    /// queueing, with no message or write of its own.
+    /// queueing, with no message or write of its own. First in the record, so its readers
+    /// ([`carried_job`]) stop after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extract: Option<Box<serde_json::value::RawValue>>,
+    pub meta: SessionMeta,
+    pub messages: Vec<StoredMessage>,
+    pub task: TaskState,
 }
 
+/// How a record that carries a job begins (the job is its first key).
+const JOB_FIRST: &[u8] = br#"{"extract":"#;
+
 /// The extraction job an encoded [`LogRecord`] carries, if any, read without decoding the rest
-/// of the record (what the memory-extractors' consumer and a backup look at).
+/// of the record (what the memory-extractors' consumer and a backup look at): the job alone
+/// when it comes first, as this version writes it; no reading at all for a record without the
+/// key anywhere, which is most of them (a record with no job). A record of an older version
+/// (the job last) is read whole.
 pub fn carried_job(
     record: &[u8],
 ) -> Result<Option<&serde_json::value::RawValue>, serde_json::Error> {
@@ -38,6 +45,14 @@ pub fn carried_job(
     struct Carried<'a> {
         #[serde(borrow, default)]
         extract: Option<&'a serde_json::value::RawValue>,
+    }
+    if let Some(rest) = record.strip_prefix(JOB_FIRST) {
+        let mut reader = serde_json::Deserializer::from_slice(rest);
+        return <&serde_json::value::RawValue>::deserialize(&mut reader).map(Some);
+    }
+    // A key is written `"extract":` (compact JSON), whatever comes before it.
+    if memchr::memmem::find(record, &JOB_FIRST[1..]).is_none() {
+        return Ok(None);
     }
     serde_json::from_slice::<Carried>(record).map(|c| c.extract)
 }

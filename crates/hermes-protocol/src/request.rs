@@ -232,20 +232,42 @@ impl<B: Event> Envelope<B> {
     }
 }
 
-/// Just the kind of an envelope, to pick the body type before decoding it.
-#[derive(Deserialize)]
-struct KindOf<'a> {
-    #[serde(borrow)]
-    kind: std::borrow::Cow<'a, str>,
+/// The kind of an envelope, read from the keys before it, to pick the body type before
+/// decoding it: reading stops at `kind`, so the body is not scanned when `kind` comes before
+/// it (as Hermes writes envelopes). `None` when the payload is not a JSON object with a string
+/// `kind` among keys it can read.
+pub(crate) fn peek_kind(payload: &[u8]) -> Option<String> {
+    struct Peek<'k>(&'k mut Option<String>);
+    impl<'de> serde::de::Visitor<'de> for Peek<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an envelope")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "kind" {
+                    *self.0 = Some(map.next_value::<String>()?);
+                    return Ok(());
+                }
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let mut kind = None;
+    let mut reader = serde_json::Deserializer::from_slice(payload);
+    // Leaving at `kind` leaves the rest of the object unread, which the reader reports as an
+    // error once the visitor is done: the kind was read all the same.
+    let _ = serde::Deserializer::deserialize_map(&mut reader, Peek(&mut kind));
+    kind
 }
 
 impl Envelope<TurnEvents> {
     /// The events a message on `hermes.out.<agent>.<session>.<reader>` carries, in order: the
     /// several of a `turn.events` envelope, or the one of a `turn.event` envelope (its id and
-    /// addressing kept).
+    /// addressing kept). One pass over the body either way.
     pub fn decode_events(payload: &[u8], max_bytes: usize) -> Result<Self, EnvelopeError> {
-        let single =
-            serde_json::from_slice::<KindOf>(payload).is_ok_and(|k| k.kind == kinds::TURN_EVENT);
+        let single = peek_kind(payload).is_some_and(|kind| kind == kinds::TURN_EVENT);
         if !single {
             return Envelope::decode_event(payload, max_bytes);
         }
@@ -388,5 +410,36 @@ mod tests {
         assert_eq!(read.body.events, [started, answer]);
         let other = Envelope::request(ToolsListRequest).encode().unwrap();
         assert!(Envelope::decode_events(&other, 1024).is_err());
+    }
+
+    #[test]
+    fn an_envelope_whose_kind_follows_its_body_is_read_all_the_same() {
+        // Another publisher may order the keys as it likes.
+        let one = br#"{"body":{"type":"answer","turn_id":"t","text":"4"},"v":1,"id":"e1","ts":"2026-12-07T10:00:00Z","trace_id":"x","kind":"turn.event"}"#;
+        let read = Envelope::decode_events(one, 1024).unwrap();
+        assert_eq!(
+            read.body.events,
+            [TurnEvent::Answer {
+                turn_id: "t".into(),
+                text: "4".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn the_kind_is_peeked_without_reading_past_it() {
+        // What follows `kind` is never read: not even a body that is no JSON at all.
+        assert_eq!(
+            peek_kind(br#"{"v":1,"id":"e","kind":"turn.events","body":!!!"#).as_deref(),
+            Some(kinds::TURN_EVENTS)
+        );
+        assert_eq!(
+            peek_kind(br#"{"v":1,"body":{"kind":"inner"},"kind":"turn.event"}"#).as_deref(),
+            Some(kinds::TURN_EVENT)
+        );
+        assert_eq!(peek_kind(br#"{"v":1,"kind":7}"#), None);
+        assert_eq!(peek_kind(br#"{"v":1}"#), None);
+        assert_eq!(peek_kind(b"[1,2]"), None);
+        assert_eq!(peek_kind(b"not json"), None);
     }
 }

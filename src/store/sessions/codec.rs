@@ -31,7 +31,15 @@ pub(super) fn encode_record(
     let extra = extract_json.map_or(0, <[u8]>::len);
     let listed: usize = messages_json.iter().map(|m| m.len() + 1).sum();
     let mut out = Vec::with_capacity(320 + listed + task_json.len() + extra);
-    out.extend_from_slice(b"{\"meta\":");
+    // The job first: its readers stop after it (`carried_job`).
+    match extract_json {
+        Some(job) => {
+            out.extend_from_slice(b"{\"extract\":");
+            out.extend_from_slice(job);
+            out.extend_from_slice(b",\"meta\":");
+        }
+        None => out.extend_from_slice(b"{\"meta\":"),
+    }
     serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
     out.extend_from_slice(b",\"messages\":[");
     for (i, message) in messages_json.iter().enumerate() {
@@ -42,10 +50,6 @@ pub(super) fn encode_record(
     }
     out.extend_from_slice(b"],\"task\":");
     out.extend_from_slice(task_json);
-    if let Some(job) = extract_json {
-        out.extend_from_slice(b",\"extract\":");
-        out.extend_from_slice(job);
-    }
     out.push(b'}');
     Ok(out)
 }
@@ -53,7 +57,9 @@ pub(super) fn encode_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::replica::LogRecord;
+    use std::sync::Arc;
+
+    use crate::store::replica::{carried_job, LogRecord};
     use crate::store::sessions::tests::msg;
     use crate::store::tasks::TaskState;
 
@@ -104,5 +110,33 @@ mod tests {
         })
         .unwrap();
         assert_eq!(whole, parts);
+        assert_eq!(carried_job(&parts).unwrap().unwrap().get().as_bytes(), job);
+    }
+
+    #[test]
+    fn the_carried_job_is_found_first_last_or_not_at_all() {
+        let meta = SessionMeta::new("assistant", "s1", "alice");
+        let task = encode(&TaskState::default()).unwrap();
+        // A message whose content is a JSON object with an `extract` key of its own.
+        let mut quoting = msg(0, "see below");
+        Arc::make_mut(&mut quoting.message).tool_calls = vec![crate::llm::ToolCall {
+            id: "c1".into(),
+            name: "note".into(),
+            arguments: serde_json::json!({"extract": {"kind": "not a job"}}),
+        }];
+        let listed = [encode(&quoting).unwrap()];
+        let plain = encode_record(&meta, &listed, &task, None).unwrap();
+        assert!(carried_job(&plain).unwrap().is_none());
+        let job = br#"{"v":1,"kind":"memory.extract","body":{"turn_id":"t1"}}"#;
+        let first = encode_record(&meta, &listed, &task, Some(job)).unwrap();
+        assert_eq!(carried_job(&first).unwrap().unwrap().get().as_bytes(), job);
+        // As an older version wrote it: the job last.
+        let mut last = plain.clone();
+        last.pop();
+        last.extend_from_slice(b",\"extract\":");
+        last.extend_from_slice(job);
+        last.push(b'}');
+        assert_eq!(carried_job(&last).unwrap().unwrap().get().as_bytes(), job);
+        assert!(carried_job(br#"{"extract":{"cut"#).is_err());
     }
 }
