@@ -154,7 +154,7 @@ async fn consume(mut consumer: DurableConsumer, worker: Worker, ack_wait: Durati
                 tracing::warn!(error = %e, "extraction job's progress ack failed; it may be delivered again (a mined turn is skipped)");
             }
         }
-        match worker.extract(&delivery.payload).await {
+        match worker.extract(&delivery).await {
             outcome @ (Outcome::Done | Outcome::Dropped(_)) => {
                 if let Outcome::Dropped(reason) = outcome {
                     tracing::debug!(reason, "extraction job acknowledged without a write");
@@ -185,6 +185,18 @@ fn is_last(delivery: u64) -> bool {
     delivery >= MAX_DELIVER
 }
 
+/// The job a delivery carries: the value a session in this process queued, or else its bytes
+/// decoded.
+fn job_of(
+    delivery: &crate::bus::DurableMessage,
+) -> Result<Envelope<ExtractJob>, crate::protocol::envelope::EnvelopeError> {
+    let local = delivery.local.as_ref().map(|v| v.as_any());
+    match local.and_then(|v| v.downcast_ref::<Envelope<ExtractJob>>()) {
+        Some(job) => Ok(job.clone()),
+        None => Envelope::<ExtractJob>::decode_event(&delivery.payload, usize::MAX),
+    }
+}
+
 impl Worker {
     /// Drop a job that failed on every delivery, with an `error` event on its session.
     async fn give_up(&self, payload: &[u8], reason: &str) {
@@ -202,8 +214,8 @@ impl Worker {
 
     /// Mine one job: on this task when the model answers in-process, on the I/O runtime when
     /// it is behind a network endpoint.
-    async fn extract(&self, payload: &[u8]) -> Outcome {
-        let job = match Envelope::<ExtractJob>::decode_event(payload, usize::MAX) {
+    async fn extract(&self, delivery: &crate::bus::DurableMessage) -> Outcome {
+        let job = match job_of(delivery) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(error = %e, "malformed extraction job dropped");

@@ -272,7 +272,18 @@ impl Bus for EmbeddedBus {
     async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError> {
         check_subject(queue, false)?;
         self.check_size(&payload)?;
-        self.queues.get(queue)?.publish(payload).await
+        self.queues.get(queue)?.publish(payload, None).await
+    }
+
+    async fn durable_publish_local(
+        &self,
+        queue: &str,
+        body: Arc<dyn LocalValue>,
+    ) -> Result<(), BusError> {
+        check_subject(queue, false)?;
+        let payload = super::local::encode_for(queue, body.as_ref())?;
+        self.check_size(&payload)?;
+        self.queues.get(queue)?.publish(payload, Some(body)).await
     }
 
     async fn durable_consume(

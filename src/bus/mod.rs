@@ -154,6 +154,10 @@ pub struct DurableMessage {
     /// How long ago the queue stored it, when the backend says (NATS): at least as long as
     /// its delivery's `ack_wait` has been running.
     pub age: Option<Duration>,
+    /// The body as its publisher in this process handed it over
+    /// ([`Bus::durable_publish_local`]), on its first delivery by the embedded bus; `payload`
+    /// holds its bytes all the same. Read this first.
+    pub local: Option<Arc<dyn local::LocalValue>>,
     acker: Box<dyn Acker>,
 }
 
@@ -166,8 +170,15 @@ impl DurableMessage {
             msg_id: None,
             traceparent: None,
             age: None,
+            local: None,
             acker,
         }
+    }
+
+    /// The body its publisher handed over as a value, if the queue kept it.
+    pub fn with_local(mut self, local: Option<Arc<dyn local::LocalValue>>) -> Self {
+        self.local = local;
+        self
     }
 
     /// The trace context its publisher sent along.
@@ -411,6 +422,18 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Append to a durable work queue; returns once the message is stored.
     async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError>;
+
+    /// [`Bus::durable_publish`] of a body that an in-process consumer may take as a value on
+    /// its first delivery ([`DurableMessage::local`]): no decoding of what was just encoded
+    /// for the queue. The queue stores the bytes as ever; a networked bus delivers bytes only.
+    async fn durable_publish_local(
+        &self,
+        queue: &str,
+        body: Arc<dyn local::LocalValue>,
+    ) -> Result<(), BusError> {
+        let payload = local::encode_for(queue, body.as_ref())?;
+        self.durable_publish(queue, payload).await
+    }
 
     /// Consume a durable work queue.
     async fn durable_consume(

@@ -422,16 +422,18 @@ impl TurnPorts for BusPorts {
 
     async fn enqueue_extraction(&self, scope: &EventScope, job: ExtractJob) -> bool {
         let envelope = addressed(scope, Envelope::event(job));
-        let payload = match envelope.encode() {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::error!(error = %e, "extraction job not encoded");
-                return true;
-            }
-        };
         let queue = crate::protocol::subjects::MEMORY_EXTRACT;
-        match self.bus.durable_publish(queue, payload).await {
+        // An extractor in this process takes the job as it is (embedded bus).
+        match self
+            .bus
+            .durable_publish_local(queue, Arc::new(envelope))
+            .await
+        {
             Ok(()) => true,
+            Err(e @ crate::bus::BusError::Encode { .. }) => {
+                tracing::error!(error = %e, "extraction job not encoded");
+                true
+            }
             Err(e) => {
                 tracing::error!(session = %scope.session, error = %e, "extraction job not queued; it is queued again when the session service restarts");
                 false

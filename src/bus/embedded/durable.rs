@@ -17,6 +17,10 @@
 //!   the messages still held and leaves a marker (key [`CLEAN_CLOSE`]), so the next start
 //!   counts a message without a count as never delivered.
 //!
+//! A message published in this process is also kept in memory until its first delivery
+//! ([`Queue::fresh`]), with the value its publisher handed over, if any: that delivery reads
+//! neither the tree nor, for a consumer that takes the value, the bytes.
+//!
 //! After a restart every stored message is ready again, and its delivery number continues from
 //! the recorded count (so an unacked message usually comes back with `delivery` ≥ 2; after a
 //! crash, every message does, as it may have been handed out before it).
@@ -38,6 +42,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::queue_state::{Next, QueueState};
+use crate::bus::local::LocalValue;
 use crate::bus::{Acker, BusError, DurableConsumer, DurableMessage, DurableOptions};
 
 /// Every durable queue of one embedded bus, opened on first use.
@@ -104,8 +109,21 @@ pub(crate) struct Queue {
     messages: sled::Tree,
     deliveries: sled::Tree,
     state: Mutex<QueueState>,
+    /// Messages published in this process and not yet delivered: the payload, and the value
+    /// its publisher handed over. Taken by the first delivery; what a restart finds in the
+    /// tree is read from there.
+    fresh: Mutex<HashMap<u64, Fresh>>,
     changed: Notify,
     closed: AtomicBool,
+}
+
+/// At most this many messages of a queue are kept in memory until their first delivery.
+const FRESH_KEPT: usize = 1024;
+
+/// A message published in this process, before its first delivery.
+struct Fresh {
+    payload: Bytes,
+    local: Option<Arc<dyn LocalValue>>,
 }
 
 impl Queue {
@@ -156,13 +174,19 @@ impl Queue {
             messages,
             deliveries,
             state: Mutex::new(QueueState::recovered(stored, counts)),
+            fresh: Mutex::default(),
             changed: Notify::new(),
             closed: AtomicBool::new(false),
         })
     }
 
-    /// Store `payload` (durable with the database's next flush), then offer it to consumers.
-    pub(crate) async fn publish(&self, payload: Bytes) -> Result<(), BusError> {
+    /// Store `payload` (durable with the database's next flush), then offer it to consumers,
+    /// with `local`, the value it encodes, for an in-process consumer.
+    pub(crate) async fn publish(
+        &self,
+        payload: Bytes,
+        local: Option<Arc<dyn LocalValue>>,
+    ) -> Result<(), BusError> {
         let seq = self
             .db
             .generate_id()
@@ -171,6 +195,12 @@ impl Queue {
             .insert(seq.to_be_bytes(), payload.as_ref())
             .map_err(|e| storage("cannot store a message", &self.name, e))?;
         self.db.commit_lazy();
+        let mut fresh = lock(&self.fresh);
+        // A queue nobody in this process consumes keeps its messages in the tree alone.
+        if fresh.len() < FRESH_KEPT {
+            fresh.insert(seq, Fresh { payload, local });
+        }
+        drop(fresh);
         lock(&self.state).push(seq);
         self.changed.notify_waiters();
         Ok(())
@@ -241,12 +271,17 @@ impl Queue {
         delivery: u64,
     ) -> Result<Option<DurableMessage>, BusError> {
         let key = seq.to_be_bytes();
-        let Some(payload) = self
-            .messages
-            .get(key)
-            .map_err(|e| storage("cannot read a message", &self.name, e))?
-        else {
-            return Ok(None);
+        let fresh = lock(&self.fresh).remove(&seq);
+        let (payload, local) = match fresh {
+            Some(Fresh { payload, local }) => (payload, local),
+            None => match self
+                .messages
+                .get(key)
+                .map_err(|e| storage("cannot read a message", &self.name, e))?
+            {
+                Some(stored) => (Bytes::copy_from_slice(&stored), None),
+                None => return Ok(None),
+            },
         };
         if delivery > 1 {
             self.deliveries
@@ -258,18 +293,16 @@ impl Queue {
             seq,
             delivery,
         };
-        let payload = Bytes::copy_from_slice(&payload);
-        Ok(Some(DurableMessage::new(
-            payload,
-            delivery,
-            Box::new(acker),
-        )))
+        Ok(Some(
+            DurableMessage::new(payload, delivery, Box::new(acker)).with_local(local),
+        ))
     }
 
     /// Delete message `seq` for good (durable with the database's next flush), with its
     /// delivery count if it was redelivered (or `counted` says a count may be stored anyway).
     async fn remove(&self, seq: u64, counted: bool) -> Result<(), BusError> {
         let delivered = lock(&self.state).settle(seq);
+        lock(&self.fresh).remove(&seq);
         let key = seq.to_be_bytes();
         self.messages
             .remove(key)

@@ -42,7 +42,10 @@ async fn ack_each(queue: &Arc<Queue>, n: usize) -> Vec<(String, u64)> {
 async fn a_message_acked_on_its_first_delivery_costs_two_writes_and_leaves_nothing() {
     let db = crate::store::tree::temporary(Mode::Sync).unwrap();
     let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
-    queue.publish(Bytes::from_static(b"one")).await.unwrap();
+    queue
+        .publish(Bytes::from_static(b"one"), None)
+        .await
+        .unwrap();
     let mut consumer = queue.clone().consumer(options(5));
     let message = next(&mut consumer).await;
     assert_eq!(message.delivery, 1);
@@ -61,7 +64,7 @@ async fn after_a_crash_every_queued_message_comes_back_as_a_redelivery() {
     {
         let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
         for word in ["held", "waiting"] {
-            queue.publish(Bytes::from(word)).await.unwrap();
+            queue.publish(Bytes::from(word), None).await.unwrap();
         }
         let mut consumer = queue.clone().consumer(options(5));
         let held = next(&mut consumer).await;
@@ -86,7 +89,7 @@ async fn after_an_orderly_close_deliveries_are_counted_exactly() {
         let queues = Queues::new(db.clone());
         let queue = queues.get("jobs").unwrap();
         for word in ["held", "waiting"] {
-            queue.publish(Bytes::from(word)).await.unwrap();
+            queue.publish(Bytes::from(word), None).await.unwrap();
         }
         let mut consumer = queue.clone().consumer(options(5));
         let held = next(&mut consumer).await;
@@ -111,7 +114,10 @@ async fn a_message_that_crashes_every_start_is_dropped_after_max_deliver() {
         // Each start hands the message out once more, and the process dies handling it.
         let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
         if start == 0 {
-            queue.publish(Bytes::from_static(b"poison")).await.unwrap();
+            queue
+                .publish(Bytes::from_static(b"poison"), None)
+                .await
+                .unwrap();
         }
         let mut consumer = queue.clone().consumer(options(3));
         match tokio::time::timeout(Duration::from_millis(200), consumer.next()).await {
@@ -124,4 +130,40 @@ async fn a_message_that_crashes_every_start_is_dropped_after_max_deliver() {
     let queue = Queue::load(&db, "jobs").unwrap();
     assert!(queue.messages.is_empty(), "dropped once exhausted");
     assert!(queue.deliveries.is_empty());
+}
+
+#[tokio::test]
+async fn a_value_published_in_process_reaches_the_first_delivery_and_the_bytes_every_one() {
+    use crate::protocol::envelope::Envelope;
+    use crate::protocol::TurnEvent;
+    let db = crate::store::tree::temporary(Mode::Sync).unwrap();
+    let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
+    let envelope = Envelope::event(TurnEvent::TurnStarted {
+        turn_id: "t".into(),
+        message_id: "m".into(),
+    });
+    let bytes = envelope.encode().unwrap();
+    queue
+        .publish(bytes.clone(), Some(Arc::new(envelope.clone())))
+        .await
+        .unwrap();
+    assert_eq!(queue.messages.len(), 1, "stored as ever");
+    let mut consumer = queue.clone().consumer(options(5));
+    let first = next(&mut consumer).await;
+    let value = first
+        .local
+        .as_ref()
+        .expect("the value on the first delivery");
+    assert_eq!(
+        value.as_any().downcast_ref::<Envelope<TurnEvent>>(),
+        Some(&envelope)
+    );
+    assert_eq!(first.payload, bytes);
+    first.nak(None).await.unwrap();
+    let again = next(&mut consumer).await;
+    assert_eq!((again.delivery, again.payload.clone()), (2, bytes));
+    assert!(again.local.is_none(), "a redelivery reads the stored bytes");
+    again.ack().await.unwrap();
+    assert!(queue.messages.is_empty());
+    assert!(lock(&queue.fresh).is_empty());
 }
