@@ -17,9 +17,9 @@
 //!   the messages still held and leaves a marker (key [`CLEAN_CLOSE`]), so the next start
 //!   counts a message without a count as never delivered.
 //!
-//! A message published in this process is also kept in memory until its first delivery
-//! ([`Queue::fresh`]), with the value its publisher handed over, if any: that delivery reads
-//! neither the tree nor, for a consumer that takes the value, the bytes.
+//! A message published in this process is also kept in memory until its first delivery (up
+//! to [`FRESH_BYTES`] a queue), with the value its publisher handed over, if any: that
+//! delivery reads neither the tree nor, for a consumer that takes the value, the bytes.
 //!
 //! After a restart every stored message is ready again, and its delivery number continues from
 //! the recorded count (so an unacked message usually comes back with `delivery` ≥ 2; after a
@@ -112,18 +112,42 @@ pub(crate) struct Queue {
     /// Messages published in this process and not yet delivered: the payload, and the value
     /// its publisher handed over. Taken by the first delivery; what a restart finds in the
     /// tree is read from there.
-    fresh: Mutex<HashMap<u64, Fresh>>,
+    fresh: Mutex<FreshSet>,
     changed: Notify,
     closed: AtomicBool,
 }
 
-/// At most this many messages of a queue are kept in memory until their first delivery.
-const FRESH_KEPT: usize = 1024;
+/// At most this many bytes of a queue's messages are kept in memory until their first
+/// delivery: a queue nobody in this process consumes keeps the rest in its tree alone.
+const FRESH_BYTES: usize = 4 << 20;
 
 /// A message published in this process, before its first delivery.
 struct Fresh {
     payload: Bytes,
     local: Option<Arc<dyn LocalValue>>,
+}
+
+/// A queue's messages waiting in memory for their first delivery, and their bytes.
+#[derive(Default)]
+struct FreshSet {
+    messages: HashMap<u64, Fresh>,
+    bytes: usize,
+}
+
+impl FreshSet {
+    fn keep(&mut self, seq: u64, fresh: Fresh) {
+        let size = fresh.payload.len();
+        if self.bytes + size <= FRESH_BYTES {
+            self.bytes += size;
+            self.messages.insert(seq, fresh);
+        }
+    }
+
+    fn take(&mut self, seq: u64) -> Option<Fresh> {
+        let fresh = self.messages.remove(&seq)?;
+        self.bytes -= fresh.payload.len();
+        Some(fresh)
+    }
 }
 
 impl Queue {
@@ -195,12 +219,7 @@ impl Queue {
             .insert(seq.to_be_bytes(), payload.as_ref())
             .map_err(|e| storage("cannot store a message", &self.name, e))?;
         self.db.commit_lazy();
-        let mut fresh = lock(&self.fresh);
-        // A queue nobody in this process consumes keeps its messages in the tree alone.
-        if fresh.len() < FRESH_KEPT {
-            fresh.insert(seq, Fresh { payload, local });
-        }
-        drop(fresh);
+        lock(&self.fresh).keep(seq, Fresh { payload, local });
         lock(&self.state).push(seq);
         self.changed.notify_waiters();
         Ok(())
@@ -271,7 +290,7 @@ impl Queue {
         delivery: u64,
     ) -> Result<Option<DurableMessage>, BusError> {
         let key = seq.to_be_bytes();
-        let fresh = lock(&self.fresh).remove(&seq);
+        let fresh = lock(&self.fresh).take(seq);
         let (payload, local) = match fresh {
             Some(Fresh { payload, local }) => (payload, local),
             None => match self
@@ -302,7 +321,7 @@ impl Queue {
     /// delivery count if it was redelivered (or `counted` says a count may be stored anyway).
     async fn remove(&self, seq: u64, counted: bool) -> Result<(), BusError> {
         let delivered = lock(&self.state).settle(seq);
-        lock(&self.fresh).remove(&seq);
+        lock(&self.fresh).take(seq);
         let key = seq.to_be_bytes();
         self.messages
             .remove(key)

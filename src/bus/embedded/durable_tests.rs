@@ -165,5 +165,29 @@ async fn a_value_published_in_process_reaches_the_first_delivery_and_the_bytes_e
     assert!(again.local.is_none(), "a redelivery reads the stored bytes");
     again.ack().await.unwrap();
     assert!(queue.messages.is_empty());
-    assert!(lock(&queue.fresh).is_empty());
+    let fresh = lock(&queue.fresh);
+    assert!(fresh.messages.is_empty());
+    assert_eq!(fresh.bytes, 0);
+}
+
+#[tokio::test]
+async fn messages_nobody_takes_are_kept_in_memory_only_up_to_the_byte_budget() {
+    let db = crate::store::tree::temporary(Mode::Batch(Duration::from_millis(5))).unwrap();
+    let queue = Arc::new(Queue::load(&db, "jobs").unwrap());
+    let big = Bytes::from(vec![b'x'; FRESH_BYTES / 3 + 1]);
+    for _ in 0..4 {
+        queue.publish(big.clone(), None).await.unwrap();
+    }
+    assert_eq!(queue.messages.len(), 4, "every message is stored");
+    {
+        let fresh = lock(&queue.fresh);
+        assert_eq!(fresh.messages.len(), 2, "the budget holds two of them");
+        assert_eq!(fresh.bytes, 2 * big.len());
+    }
+    // The ones over the budget are read from the tree.
+    let got = ack_each(&queue, 4).await;
+    assert!(got
+        .iter()
+        .all(|(text, delivery)| text.len() == big.len() && *delivery == 1));
+    assert_eq!(lock(&queue.fresh).bytes, 0);
 }
