@@ -35,9 +35,8 @@ const JOB_FIRST: &[u8] = br#"{"extract":"#;
 
 /// The extraction job an encoded [`LogRecord`] carries, if any, read without decoding the rest
 /// of the record (what the memory-extractors' consumer and a backup look at): the job alone
-/// when it comes first, as this version writes it; no reading at all for a record without the
-/// key anywhere, which is most of them (a record with no job). A record of an older version
-/// (the job last) is read whole.
+/// when it comes first, as this version writes it; no parse at all of a record without the key
+/// anywhere (no job). A record of an older version (the job last) is read whole.
 pub fn carried_job(
     record: &[u8],
 ) -> Result<Option<&serde_json::value::RawValue>, serde_json::Error> {
