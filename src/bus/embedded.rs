@@ -112,6 +112,19 @@ impl EmbeddedBus {
         check_payload(payload.len(), DEFAULT_MAX_PAYLOAD)
     }
 
+    /// Store `payload` on durable queue `queue`, with `local`, the value it encodes, for a
+    /// consumer in this process.
+    async fn enqueue(
+        &self,
+        queue: &str,
+        payload: Bytes,
+        local: Option<Arc<dyn LocalValue>>,
+    ) -> Result<(), BusError> {
+        check_subject(queue, false)?;
+        self.check_size(&payload)?;
+        self.queues.get(queue)?.publish(payload, local).await
+    }
+
     /// Hand `message` to its listeners (handlers run now) or to the request waiting on it.
     async fn route(&self, message: Message) -> usize {
         if message.subject.starts_with(INBOX_PREFIX)
@@ -270,9 +283,7 @@ impl Bus for EmbeddedBus {
     }
 
     async fn durable_publish(&self, queue: &str, payload: Bytes) -> Result<(), BusError> {
-        check_subject(queue, false)?;
-        self.check_size(&payload)?;
-        self.queues.get(queue)?.publish(payload, None).await
+        self.enqueue(queue, payload, None).await
     }
 
     async fn durable_publish_local(
@@ -280,10 +291,8 @@ impl Bus for EmbeddedBus {
         queue: &str,
         body: Arc<dyn LocalValue>,
     ) -> Result<(), BusError> {
-        check_subject(queue, false)?;
         let payload = super::local::encode_for(queue, body.as_ref())?;
-        self.check_size(&payload)?;
-        self.queues.get(queue)?.publish(payload, Some(body)).await
+        self.enqueue(queue, payload, Some(body)).await
     }
 
     async fn durable_consume(
