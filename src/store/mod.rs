@@ -28,6 +28,8 @@ pub mod session_reader;
 pub mod session_wire;
 pub mod sessions;
 pub mod sled_snapshot;
+#[cfg(test)]
+mod sled_split_tests;
 pub mod tasks;
 #[cfg(test)]
 pub mod test_log;

@@ -2,6 +2,10 @@ use std::{num::NonZeroU64, ops::Bound};
 
 use super::*;
 
+/// Keys an appended leaf's split leaves on the right (Hermes): the leaf merge
+/// threshold of `should_merge`, so the right node is not merged straight back.
+const APPEND_RIGHT_KEYS: usize = 4;
+
 #[derive(Default, Debug, Clone, PartialEq)]
 pub struct Node {
     pub(crate) prefix_len: u8,
@@ -163,18 +167,41 @@ impl Node {
         true
     }
 
-    pub(crate) fn split(mut self) -> (Node, Node) {
+    /// Whether `key` sorts after every key of this leaf: the operation that
+    /// found the leaf too large is appending to it (Hermes: a session's next
+    /// message, a queue's next item).
+    pub(crate) fn is_append(&self, key: &[u8]) -> bool {
+        let prefix_len = self.prefix_len as usize;
+        match &self.data {
+            Data::Leaf(leaf) if key.len() >= prefix_len => {
+                leaf.keys.last().map_or(false, |last| {
+                    fastcmp(&key[prefix_len..], last) == std::cmp::Ordering::Greater
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// Split in two. An appended leaf (`append`, see [`Node::is_append`])
+    /// keeps all but `APPEND_RIGHT_KEYS` of its keys on the left, so appends
+    /// fill the right node longer before it splits again (Hermes).
+    pub(crate) fn split(mut self, append: bool) -> (Node, Node) {
         fn split_inner<T>(
             keys: &mut Vec<IVec>,
             values: &mut Vec<T>,
             old_prefix: &[u8],
             old_hi: &[u8],
             suffix_truncation: bool,
+            append: bool,
         ) -> (IVec, u8, Vec<IVec>, Vec<T>)
         where
             T: Clone + Ord,
         {
-            let split_point = keys.len() / 2 + 1;
+            let split_point = if append && keys.len() > 2 * APPEND_RIGHT_KEYS {
+                keys.len() - APPEND_RIGHT_KEYS
+            } else {
+                keys.len() / 2 + 1
+            };
             let right_keys = keys.split_off(split_point);
             let right_values = values.split_off(split_point);
             let right_min = &right_keys[0];
@@ -252,6 +279,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         false,
+                        false,
                     );
 
                 (
@@ -271,6 +299,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         true,
+                        append,
                     );
 
                 (

@@ -1452,11 +1452,12 @@ impl Tree {
         view: &View<'g>,
         parent_view: &Option<View<'g>>,
         root_pid: PageId,
+        append: bool,
         guard: &'g Guard,
     ) -> Result<()> {
         trace!("splitting node {}", view.pid);
         // split node
-        let (mut lhs, rhs) = view.deref().clone().split();
+        let (mut lhs, rhs) = view.deref().clone().split(append);
         let rhs_lo = rhs.lo.clone();
 
         // install right side
@@ -1671,7 +1672,8 @@ impl Tree {
             }
 
             if view.should_split() {
-                self.split_node(&view, &parent_view, root_pid, guard)?;
+                let append = view.is_append(key.as_ref());
+                self.split_node(&view, &parent_view, root_pid, append, guard)?;
                 retry!();
             }
 
