@@ -412,6 +412,7 @@ impl Engine {
             prefetched: Default::default(),
             first_write: Default::default(),
             inbox_item: Default::default(),
+            tool_tokens: Default::default(),
             ack_flush_within: crate::turn::ack::ACK_FLUSH_WITHIN,
         };
         let reader = SessionReader::of(&env.store);

@@ -10,7 +10,7 @@ use crate::context::budget::{self, ContextParts, Counted};
 use crate::context::calibrate;
 use crate::context::compaction::{self, ToolResultShrinker};
 use crate::context::tokens::MESSAGE_OVERHEAD;
-use crate::llm::{ChatMessage, ToolSpec};
+use crate::llm::ChatMessage;
 use crate::protocol::{RecallHit, SummariseRequest};
 use crate::store::sessions::StoredMessage;
 use crate::store::tasks::TaskState;
@@ -30,15 +30,14 @@ impl Fixed {
         env: &TurnEnv,
         agent: &AgentConfig,
         hits: &[RecallHit],
-        tools: &[ToolSpec],
+        tools_tokens: u32,
     ) -> Self {
         let system = Arc::new(ChatMessage::system(agent.system_prompt.clone()));
         let memory = memory_block(hits).map(Arc::new);
         let window = agent.window(&env.config.models);
-        let tools_json = serde_json::to_string(tools).unwrap_or_default();
         Self {
             system_tokens: env.tokens.count_fixed(&system.content) + MESSAGE_OVERHEAD,
-            tools_tokens: env.tokens.count_fixed(&tools_json),
+            tools_tokens,
             memory_tokens: memory.as_ref().map_or(0, |m| env.tokens.count_message(m)),
             system,
             memory,

@@ -28,6 +28,7 @@ mod shown_tools;
 mod state;
 mod tool_calls;
 mod tool_step;
+pub mod tool_tokens;
 mod waiting;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +75,8 @@ pub struct TurnEnv {
     /// session holds it unacked: it is acked after the turn, so an answer's extraction queued
     /// before that needs no note of its own ([`crate::store::tasks::TurnRecord::inbox_item`]).
     pub inbox_item: Arc<std::sync::atomic::AtomicU64>,
+    /// What the tool lists turns show cost in tokens (shared by every session).
+    pub tool_tokens: tool_tokens::ToolTokens,
     /// Longest an acknowledgement waits for a flush another commit asks for
     /// ([`ack::ACK_FLUSH_WITHIN`]; a test that needs the sharing to hold on a loaded machine
     /// widens it).
@@ -301,7 +304,10 @@ async fn steps(state: &mut TurnState<'_>, record: &TurnRecord) -> Result<(), Tur
     let turn_tools = shown_tools::for_turn(&env.config, &agent, &catalog, &user_text);
     let definitions = turn_tools.definitions;
     let tools: Arc<[ToolSpec]> = turn_tools.shown.into();
-    let fixed = context::Fixed::new(env, &agent, &hits, &tools);
+    let tools_tokens =
+        env.tool_tokens
+            .count(&env.tokens, &catalog, &env.config, &agent_name, &tools);
+    let fixed = context::Fixed::new(env, &agent, &hits, tools_tokens);
     let step = tool_step::Step {
         agent_name: &agent_name,
         agent: &agent,

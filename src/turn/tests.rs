@@ -59,6 +59,7 @@ impl Session {
             prefetched: Default::default(),
             first_write: Default::default(),
             inbox_item: Default::default(),
+            tool_tokens: Default::default(),
             ack_flush_within: crate::turn::ack::ACK_FLUSH_WITHIN,
         };
         let meta = SessionMeta {
