@@ -1,9 +1,12 @@
 //! The conversation layer: session metadata and every message, in sled.
 //!
 //! Trees (opened here):
-//! - `sessions`: `<agent>\0<session>` → JSON [`SessionMeta`]
+//! - `sessions`: `<agent>\0<session>` → the session's record, JSON `{"meta": SessionMeta,
+//!   "task": TaskState}` (goal, summary, turn state): one record a save writes besides its
+//!   messages. Earlier versions wrote the metadata alone here and the task state in `tasks`.
 //! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
-//! - `tasks`: `<agent>\0<session>` → JSON [`TaskState`] (goal, summary, turn state)
+//! - `tasks`: earlier versions' task states (`<agent>\0<session>` → JSON [`TaskState`]), moved
+//!   into the session records when a store opens ([`SessionStore::open`]).
 //!
 //! With a replicated log ([`super::replica`], the NATS bus) every save is first appended to the
 //! session's log, and these trees are a local cache that [`SessionStore::load_synced`] brings up
@@ -27,7 +30,7 @@ mod codec;
 mod reconcile;
 mod synced;
 
-use codec::{decode, encode, encode_record};
+use codec::{decode, decode_session, decode_session_meta, encode, encode_record, encode_session};
 
 pub use reconcile::ASIDE_TREE;
 
@@ -174,14 +177,47 @@ fn message_key(agent: &str, session: &str, seq: u64) -> Vec<u8> {
 }
 
 impl SessionStore {
+    /// The store of `db`; task states an earlier version kept apart (tree `tasks`) move into
+    /// their sessions' records first.
     pub fn open(db: &Durable) -> Result<Self, StoreError> {
-        Ok(Self {
+        let store = Self {
             db: db.clone(),
             sessions: db.open_tree("sessions")?,
             messages: db.open_tree("messages")?,
             tasks: db.open_tree("tasks")?,
             log: None,
-        })
+        };
+        store.merge_earlier_tasks()?;
+        Ok(store)
+    }
+
+    /// Move each task state of the `tasks` tree into its session's record (written before the
+    /// task is removed, so a crash in between leaves both, and the record wins). A task whose
+    /// session has no record (an earlier version stopped between the two writes of a new
+    /// session's first save) stays where it is, and is read from there.
+    fn merge_earlier_tasks(&self) -> Result<(), StoreError> {
+        if self.tasks.is_empty() {
+            return Ok(());
+        }
+        let mut moved = 0usize;
+        for item in self.tasks.iter() {
+            let (key, task) = item?;
+            let Some(record) = self.sessions.get(&key)? else {
+                continue;
+            };
+            if let (meta, None) = decode_session(&record)? {
+                self.sessions.insert(&key, encode_session(&meta, &task)?)?;
+            }
+            self.tasks.remove(&key)?;
+            moved += 1;
+        }
+        if moved > 0 {
+            tracing::info!(
+                sessions = moved,
+                "task states moved into their sessions' records"
+            );
+        }
+        Ok(())
     }
 
     /// This store with every save appended to `log` first (see [`super::replica`]).
@@ -204,8 +240,35 @@ impl SessionStore {
         self.cached()
             .sessions
             .get(session_key(agent, session))?
-            .map(|v| decode("session meta", &v))
+            .map(|v| decode_session_meta(&v))
             .transpose()
+    }
+
+    /// A session's metadata and task state, as its record holds them.
+    fn record(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<(Option<SessionMeta>, TaskState), StoreError> {
+        let key = session_key(agent, session);
+        match self.cached().sessions.get(&key)? {
+            Some(v) => match decode_session(&v)? {
+                (meta, Some(task)) => Ok((Some(meta), task)),
+                (meta, None) => Ok((Some(meta), self.earlier_task(&key)?)),
+            },
+            None => Ok((None, self.earlier_task(&key)?)),
+        }
+    }
+
+    /// A task state an earlier version kept apart from its session's record (see
+    /// [`Self::merge_earlier_tasks`]).
+    fn earlier_task(&self, key: &[u8]) -> Result<TaskState, StoreError> {
+        Ok(self
+            .tasks
+            .get(key)?
+            .map(|v| decode::<TaskState>("task state", &v))
+            .transpose()?
+            .unwrap_or_default())
     }
 
     /// Metadata, messages and task state of a session, consistent with each other: `next_seq`
@@ -215,12 +278,12 @@ impl SessionStore {
         agent: &str,
         session: &str,
     ) -> Result<(Option<SessionMeta>, Vec<StoredMessage>, TaskState), StoreError> {
-        let mut meta = self.meta(agent, session)?;
+        let (mut meta, task) = self.record(agent, session)?;
         let messages = self.messages(agent, session)?;
         if let (Some(meta), Some(last)) = (meta.as_mut(), messages.last()) {
             meta.next_seq = meta.next_seq.max(last.seq + 1);
         }
-        Ok((meta, messages, self.task(agent, session)?))
+        Ok((meta, messages, task))
     }
 
     /// Every message of a session, in order.
@@ -236,30 +299,38 @@ impl SessionStore {
     }
 
     pub fn task(&self, agent: &str, session: &str) -> Result<TaskState, StoreError> {
-        Ok(self
-            .cached()
-            .tasks
-            .get(session_key(agent, session))?
-            .map(|v| decode::<TaskState>("task state", &v))
-            .transpose()?
-            .unwrap_or_default())
+        Ok(self.record(agent, session)?.1)
     }
 
     /// Sessions whose last turn did not finish and can go on by itself (a restart resumes
     /// them; a turn waiting for the user's confirmation waits for that instead).
     pub fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.cached().tasks.iter() {
-            let (k, v) = item?;
-            let task: TaskState = decode("task state", &v)?;
-            if task.resumable_turn().is_some()
+        let unfinished = |task: &TaskState| {
+            task.resumable_turn().is_some()
                 || task.pending_extraction().is_some()
                 || !task.parked.is_empty()
-            {
-                let key = String::from_utf8_lossy(&k).to_string();
-                if let Some((agent, session)) = key.split_once('\0') {
-                    out.push((agent.to_string(), session.to_string()));
-                }
+        };
+        let named = |k: &[u8]| {
+            let key = String::from_utf8_lossy(k).to_string();
+            key.split_once('\0')
+                .map(|(agent, session)| (agent.to_string(), session.to_string()))
+        };
+        let mut out = Vec::new();
+        for item in self.cached().sessions.iter() {
+            let (k, v) = item?;
+            let task = match decode_session(&v)? {
+                (_, Some(task)) => task,
+                (_, None) => self.earlier_task(&k)?,
+            };
+            if unfinished(&task) {
+                out.extend(named(&k));
+            }
+        }
+        // An earlier version's task without its session's record.
+        for item in self.tasks.iter() {
+            let (k, v) = item?;
+            if !self.sessions.contains_key(&k)? && unfinished(&decode("task state", &v)?) {
+                out.extend(named(&k));
             }
         }
         Ok(out)
@@ -289,8 +360,7 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
-        self.save_with(meta, messages, task, MetaWrite::Now, None)
-            .await
+        self.save_with(meta, messages, task, None).await
     }
 
     /// [`Self::save`] on the replicated log, the record carrying `extract_json` (an encoded
@@ -303,24 +373,7 @@ impl SessionStore {
         task: &TaskState,
         extract_json: &[u8],
     ) -> Result<(), StoreError> {
-        let extract = Some(extract_json);
-        self.save_with(meta, messages, task, MetaWrite::Now, extract)
-            .await
-    }
-
-    /// [`Self::save`] for a save whose metadata changed only by the new messages' sequence and
-    /// the time (a step in the middle of a turn, a new message of a session that exists, a
-    /// note on the task): the local copy of the metadata is left as it is ([`Self::load`]
-    /// derives `next_seq` from the messages, and the turn's answer writes it), which saves a
-    /// record write. With a replicated log the copy is written all the same: it records how
-    /// far this process' cache follows the log.
-    pub async fn save_step(
-        &self,
-        meta: &mut SessionMeta,
-        messages: &[StoredMessage],
-        task: &TaskState,
-    ) -> Result<(), StoreError> {
-        self.save_with(meta, messages, task, MetaWrite::Lag, None)
+        self.save_with(meta, messages, task, Some(extract_json))
             .await
     }
 
@@ -329,14 +382,11 @@ impl SessionStore {
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
         task: &TaskState,
-        meta_write: MetaWrite,
         extract: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
         let Some(log) = &self.log else {
-            self.tasks
-                .insert(session_key(&meta.agent, &meta.session), encode(task)?)?;
-            return self.append_at(meta, messages, now, meta_write);
+            return self.append_at(meta, messages, &encode(task)?, now);
         };
         // The record carries the metadata as this save leaves it, so a reader of the log
         // alone (`hermes sessions ls` over the bus) sees what the local trees hold.
@@ -374,38 +424,41 @@ impl SessionStore {
         self
     }
 
-    /// Append messages to a session (creating it) and flush before returning.
+    /// Append messages to a session (creating it), its task state as it was.
     /// `meta` is the caller's current view; it is updated in place.
     pub async fn append(
         &self,
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
-        self.append_at(meta, messages, Utc::now(), MetaWrite::Now)
+        let task = self.task(&meta.agent, &meta.session)?;
+        self.append_at(meta, messages, &encode(&task)?, Utc::now())
     }
 
-    /// [`Self::append`], the session updated at `now`.
+    /// Store `messages`, then the session's record with `task_json`, the session updated at
+    /// `now`.
     fn append_at(
         &self,
         meta: &mut SessionMeta,
         messages: &[StoredMessage],
+        task_json: &[u8],
         now: DateTime<Utc>,
-        meta_write: MetaWrite,
     ) -> Result<(), StoreError> {
         // Plain inserts, not `apply_batch`/transactions: those take sled's global write lock,
         // which deadlocks against its background flusher under concurrent load (seen with 200
-        // sessions in flight). Messages go first; a crash before the metadata is written is
-        // repaired on load (`load` derives `next_seq` from the messages).
+        // sessions in flight). Messages go first; a crash before the record is written is
+        // repaired on load (`load` derives `next_seq` from the messages), and the turn
+        // resumes from the task state of the save before.
         for m in messages {
             self.messages
                 .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
         }
         meta.next_seq = next_seq_after(meta.next_seq, messages);
         meta.updated_at = now;
-        if meta_write == MetaWrite::Now {
-            self.sessions
-                .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
-        }
+        self.sessions.insert(
+            session_key(&meta.agent, &meta.session),
+            encode_session(meta, task_json)?,
+        )?;
         Ok(())
     }
 
@@ -451,7 +504,7 @@ impl SessionStore {
         let mut out = Vec::new();
         for item in self.cached().sessions.iter() {
             let (_, v) = item?;
-            let meta: SessionMeta = decode("session meta", &v)?;
+            let meta = decode_session_meta(&v)?;
             if user.is_none_or(|u| u == meta.user) {
                 out.push(meta);
             }
@@ -459,15 +512,6 @@ impl SessionStore {
         out.sort_by_key(|m| std::cmp::Reverse(m.updated_at));
         Ok(out)
     }
-}
-
-/// Whether a save writes the session's metadata record to the local trees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MetaWrite {
-    Now,
-    /// Only the messages' sequence and the time changed: the record may lag (never with a
-    /// replicated log).
-    Lag,
 }
 
 /// The sequence the next message gets once `messages` are stored after `next_seq`.
@@ -487,83 +531,4 @@ pub(super) async fn blocking<T: Send + 'static>(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-
-    /// A user message `text` at `seq` (for the tests of this module and its submodules).
-    pub(in crate::store::sessions) fn msg(seq: u64, text: &str) -> StoredMessage {
-        StoredMessage {
-            seq,
-            id: format!("m{seq}"),
-            turn_id: "t".into(),
-            ts: Utc::now(),
-            tokens: 3,
-            usage: None,
-            tool_status: None,
-            message: ChatMessage::user(text).into(),
-        }
-    }
-
-    #[tokio::test]
-    async fn appended_messages_survive_reopen_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let db =
-                crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-            let store = SessionStore::open(&db).unwrap();
-            let mut meta = SessionMeta {
-                agent: "a".into(),
-                session: "s".into(),
-                user: "u".into(),
-                created_at: Utc::now(),
-                updated_at: Utc::now(),
-                next_seq: 0,
-                log_seq: 0,
-                handoffs: Vec::new(),
-                set_aside: Vec::new(),
-            };
-            store
-                .append(&mut meta, &[msg(0, "one"), msg(1, "two")])
-                .await
-                .unwrap();
-            assert_eq!(meta.next_seq, 2);
-        }
-        let db = crate::store::durability::Durable::from(crate::store::open(dir.path()).unwrap());
-        let store = SessionStore::open(&db).unwrap();
-        let got = store.messages("a", "s").unwrap();
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[1].message.content, "two");
-        assert_eq!(store.meta("a", "s").unwrap().unwrap().next_seq, 2);
-        assert!(store.messages("a", "s2").unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_commit_with_a_replicated_log_flushes_the_cache_in_the_background_and_loses_nothing()
-    {
-        let dir = tempfile::tempdir().unwrap();
-        let log: Arc<dyn SessionLog> = Arc::new(crate::store::test_log::MemoryLog::default());
-        let db = Durable::from(crate::store::open(dir.path()).unwrap());
-        let store = SessionStore::open(&db).unwrap().with_log(log.clone());
-        let mut meta = SessionMeta::new("a", "s", "u");
-        let messages = [msg(0, "one"), msg(1, "two")];
-        store
-            .save(&mut meta, &messages, &TaskState::default())
-            .await
-            .unwrap();
-        store.commit().await.unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while db.flushes() == 0 && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        assert!(db.flushes() >= 1, "the cache is flushed in the background");
-
-        // A process whose cache lost everything since its last flush gets it back from the log.
-        let fresh = tempfile::tempdir().unwrap();
-        let empty = Durable::from(crate::store::open(fresh.path()).unwrap());
-        let restarted = SessionStore::open(&empty).unwrap().with_log(log);
-        let (loaded, got, _) = restarted.load_synced("a", "s").await.unwrap();
-        assert_eq!(loaded.unwrap().next_seq, 2);
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[1].message.content, "two");
-    }
-}
+pub(super) mod tests;

@@ -220,7 +220,7 @@ pub(super) async fn finish(
     let record = state.record();
     record.extraction_queued = queued;
     record.inbox_item = None;
-    state.save_task_note().await
+    state.save_task().await
 }
 
 /// Send a stored answer everywhere it goes: the session's events, the subject its message

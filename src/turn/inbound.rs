@@ -265,14 +265,10 @@ pub async fn accept(
             .await;
         return Acceptance::Accepted(Box::new(stored));
     }
-    let messages = std::slice::from_ref(&stored);
-    // A session's first message creates its metadata record; later ones only move its
-    // sequence, which the record may lag.
-    let saving = if meta.next_seq == 0 {
-        env.store.save(meta, messages, task).await
-    } else {
-        env.store.save_step(meta, messages, task).await
-    };
+    let saving = env
+        .store
+        .save(meta, std::slice::from_ref(&stored), task)
+        .await;
     if let Some(recall) = recalling {
         match &saving {
             Ok(()) => env.prefetched.put(&turn_id, recall),

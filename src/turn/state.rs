@@ -144,8 +144,8 @@ impl<'a> TurnState<'a> {
     /// written at once otherwise.
     async fn persist_stored(&mut self, stored: Vec<StoredMessage>) -> Result<(), TurnError> {
         let messages = stored.as_slice();
-        // Mid-turn the session's metadata record may lag; a turn that pauses or ends, or a
-        // handoff, writes it.
+        // Mid-turn steps wait for the turn's next full save; a turn that pauses or ends, or a
+        // handoff, writes at once.
         let running = matches!(
             self.task.turn.as_ref().map(|t| t.phase),
             Some(TurnPhase::Received | TurnPhase::Planning | TurnPhase::AwaitingTools)
@@ -165,7 +165,7 @@ impl<'a> TurnState<'a> {
                 let saved = self
                     .env
                     .store
-                    .save_step(self.meta, &self.deferred, self.task)
+                    .save(self.meta, &self.deferred, self.task)
                     .await;
                 self.written(ack, saved).await?;
                 self.deferred.clear();
@@ -182,17 +182,6 @@ impl<'a> TurnState<'a> {
     /// Store the task state alone (with any deferred messages), flushed.
     pub(super) async fn save_task(&mut self) -> Result<(), TurnError> {
         self.save_with(&[]).await
-    }
-
-    /// [`Self::save_task`] for a note on the task that leaves the session's metadata as the
-    /// last full save wrote it (but for the time).
-    pub(super) async fn save_task_note(&mut self) -> Result<(), TurnError> {
-        let ack = self.claim_first_write().await?;
-        if !self.deferred.is_empty() {
-            return self.save_claimed(&[], ack).await;
-        }
-        let saved = self.env.store.save_step(self.meta, &[], self.task).await;
-        self.written(ack, saved).await
     }
 
     /// Append the deferred mid-turn messages now: before a call that acts on the world, so a

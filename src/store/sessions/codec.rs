@@ -1,9 +1,16 @@
-//! How session records are written to and read from bytes: JSON, and a log record put
-//! together from borrowed parts so a save encodes its task once.
+//! How session records are written to and read from bytes: JSON, a session's record (its
+//! metadata and task state in one value) and a log record put together from borrowed parts so
+//! a save encodes its task once.
 
 use serde::{Deserialize, Serialize};
 
 use super::{SessionMeta, StoreError};
+use crate::store::tasks::TaskState;
+
+/// How a session's record begins since the task state moved into it: `{"meta":…,"task":…}`.
+/// A record without it is the metadata alone, as earlier versions wrote it (their task state
+/// is in the `tasks` tree).
+const RECORD_FIRST: &[u8] = br#"{"meta":"#;
 
 pub(super) fn decode<T: for<'de> Deserialize<'de>>(
     what: &str,
@@ -17,6 +24,45 @@ pub(super) fn decode<T: for<'de> Deserialize<'de>>(
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+/// A session's record: its metadata and its task state (already encoded), one value, so a
+/// save writes one record besides its messages.
+pub(super) fn encode_session(meta: &SessionMeta, task_json: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(320 + task_json.len());
+    out.extend_from_slice(RECORD_FIRST);
+    serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
+    out.extend_from_slice(b",\"task\":");
+    out.extend_from_slice(task_json);
+    out.push(b'}');
+    Ok(out)
+}
+
+/// A session's record: its metadata, and its task state unless the record is an earlier
+/// version's (the metadata alone).
+pub(super) fn decode_session(bytes: &[u8]) -> Result<(SessionMeta, Option<TaskState>), StoreError> {
+    #[derive(Deserialize)]
+    struct Whole {
+        meta: SessionMeta,
+        task: TaskState,
+    }
+    if bytes.starts_with(RECORD_FIRST) {
+        let whole: Whole = decode("session record", bytes)?;
+        return Ok((whole.meta, Some(whole.task)));
+    }
+    Ok((decode("session meta", bytes)?, None))
+}
+
+/// The metadata of a session's record, its task state passed over.
+pub(super) fn decode_session_meta(bytes: &[u8]) -> Result<SessionMeta, StoreError> {
+    #[derive(Deserialize)]
+    struct Head {
+        meta: SessionMeta,
+    }
+    if bytes.starts_with(RECORD_FIRST) {
+        return Ok(decode::<Head>("session record", bytes)?.meta);
+    }
+    decode("session meta", bytes)
 }
 
 /// A [`LogRecord`] as `serde_json` writes it, from borrowed parts, the messages and the task
@@ -62,6 +108,26 @@ mod tests {
     use crate::store::replica::{carried_job, LogRecord};
     use crate::store::sessions::tests::msg;
     use crate::store::tasks::TaskState;
+
+    #[test]
+    fn a_session_record_reads_back_whole_and_an_earlier_versions_metadata_alone() {
+        let meta = SessionMeta::new("assistant", "s1", "alice");
+        let task = TaskState {
+            goal: Some("book a \"table\"".into()),
+            summary_upto: 4,
+            ..TaskState::default()
+        };
+        let record = encode_session(&meta, &encode(&task).unwrap()).unwrap();
+        assert_eq!(decode_session(&record).unwrap(), (meta.clone(), Some(task)));
+        assert_eq!(decode_session_meta(&record).unwrap(), meta);
+        let earlier = encode(&meta).unwrap();
+        assert_eq!(decode_session(&earlier).unwrap(), (meta.clone(), None));
+        assert_eq!(decode_session_meta(&earlier).unwrap(), meta);
+        assert!(matches!(
+            decode_session(&record[..record.len() - 1]),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
 
     #[test]
     fn a_log_record_encoded_from_parts_is_byte_for_byte_what_serde_writes() {

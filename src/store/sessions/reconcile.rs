@@ -280,8 +280,8 @@ async fn reseed(
             last,
         )
         .await?;
-    let (store, written) = (store.clone(), meta.clone());
-    blocking(move || store.write_meta(&written)).await?;
+    let (store, written, task) = (store.clone(), meta.clone(), task.clone());
+    blocking(move || store.write_record(&written, &task)).await?;
     Ok(meta)
 }
 
@@ -325,9 +325,10 @@ fn host() -> String {
 }
 
 impl SessionStore {
-    fn write_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
+    fn write_record(&self, meta: &SessionMeta, task: &TaskState) -> Result<(), StoreError> {
+        let record = super::codec::encode_session(meta, &encode(task)?)?;
         self.sessions
-            .insert(session_key(&meta.agent, &meta.session), encode(meta)?)?;
+            .insert(session_key(&meta.agent, &meta.session), record)?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 
 use chrono::Utc;
 
-use super::codec::{decode, encode};
+use super::codec::{decode, encode, encode_session};
 use super::{
     blocking, message_key, reconcile, session_key, SessionMeta, SessionStore, StoredMessage,
 };
@@ -16,8 +16,9 @@ use crate::store::tasks::TaskState;
 use crate::store::StoreError;
 
 impl SessionStore {
-    /// One save into the cache of the replicated log: messages, task state, then the metadata
-    /// (the record [`super::reconcile`] checks the cache against, so it goes last).
+    /// One save into the cache of the replicated log: messages, then the session's record
+    /// (metadata and task state: what [`super::reconcile`] checks the cache against, so it
+    /// goes last).
     pub(super) fn write_cache(
         &self,
         meta: &SessionMeta,
@@ -29,8 +30,8 @@ impl SessionStore {
                 .insert(message_key(&meta.agent, &meta.session, seq), message)?;
         }
         let key = session_key(&meta.agent, &meta.session);
-        self.tasks.insert(&key, task_bytes)?;
-        self.sessions.insert(key, encode(meta)?)?;
+        self.sessions
+            .insert(key, encode_session(meta, &task_bytes)?)?;
         Ok(())
     }
 
