@@ -2,9 +2,10 @@ use std::{num::NonZeroU64, ops::Bound};
 
 use super::*;
 
-/// Keys an appended leaf's split leaves on the right (Hermes): the leaf merge
-/// threshold of `should_merge`, so the right node is not merged straight back.
-const APPEND_RIGHT_KEYS: usize = 4;
+/// Keys a leaf split where it is written to keeps on each side at least
+/// (Hermes): the leaf merge threshold of `should_merge`, so neither side is
+/// merged straight back.
+const EDGE_KEYS: usize = 4;
 
 #[derive(Default, Debug, Clone, PartialEq)]
 pub struct Node {
@@ -167,40 +168,46 @@ impl Node {
         true
     }
 
-    /// Whether `key` sorts after every key of this leaf: the operation that
-    /// found the leaf too large is appending to it (Hermes: a session's next
-    /// message, a queue's next item).
-    pub(crate) fn is_append(&self, key: &[u8]) -> bool {
+    /// Where `key` goes among this leaf's keys (how many sort before it);
+    /// `None` for an index node. For the operation that found the leaf too
+    /// large, this is where it writes (Hermes).
+    pub(crate) fn insertion_point(&self, key: &[u8]) -> Option<usize> {
         let prefix_len = self.prefix_len as usize;
         match &self.data {
             Data::Leaf(leaf) if key.len() >= prefix_len => {
-                leaf.keys.last().map_or(false, |last| {
-                    fastcmp(&key[prefix_len..], last) == std::cmp::Ordering::Greater
-                })
+                let suffix = &key[prefix_len..];
+                let (Ok(at) | Err(at)) =
+                    leaf.keys.binary_search_by(|k| fastcmp(k, suffix));
+                Some(at)
             }
-            _ => false,
+            _ => None,
         }
     }
 
-    /// Split in two. An appended leaf (`append`, see [`Node::is_append`])
-    /// keeps all but `APPEND_RIGHT_KEYS` of its keys on the left, so appends
-    /// fill the right node longer before it splits again (Hermes).
-    pub(crate) fn split(mut self, append: bool) -> (Node, Node) {
+    /// Split in two. A leaf written to in its right half (`insert_at`, see
+    /// [`Node::insertion_point`]) splits where the write goes, keeping at
+    /// least `EDGE_KEYS` keys on each side: a run of keys appended in the
+    /// middle of the tree (a session's messages) then grows a node of its own,
+    /// and one appended at a node's end fills the node before it splits again
+    /// (Hermes).
+    pub(crate) fn split(mut self, insert_at: Option<usize>) -> (Node, Node) {
         fn split_inner<T>(
             keys: &mut Vec<IVec>,
             values: &mut Vec<T>,
             old_prefix: &[u8],
             old_hi: &[u8],
             suffix_truncation: bool,
-            append: bool,
+            insert_at: Option<usize>,
         ) -> (IVec, u8, Vec<IVec>, Vec<T>)
         where
             T: Clone + Ord,
         {
-            let split_point = if append && keys.len() > 2 * APPEND_RIGHT_KEYS {
-                keys.len() - APPEND_RIGHT_KEYS
-            } else {
-                keys.len() / 2 + 1
+            let len = keys.len();
+            let split_point = match insert_at {
+                Some(at) if len > 2 * EDGE_KEYS && at > len / 2 => {
+                    at.min(len - EDGE_KEYS)
+                }
+                _ => len / 2 + 1,
             };
             let right_keys = keys.split_off(split_point);
             let right_values = values.split_off(split_point);
@@ -279,7 +286,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         false,
-                        false,
+                        None,
                     );
 
                 (
@@ -299,7 +306,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         true,
-                        append,
+                        insert_at,
                     );
 
                 (

@@ -1452,12 +1452,12 @@ impl Tree {
         view: &View<'g>,
         parent_view: &Option<View<'g>>,
         root_pid: PageId,
-        append: bool,
+        insert_at: Option<usize>,
         guard: &'g Guard,
     ) -> Result<()> {
         trace!("splitting node {}", view.pid);
         // split node
-        let (mut lhs, rhs) = view.deref().clone().split(append);
+        let (mut lhs, rhs) = view.deref().clone().split(insert_at);
         let rhs_lo = rhs.lo.clone();
 
         // install right side
@@ -1672,8 +1672,8 @@ impl Tree {
             }
 
             if view.should_split() {
-                let append = view.is_append(key.as_ref());
-                self.split_node(&view, &parent_view, root_pid, append, guard)?;
+                let insert_at = view.insertion_point(key.as_ref());
+                self.split_node(&view, &parent_view, root_pid, insert_at, guard)?;
                 retry!();
             }
 
