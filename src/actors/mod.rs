@@ -3,7 +3,7 @@
 //!
 //! | actor | serves | owns |
 //! |---|---|---|
-//! | [`session::SessionActor`] (one per live session, spread over arbiters by [`router::SessionRouter`]) | `hermes.in.>`, `hermes.job.*`, `hermes.sessions.search` / `.list` / `.show` ([`session_query`]) | sled `sessions`, `messages`, `tasks` |
+//! | [`session::SessionActor`] (one per live session, spread over arbiters by [`router::SessionRouter`]) | `hermes.in.>`, `hermes.job.*`, `hermes.sessions.search` / `.list` / `.show` ([`session_query`]) | sled `sessions`, `messages` |
 //! | [`planner::Planner`] (a stateless service) | `hermes.plan`, `hermes.summarise` | the planner and summariser models |
 //! | [`tool_executor::ToolExecutor`] (a stateless service over its stores) | `hermes.tool.<name>`, `hermes.tools.list`, `hermes.tools.metrics` | the tool registry, sled `jobs`, `tool_results_idem`, `tool_raw` |
 //! | [`mcp_bridge::McpBridge`] | `hermes.mcp.*` | MCP client sessions, sled `mcp_audit` |

@@ -1,7 +1,8 @@
 //! The sled database and the trees each owner keeps in it.
 //!
 //! One database per process, under `engine.data_dir`. Trees and their owners:
-//! - `sessions`, `messages`, `tasks` — the Session actors ([`sessions::SessionStore`]);
+//! - `sessions` (metadata and task state), `messages`, and `tasks` (earlier versions' task
+//!   states) — the Session actors ([`sessions::SessionStore`]);
 //!   `sessions_aside` — their messages kept aside when a replicated log won over a diverged
 //!   cache ([`sessions::ASIDE_TREE`])
 //! - `memories`, `memory_keys`, `memory_vectors`, `memory_refs` — the Memory-extractor (`memory::MemoryStore`)

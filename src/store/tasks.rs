@@ -1,9 +1,10 @@
 //! The task layer of a session (DESIGN §4): the pinned goal, the history summary, and the
 //! durable state of the turn in progress.
 //!
-//! Tree `tasks` (opened by [`super::sessions::SessionStore`]):
-//! `<agent>\0<session>` → JSON [`TaskState`]. Written in the same flush as the messages of the
-//! step that changed it, so after a crash the state and the log agree.
+//! Stored in the session's record (tree `sessions`, see [`super::sessions`]) beside its
+//! metadata, written after the messages of the step that changed it and in the same flush, so
+//! after a crash the state and the log agree. Earlier versions kept it in a tree of its own,
+//! `tasks`, read until each session's record takes it in.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

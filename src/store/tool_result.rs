@@ -1,5 +1,5 @@
 //! [`StoredToolResult`]: a tool call's result as kept in sled (a waiting turn's job results in
-//! `tasks`, idempotency records in `tool_results_idem`). Its own type, so the wire format
+//! its task state, idempotency records in `tool_results_idem`). Its own type, so the wire format
 //! ([`ToolCallResult`]) can change without breaking stored data; converted at the edge.
 
 use serde::{Deserialize, Serialize};
