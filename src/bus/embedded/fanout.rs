@@ -14,7 +14,9 @@
 //!
 //! Lookup: patterns without wildcards sit in a map by subject, wildcard ones in a tree of tokens
 //! ([`WildIndex`]), so a publish costs a hash lookup and a walk of its subject's tokens,
-//! whatever the number of sessions listening.
+//! whatever the number of sessions listening. Which listeners a subject has is remembered until
+//! the table changes (at most [`REMEMBERED_SUBJECTS`] subjects): a turn publishes on the same
+//! few subjects step after step.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -35,6 +37,9 @@ pub(crate) const SUBSCRIPTION_CAPACITY: usize = 4096;
 /// How long a publisher waits for room in a full subscription before dropping the message for
 /// that subscriber (NATS calls this a slow consumer).
 pub(crate) const SLOW_SUBSCRIBER_WAIT: Duration = Duration::from_secs(2);
+
+/// Subjects whose listeners the table remembers at most; past that it starts again.
+const REMEMBERED_SUBJECTS: usize = 4096;
 
 /// Where a listener's messages go.
 #[derive(Clone)]
@@ -80,6 +85,26 @@ struct State {
     wild: WildIndex,
     /// Round-robin position per queue group.
     rotation: HashMap<String, usize>,
+    /// The ids of each subject's listeners, in table order, as the lookup found them; emptied
+    /// whenever a listener comes or goes.
+    remembered: HashMap<String, Arc<[u64]>>,
+}
+
+impl State {
+    /// The ids of the listeners of `subject`, in table order: exact ones, then wildcard ones.
+    fn listeners(&mut self, subject: &str) -> Arc<[u64]> {
+        if let Some(ids) = self.remembered.get(subject) {
+            return ids.clone();
+        }
+        let mut ids: Vec<u64> = self.exact.get(subject).cloned().unwrap_or_default();
+        self.wild.matching(subject, &mut ids);
+        let ids: Arc<[u64]> = ids.into();
+        if self.remembered.len() >= REMEMBERED_SUBJECTS {
+            self.remembered.clear();
+        }
+        self.remembered.insert(subject.to_string(), ids.clone());
+        ids
+    }
 }
 
 /// One published message's destinations: a plain listener, or one of a group's members
@@ -118,6 +143,7 @@ impl Fanout {
 
     fn add(&self, pattern: &str, group: Option<&str>, sink: Sink) -> u64 {
         let mut state = self.lock();
+        state.remembered.clear();
         state.next_id += 1;
         let id = state.next_id;
         if has_wildcard(pattern) {
@@ -192,6 +218,7 @@ impl Fanout {
         let Some(entry) = state.entries.remove(&id) else {
             return;
         };
+        state.remembered.clear();
         if has_wildcard(&entry.pattern) {
             state.wild.remove(&entry.pattern, id);
         } else if let Some(ids) = state.exact.get_mut(&entry.pattern) {
@@ -279,19 +306,14 @@ impl Fanout {
     /// allocates only the listeners' ids and what it returns.
     fn targets(&self, subject: &str) -> Vec<Target> {
         let mut state = self.lock();
+        let ids = state.listeners(subject);
         let State {
-            entries,
-            exact,
-            wild,
-            rotation,
-            ..
+            entries, rotation, ..
         } = &mut *state;
         let mut targets = Vec::new();
         let mut groups: Vec<(&str, Vec<Sink>)> = Vec::new();
         let mut closed = Vec::new();
-        let mut ids: Vec<u64> = exact.get(subject).cloned().unwrap_or_default();
-        wild.matching(subject, &mut ids);
-        for id in ids {
+        for &id in ids.iter() {
             let Some(entry) = entries.get(&id) else {
                 continue;
             };
@@ -419,163 +441,5 @@ impl Drop for Unsubscribe {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use async_trait::async_trait;
-    use bytes::Bytes;
-
-    fn message(subject: &str) -> Message {
-        Message {
-            subject: subject.to_string(),
-            reply: None,
-            payload: Bytes::from_static(b"x"),
-            traceparent: None,
-            local: None,
-        }
-    }
-
-    async fn publish(fanout: &Fanout, m: Message) -> usize {
-        fanout.publish(m, |_, _| async {}).await
-    }
-
-    #[tokio::test]
-    async fn dropping_a_subscription_removes_it_from_the_table() {
-        let fanout = Fanout::new();
-        let sub = fanout.subscribe("a.b", None, 4);
-        assert_eq!(fanout.lock().entries.len(), 1);
-        drop(sub);
-        assert_eq!(fanout.lock().entries.len(), 0);
-        assert!(fanout.lock().exact.is_empty());
-        assert_eq!(publish(&fanout, message("a.b")).await, 0);
-    }
-
-    /// A value that counts how often it was encoded.
-    #[derive(Debug, Default)]
-    struct Counted(std::sync::atomic::AtomicUsize);
-
-    impl crate::bus::local::LocalValue for Counted {
-        fn encode(&self) -> Result<Bytes, String> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok(Bytes::from_static(b"encoded"))
-        }
-
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
-    }
-
-    fn value_message(subject: &str, value: &Arc<Counted>) -> Message {
-        let mut m = Message::new(subject.to_string(), None, Bytes::new());
-        m.local = Some(value.clone());
-        m
-    }
-
-    #[tokio::test]
-    async fn a_value_is_encoded_once_and_only_when_a_listener_reads_bytes() {
-        let fanout = Fanout::new();
-        let value = Arc::new(Counted::default());
-        let mut first = fanout.subscribe_values("v", 8);
-        let mut second = fanout.subscribe_values("v", 8);
-        assert_eq!(publish(&fanout, value_message("v", &value)).await, 2);
-        assert_eq!(value.0.load(std::sync::atomic::Ordering::SeqCst), 0);
-        for sub in [&mut first, &mut second] {
-            let got = sub.rx.try_recv().unwrap();
-            assert!(got.payload.is_empty());
-            assert!(got
-                .local
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Counted>()
-                .is_some());
-        }
-
-        let mut bytes = fanout.subscribe("v", None, 8);
-        assert_eq!(publish(&fanout, value_message("v", &value)).await, 3);
-        assert_eq!(value.0.load(std::sync::atomic::Ordering::SeqCst), 1);
-        let plain = bytes.rx.try_recv().unwrap();
-        assert_eq!(plain.payload, Bytes::from_static(b"encoded"));
-        assert!(plain.local.is_none(), "a byte reader gets no value");
-        assert!(first.rx.try_recv().unwrap().local.is_some());
-    }
-
-    #[tokio::test]
-    async fn queue_group_members_take_turns() {
-        let fanout = Fanout::new();
-        let mut a = fanout.subscribe("q", Some("g"), 16);
-        let mut b = fanout.subscribe("q", Some("g"), 16);
-        for _ in 0..4 {
-            assert_eq!(publish(&fanout, message("q")).await, 1);
-        }
-        let mut counts = [0, 0];
-        while a.rx.try_recv().is_ok() {
-            counts[0] += 1;
-        }
-        while b.rx.try_recv().is_ok() {
-            counts[1] += 1;
-        }
-        assert_eq!(counts, [2, 2]);
-    }
-
-    #[tokio::test]
-    async fn full_group_member_is_skipped_for_one_with_room() {
-        let fanout = Fanout::new();
-        let mut a = fanout.subscribe("q", Some("g"), 1);
-        let mut b = fanout.subscribe("q", Some("g"), 8);
-        for _ in 0..5 {
-            publish(&fanout, message("q")).await;
-        }
-        let mut got = 0;
-        while a.rx.try_recv().is_ok() {
-            got += 1;
-        }
-        while b.rx.try_recv().is_ok() {
-            got += 1;
-        }
-        assert_eq!(got, 5);
-    }
-
-    #[tokio::test]
-    async fn stuck_subscriber_does_not_block_the_publisher_forever() {
-        let wait = Duration::from_millis(50);
-        let fanout = Fanout::with_slow_wait(wait);
-        let mut stuck = fanout.subscribe("s", None, 1);
-        assert_eq!(publish(&fanout, message("s")).await, 1);
-        // The buffer is full now; the next publish waits `wait`, then drops the message.
-        let published = tokio::time::timeout(wait * 20, publish(&fanout, message("s"))).await;
-        assert_eq!(published.ok(), Some(1));
-        assert!(stuck.rx.try_recv().is_ok());
-        assert!(
-            stuck.rx.try_recv().is_err(),
-            "the second message was dropped"
-        );
-    }
-
-    struct Echo;
-
-    #[async_trait]
-    impl Handler for Echo {
-        async fn handle(&self, message: Message) -> Option<Bytes> {
-            Some(message.payload)
-        }
-    }
-
-    #[tokio::test]
-    async fn a_handler_is_called_in_the_publishers_task_and_its_reply_routed() {
-        let fanout = Fanout::new();
-        let _guard = fanout.serve("svc.*", Some("g"), Arc::new(Echo));
-        let replies = std::sync::Mutex::new(Vec::new());
-        let mut m = message("svc.echo");
-        m.reply = Some("_INBOX.1".into());
-        let n = fanout
-            .publish(m, |to, bytes| {
-                replies.lock().unwrap().push((to, bytes));
-                async {}
-            })
-            .await;
-        assert_eq!(n, 1);
-        assert_eq!(
-            replies.lock().unwrap().as_slice(),
-            &[("_INBOX.1".to_string(), Bytes::from_static(b"x"))]
-        );
-    }
-}
+#[path = "fanout_tests.rs"]
+mod tests;
