@@ -4,7 +4,8 @@
 //! - `sessions`: `<agent>\0<session>` → the session's record, JSON `{"meta": SessionMeta,
 //!   "task": TaskState}` (goal, summary, turn state): one record a save writes besides its
 //!   messages. Earlier versions wrote the metadata alone here and the task state in `tasks`.
-//! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`]
+//! - `messages`: `<agent>\0<session>\0<seq: u64 big-endian>` → JSON [`StoredMessage`], or a
+//!   JSON array of the messages a save stored together, keyed by the first one's `seq`
 //! - `tasks`: earlier versions' task states (`<agent>\0<session>` → JSON [`TaskState`]), moved
 //!   into the session records when a store opens ([`SessionStore::open`]).
 //!
@@ -30,7 +31,10 @@ mod codec;
 mod reconcile;
 mod synced;
 
-use codec::{decode, decode_session, decode_session_meta, encode, encode_record, encode_session};
+use codec::{
+    decode, decode_batch, decode_session, decode_session_meta, encode, encode_batch, encode_record,
+    encode_session, BATCH_MAX,
+};
 
 pub use reconcile::ASIDE_TREE;
 
@@ -288,14 +292,48 @@ impl SessionStore {
 
     /// Every message of a session, in order.
     pub fn messages(&self, agent: &str, session: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        self.cached()
+        let mut out = Vec::new();
+        for item in self
+            .cached()
             .messages
             .scan_prefix(message_prefix(agent, session))
-            .map(|item| {
-                let (_, v) = item?;
-                decode("message", &v)
-            })
-            .collect()
+        {
+            let (_, v) = item?;
+            decode_batch(&v, &mut out)?;
+        }
+        if out.windows(2).any(|w| w[0].seq >= w[1].seq) {
+            // A message stored twice, alone by an earlier version and in a later batch (a
+            // record of the replicated log replayed): one copy, the later key's.
+            out.reverse();
+            let mut seen = std::collections::HashSet::new();
+            out.retain(|m| seen.insert(m.seq));
+            out.sort_by_key(|m| m.seq);
+        }
+        Ok(out)
+    }
+
+    /// Store `listed` (the encoded `messages`) in as few records as they fit: consecutive
+    /// messages in batches of at most [`BATCH_MAX`], each keyed by its first message.
+    fn insert_messages(
+        &self,
+        agent: &str,
+        session: &str,
+        seqs: &[u64],
+        listed: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
+        let mut start = 0;
+        while start < listed.len() {
+            let mut end = start + 1;
+            while end < listed.len() && end - start < BATCH_MAX && seqs[end] > seqs[end - 1] {
+                end += 1;
+            }
+            self.messages.insert(
+                message_key(agent, session, seqs[start]),
+                encode_batch(&listed[start..end]),
+            )?;
+            start = end;
+        }
+        Ok(())
     }
 
     pub fn task(&self, agent: &str, session: &str) -> Result<TaskState, StoreError> {
@@ -449,10 +487,9 @@ impl SessionStore {
         // sessions in flight). Messages go first; a crash before the record is written is
         // repaired on load (`load` derives `next_seq` from the messages), and the turn
         // resumes from the task state of the save before.
-        for m in messages {
-            self.messages
-                .insert(message_key(&meta.agent, &meta.session, m.seq), encode(m)?)?;
-        }
+        let listed = messages.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        let seqs: Vec<u64> = messages.iter().map(|m| m.seq).collect();
+        self.insert_messages(&meta.agent, &meta.session, &seqs, &listed)?;
         meta.next_seq = next_seq_after(meta.next_seq, messages);
         meta.updated_at = now;
         self.sessions.insert(

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{SessionMeta, StoreError};
+use super::{SessionMeta, StoreError, StoredMessage};
 use crate::store::tasks::TaskState;
 
 /// How a session's record begins since the task state moved into it: `{"meta":…,"task":…}`.
@@ -65,6 +65,39 @@ pub(super) fn decode_session_meta(bytes: &[u8]) -> Result<SessionMeta, StoreErro
     decode("session meta", bytes)
 }
 
+/// Messages one record of the `messages` tree holds at most.
+pub(super) const BATCH_MAX: usize = 64;
+
+/// One record of the `messages` tree for messages a save stores together (already encoded,
+/// in order): the message itself when it is alone, as earlier versions wrote every message,
+/// else a JSON array of them — one write where there were as many as messages.
+pub(super) fn encode_batch(listed: &[Vec<u8>]) -> Vec<u8> {
+    if let [one] = listed {
+        return one.clone();
+    }
+    let mut out = Vec::with_capacity(listed.iter().map(|m| m.len() + 1).sum::<usize>() + 1);
+    out.push(b'[');
+    for (i, message) in listed.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(message);
+    }
+    out.push(b']');
+    out
+}
+
+/// The messages of one record of the `messages` tree (one message, or an array of them),
+/// appended to `out`.
+pub(super) fn decode_batch(bytes: &[u8], out: &mut Vec<StoredMessage>) -> Result<(), StoreError> {
+    if bytes.first() == Some(&b'[') {
+        out.extend(decode::<Vec<StoredMessage>>("messages", bytes)?);
+    } else {
+        out.push(decode("message", bytes)?);
+    }
+    Ok(())
+}
+
 /// A [`LogRecord`] as `serde_json` writes it, from borrowed parts, the messages and the task
 /// (and the extraction job it carries, if any) already encoded: a save neither clones them into
 /// a record nor encodes them twice (once for the log, once for the local cache).
@@ -108,6 +141,20 @@ mod tests {
     use crate::store::replica::{carried_job, LogRecord};
     use crate::store::sessions::tests::msg;
     use crate::store::tasks::TaskState;
+
+    #[test]
+    fn a_batch_of_messages_reads_back_in_order_and_a_lone_message_is_written_as_before() {
+        let messages = [msg(3, "one"), msg(4, "two [x]"), msg(5, "three")];
+        let listed: Vec<Vec<u8>> = messages.iter().map(|m| encode(m).unwrap()).collect();
+        let mut got = Vec::new();
+        decode_batch(&encode_batch(&listed), &mut got).unwrap();
+        decode_batch(&encode_batch(&listed[..1]), &mut got).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[..3], messages);
+        assert_eq!(got[3], messages[0]);
+        assert_eq!(encode_batch(&listed[..1]), listed[0]);
+        assert!(decode_batch(b"[{\"seq\":1", &mut got).is_err());
+    }
 
     #[test]
     fn a_session_record_reads_back_whole_and_an_earlier_versions_metadata_alone() {

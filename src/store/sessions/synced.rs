@@ -8,9 +8,7 @@
 use chrono::Utc;
 
 use super::codec::{decode, encode, encode_session};
-use super::{
-    blocking, message_key, reconcile, session_key, SessionMeta, SessionStore, StoredMessage,
-};
+use super::{blocking, reconcile, session_key, SessionMeta, SessionStore, StoredMessage};
 use crate::store::replica::LogRecord;
 use crate::store::tasks::TaskState;
 use crate::store::StoreError;
@@ -25,10 +23,8 @@ impl SessionStore {
         messages: Vec<(u64, Vec<u8>)>,
         task_bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        for (seq, message) in messages {
-            self.messages
-                .insert(message_key(&meta.agent, &meta.session, seq), message)?;
-        }
+        let (seqs, listed): (Vec<u64>, Vec<Vec<u8>>) = messages.into_iter().unzip();
+        self.insert_messages(&meta.agent, &meta.session, &seqs, &listed)?;
         let key = session_key(&meta.agent, &meta.session);
         self.sessions
             .insert(key, encode_session(meta, &task_bytes)?)?;

@@ -171,3 +171,60 @@ async fn an_earlier_versions_task_states_move_into_their_sessions_records_on_ope
     SessionStore::open(&db).unwrap();
     assert!(tasks.is_empty());
 }
+
+#[tokio::test]
+async fn the_messages_a_save_stores_together_are_one_record_and_read_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Durable::from(crate::store::open(dir.path()).unwrap());
+    let store = SessionStore::open(&db).unwrap();
+    let mut meta = SessionMeta::new("a", "s", "u");
+    let task = TaskState::default();
+    store.save(&mut meta, &[msg(0, "hi")], &task).await.unwrap();
+    let turn = [msg(1, "call"), msg(2, "result"), msg(3, "answer")];
+    store.save(&mut meta, &turn, &task).await.unwrap();
+    assert_eq!(db.open_tree("messages").unwrap().len(), 2);
+    let many: Vec<StoredMessage> = (4..4 + BATCH_MAX as u64 + 3)
+        .map(|seq| msg(seq, "m"))
+        .collect();
+    store.save(&mut meta, &many, &task).await.unwrap();
+    assert_eq!(
+        db.open_tree("messages").unwrap().len(),
+        4,
+        "at most BATCH_MAX a record"
+    );
+    drop(store);
+    let store = SessionStore::open(&db).unwrap();
+    let (loaded, got, _) = store.load("a", "s").unwrap();
+    let seqs: Vec<u64> = got.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, (0..4 + BATCH_MAX as u64 + 3).collect::<Vec<_>>());
+    assert_eq!(got[2].message.content, "result");
+    assert_eq!(loaded.unwrap().next_seq, 4 + BATCH_MAX as u64 + 3);
+}
+
+#[tokio::test]
+async fn a_message_stored_alone_by_an_earlier_version_and_again_in_a_batch_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Durable::from(crate::store::open(dir.path()).unwrap());
+    let tree = db.open_tree("messages").unwrap();
+    for seq in 0..3 {
+        tree.insert(
+            message_key("a", "s", seq),
+            encode(&msg(seq, "alone")).unwrap(),
+        )
+        .unwrap();
+    }
+    let store = SessionStore::open(&db).unwrap();
+    let listed: Vec<Vec<u8>> = (1..5)
+        .map(|seq| encode(&msg(seq, "again")).unwrap())
+        .collect();
+    store
+        .insert_messages("a", "s", &[1, 2, 3, 4], &listed)
+        .unwrap();
+    let seqs: Vec<u64> = store
+        .messages("a", "s")
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+}
