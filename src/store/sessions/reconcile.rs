@@ -178,6 +178,7 @@ async fn reconcile(
     if logged.is_none() || (log_is_prefix && cache_ids.len() > log_ids.len()) {
         let missing = cached_messages[log_ids.len()..].to_vec();
         let seen = cached_meta.log_seq;
+        let cached_task = extraction_again(cached_task);
         let meta = reseed(store, log, cached_meta, &missing, &cached_task, last).await?;
         tracing::warn!(
             agent,
@@ -252,6 +253,24 @@ async fn reconcile(
     );
     let loaded = replace(store, meta, log_messages, log_task).await?;
     Ok((loaded, Outcome::SetAside))
+}
+
+/// The task state a re-seeded log starts from: its answered turn's extraction marked not
+/// queued. The job rode on a log record, or waited in a queue, that went with the store the
+/// log was rebuilt from; a re-seed record carries none. The session's owner queues it again
+/// (the extractors skip a turn they already mined), and sends the answer again, with its id.
+fn extraction_again(mut task: TaskState) -> TaskState {
+    if let Some(turn) = task
+        .turn
+        .as_mut()
+        .filter(|t| t.phase == crate::store::tasks::TurnPhase::Answered)
+    {
+        if turn.extraction_queued || turn.inbox_item.is_some() {
+            turn.extraction_queued = false;
+            turn.inbox_item = None;
+        }
+    }
+    task
 }
 
 /// Append the cache's state to the log (fenced on `last`), carrying `missing` — the messages

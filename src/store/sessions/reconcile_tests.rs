@@ -164,3 +164,38 @@ async fn when_cache_and_log_diverge_the_log_wins_and_the_cache_is_kept_aside_and
     say(&old, &mut loaded, &["new3"]).await;
     assert_eq!(logged_ids(&log).await, ["new0", "new1", "new2", "new3"]);
 }
+
+#[tokio::test]
+async fn a_log_reseeded_after_its_store_was_wiped_leaves_the_answered_turns_extraction_to_queue_again(
+) {
+    use crate::store::tasks::{TurnPhase, TurnRecord};
+    let log = Arc::new(MemoryLog::default());
+    let (_dir, store) = process(&log);
+    let mut meta = SessionMeta::new("a", "s", "u");
+    // The answer's append carried the turn's extraction job, its inbox item in hand.
+    let mut turn = TurnRecord::received("t".into(), "m0".into(), "trace".into());
+    turn.phase = TurnPhase::Answered;
+    turn.extraction_queued = true;
+    turn.inbox_item = Some(7);
+    let task = TaskState {
+        turn: Some(turn),
+        ..TaskState::default()
+    };
+    store
+        .save_carrying(&mut meta, &[msg(0, "m0"), msg(1, "m1")], &task, b"{}")
+        .await
+        .unwrap();
+    assert!(task.pending_extraction().is_none());
+    log.purge();
+
+    let (_, _, loaded) = store.load_synced("a", "s").await.unwrap();
+    let pending = loaded.pending_extraction().expect("queued again");
+    assert_eq!(pending.turn_id, "t");
+    // The re-seed record and the cache say so too, for whichever process owns it next.
+    let records = log.read_after("a", "s", 0).await.unwrap();
+    let (_, _, logged) = crate::store::session_reader::fold(records)
+        .unwrap()
+        .unwrap();
+    assert!(logged.pending_extraction().is_some());
+    assert!(store.task("a", "s").unwrap().pending_extraction().is_some());
+}
