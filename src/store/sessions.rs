@@ -442,11 +442,10 @@ impl SessionStore {
         meta.updated_at = now;
         // The cache is written behind the turn, in order with this process' other cache
         // writes; its readers settle the queue first (`cached`).
-        let seqs = messages.iter().map(|m| m.seq);
-        let messages: Vec<(u64, Vec<u8>)> = seqs.zip(listed).collect();
+        let seqs: Vec<u64> = messages.iter().map(|m| m.seq).collect();
         let (store, cached_meta) = (self.clone(), meta.clone());
         self.db.write_behind(move || {
-            if let Err(e) = store.write_cache(&cached_meta, messages, task_bytes) {
+            if let Err(e) = store.write_cache(&cached_meta, &seqs, &listed, &task_bytes) {
                 synced::cache_failed(&cached_meta.session, &e);
             }
         });

@@ -161,15 +161,7 @@ impl<'a> TurnState<'a> {
             self.deferred.extend_from_slice(messages);
             let since = *self.deferred_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= DEFER_AT_MOST {
-                let ack = self.claim_first_write().await?;
-                let saved = self
-                    .env
-                    .store
-                    .save(self.meta, &self.deferred, self.task)
-                    .await;
-                self.written(ack, saved).await?;
-                self.deferred.clear();
-                self.deferred_since = None;
+                self.save_task().await?;
             }
         } else {
             self.save_with(messages).await?;

@@ -77,14 +77,19 @@ pub(super) fn encode_batch(listed: &[Vec<u8>]) -> Vec<u8> {
     }
     let mut out = Vec::with_capacity(listed.iter().map(|m| m.len() + 1).sum::<usize>() + 1);
     out.push(b'[');
-    for (i, message) in listed.iter().enumerate() {
+    join(&mut out, listed);
+    out.push(b']');
+    out
+}
+
+/// `listed` (encoded JSON values) written to `out` one after another, separated by commas.
+fn join(out: &mut Vec<u8>, listed: &[Vec<u8>]) {
+    for (i, value) in listed.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(message);
+        out.extend_from_slice(value);
     }
-    out.push(b']');
-    out
 }
 
 /// The messages of one record of the `messages` tree (one message, or an array of them),
@@ -121,12 +126,7 @@ pub(super) fn encode_record(
     }
     serde_json::to_writer(&mut out, meta).map_err(|e| StoreError::Encode(e.to_string()))?;
     out.extend_from_slice(b",\"messages\":[");
-    for (i, message) in messages_json.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(message);
-    }
+    join(&mut out, messages_json);
     out.extend_from_slice(b"],\"task\":");
     out.extend_from_slice(task_json);
     out.push(b'}');

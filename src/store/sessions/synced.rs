@@ -20,14 +20,14 @@ impl SessionStore {
     pub(super) fn write_cache(
         &self,
         meta: &SessionMeta,
-        messages: Vec<(u64, Vec<u8>)>,
-        task_bytes: Vec<u8>,
+        seqs: &[u64],
+        listed: &[Vec<u8>],
+        task_bytes: &[u8],
     ) -> Result<(), StoreError> {
-        let (seqs, listed): (Vec<u64>, Vec<Vec<u8>>) = messages.into_iter().unzip();
-        self.insert_messages(&meta.agent, &meta.session, &seqs, &listed)?;
+        self.insert_messages(&meta.agent, &meta.session, seqs, listed)?;
         let key = session_key(&meta.agent, &meta.session);
         self.sessions
-            .insert(key, encode_session(meta, &task_bytes)?)?;
+            .insert(key, encode_session(meta, task_bytes)?)?;
         Ok(())
     }
 
@@ -39,11 +39,9 @@ impl SessionStore {
         messages: &[StoredMessage],
         task: &TaskState,
     ) -> Result<(), StoreError> {
-        let listed = messages
-            .iter()
-            .map(|m| Ok((m.seq, encode(m)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        self.write_cache(meta, listed, encode(task)?)
+        let seqs: Vec<u64> = messages.iter().map(|m| m.seq).collect();
+        let listed = messages.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        self.write_cache(meta, &seqs, &listed, &encode(task)?)
     }
 
     /// [`Self::load`], after bringing the local cache up to date with the replicated log (the
